@@ -1,0 +1,49 @@
+//! The one error type of the `common` crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in shared code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A frame or control message on the HTTP wire could not be decoded.
+    #[error("malformed wire data: {0}")]
+    Wire(&'static str),
+    /// A frame announced a payload larger than the configured limit.
+    #[error("frame of {size} bytes exceeds the limit of {limit} bytes")]
+    FrameTooLarge {
+        /// Announced payload size.
+        size: usize,
+        /// Largest payload accepted.
+        limit: usize,
+    },
+    /// A configuration file could not be read.
+    #[error("cannot read {path}: {source}")]
+    ConfigRead {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A configuration file is not valid YAML for its schema (names the key and line).
+    #[error("{path}: {message}")]
+    ConfigParse {
+        /// The offending file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A configuration parsed but a value is not acceptable.
+    #[error("invalid configuration: {0}")]
+    ConfigInvalid(String),
+    /// A secret could not be resolved from the environment or a file.
+    #[error("secret {key}: {reason}")]
+    Secret {
+        /// The config key that names the secret.
+        key: String,
+        /// Why it could not be resolved.
+        reason: String,
+    },
+    /// The logging subscriber could not be installed.
+    #[error("cannot initialise logging: {0}")]
+    Telemetry(String),
+}

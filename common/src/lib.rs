@@ -1,0 +1,10 @@
+//! Code shared by the sidecar and the transport: the HTTP wire protocol, the timing wheel,
+//! configuration helpers, telemetry setup and the shared error type.
+
+pub mod config;
+pub mod error;
+pub mod telemetry;
+
+pub mod wire;
+
+pub use error::Error;

@@ -1,0 +1,146 @@
+//! JSON control messages: opening a session, listing upstreams, and machine-readable errors.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Secret;
+
+/// Body of `POST {base}/v1/sessions`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenSession {
+    /// Name of the upstream, as configured on the transport.
+    pub upstream: String,
+    /// User name for the upstream login.
+    pub user: String,
+    /// Password for the upstream login (travels only inside the request body).
+    pub password: String,
+    /// Initial default database, if the client asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// The client's capability flags (FOUND_ROWS, MULTI_STATEMENTS… are honoured upstream).
+    pub client_flags: u32,
+    /// The collation id the client asked for in its handshake.
+    pub collation: u8,
+}
+
+impl fmt::Debug for OpenSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenSession")
+            .field("upstream", &self.upstream)
+            .field("user", &self.user)
+            .field("password", &Secret::default())
+            .field("database", &self.database)
+            .field("client_flags", &format_args!("{:#x}", self.client_flags))
+            .field("collation", &self.collation)
+            .finish()
+    }
+}
+
+/// Answer to a successful `POST {base}/v1/sessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionOpened {
+    /// Opaque session id (128 random bits, hex).
+    pub session_id: String,
+    /// The upstream server's version string, as its handshake announces it.
+    pub server_version: String,
+    /// The upstream connection id (what `SELECT CONNECTION_ID()` returns).
+    pub connection_id: u32,
+    /// Upstream status flags after login (autocommit…).
+    pub status: u16,
+}
+
+/// One entry of `GET {base}/v1/upstreams`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamInfo {
+    /// Upstream name.
+    pub name: String,
+    /// Version string from the upstream's handshake, when it could be reached.
+    #[serde(default)]
+    pub server_version: Option<String>,
+}
+
+/// What kind of failure an [`ApiError`] reports; clients branch on this, not on text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiErrorKind {
+    /// Missing or invalid bearer token (401).
+    Unauthorized,
+    /// Unknown path or method (404/405).
+    NotFound,
+    /// The session id is unknown or expired (404).
+    SessionNotFound,
+    /// The request body is malformed (400).
+    BadRequest,
+    /// The request body is larger than allowed (413).
+    TooLarge,
+    /// The upstream name is not configured (403).
+    UnknownUpstream,
+    /// The upstream refused or failed the login; `mysql` carries its error (422).
+    UpstreamError,
+    /// The upstream could not be reached (502).
+    UpstreamUnreachable,
+    /// Too many sessions (503).
+    TooManySessions,
+    /// Another command is already running on this session (409).
+    SessionBusy,
+    /// The transport is shutting down or failed internally (503/500).
+    Unavailable,
+}
+
+/// A MySQL error carried inside an [`ApiError`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MysqlError {
+    /// Error code.
+    pub code: u16,
+    /// SQLSTATE.
+    pub sqlstate: String,
+    /// Message.
+    pub message: String,
+}
+
+/// The JSON body of every non-2xx answer from the transport.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    /// Machine-readable kind.
+    pub error: ApiErrorKind,
+    /// Human-readable explanation.
+    pub message: String,
+    /// The upstream's own error, relayed unchanged, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mysql: Option<MysqlError>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_session_debug_hides_the_password() {
+        let req = OpenSession {
+            upstream: "main".into(),
+            user: "app".into(),
+            password: "s3cr3t".into(),
+            database: None,
+            client_flags: 2,
+            collation: 45,
+        };
+        let text = format!("{req:?}");
+        assert!(!text.contains("s3cr3t"), "{text}");
+        let json = serde_json::to_string(&req).unwrap_or_default();
+        let back: OpenSession = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back.password, "s3cr3t");
+    }
+
+    #[test]
+    fn api_error_is_machine_readable() {
+        let e = ApiError {
+            error: ApiErrorKind::SessionNotFound,
+            message: "no such session".into(),
+            mysql: None,
+        };
+        let json = serde_json::to_string(&e).unwrap_or_default();
+        assert_eq!(json, r#"{"error":"session_not_found","message":"no such session"}"#);
+    }
+}

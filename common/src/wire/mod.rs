@@ -1,0 +1,28 @@
+//! The HTTP wire protocol between sidecar and transport (the single source of truth).
+//!
+//! Control messages (open a session, errors) are small JSON documents; command results are
+//! compact binary frames streamed in a chunked body. This module does no I/O.
+
+mod control;
+mod frame;
+mod route;
+
+pub use control::{ApiError, ApiErrorKind, MysqlError, OpenSession, SessionOpened, UpstreamInfo};
+pub use frame::{
+    DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, encode_end, encode_err,
+    encode_heartbeat, encode_ok, list_begin, list_finish, list_item_begin, list_item_finish,
+};
+pub use route::Route;
+
+/// Content type of a streamed frames body.
+pub const FRAMES_CONTENT_TYPE: &str = "application/vnd.sqltunnel.frames";
+/// Content type of a command request body (one MySQL command packet payload).
+pub const COMMAND_CONTENT_TYPE: &str = "application/vnd.sqltunnel.command";
+/// Content type of control messages.
+pub const JSON_CONTENT_TYPE: &str = "application/json";
+/// Header carrying the session id on every session request, so both logs can be joined.
+pub const SESSION_HEADER: &str = "x-tunnel-session";
+/// Header a load balancer may hash on to keep one session on one transport.
+pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
+/// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.
+pub const SESSION_ID_BYTES: usize = 16;

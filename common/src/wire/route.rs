@@ -1,0 +1,82 @@
+//! Request routing: maps a method and path (with any proxy prefix) to an endpoint.
+
+/// An endpoint of the transport's HTTP API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `GET …/v1/health`
+    Health,
+    /// `GET …/v1/upstreams`
+    Upstreams,
+    /// `POST …/v1/sessions`
+    OpenSession,
+    /// `POST …/v1/sessions/{id}/command`
+    Command(String),
+    /// `DELETE …/v1/sessions/{id}`
+    CloseSession(String),
+    /// `GET /metrics`
+    Metrics,
+    /// Known path, wrong method.
+    MethodNotAllowed,
+    /// Anything else.
+    NotFound,
+}
+
+impl Route {
+    /// Routes a request. Everything before the last `/v1/` is a prefix a proxy may add or keep,
+    /// so `/db-tunnel/v1/health` and `/v1/health` are the same endpoint.
+    pub fn parse(method: &str, path: &str) -> Route {
+        if path == "/metrics" {
+            return if method == "GET" { Route::Metrics } else { Route::MethodNotAllowed };
+        }
+        let Some(at) = path.rfind("/v1/") else { return Route::NotFound };
+        let rest = &path[at + 4..];
+        let parts: Vec<&str> = rest.split('/').collect();
+        let (route, allowed) = match parts.as_slice() {
+            ["health"] => (Route::Health, method == "GET"),
+            ["upstreams"] => (Route::Upstreams, method == "GET"),
+            ["sessions"] => (Route::OpenSession, method == "POST"),
+            ["sessions", id] if valid_id(id) => {
+                (Route::CloseSession((*id).to_owned()), method == "DELETE")
+            }
+            ["sessions", id, "command"] if valid_id(id) => {
+                (Route::Command((*id).to_owned()), method == "POST")
+            }
+            _ => return Route::NotFound,
+        };
+        if allowed { route } else { Route::MethodNotAllowed }
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_with_and_without_prefix() {
+        assert_eq!(Route::parse("GET", "/v1/health"), Route::Health);
+        assert_eq!(Route::parse("GET", "/db-tunnel/v1/health"), Route::Health);
+        assert_eq!(Route::parse("POST", "/a/b/v1/sessions"), Route::OpenSession);
+        assert_eq!(
+            Route::parse("POST", "/v1/sessions/abc123/command"),
+            Route::Command("abc123".into())
+        );
+        assert_eq!(
+            Route::parse("DELETE", "/v1/sessions/abc123"),
+            Route::CloseSession("abc123".into())
+        );
+        assert_eq!(Route::parse("GET", "/metrics"), Route::Metrics);
+    }
+
+    #[test]
+    fn refuses_wrong_methods_and_odd_ids() {
+        assert_eq!(Route::parse("GET", "/v1/sessions"), Route::MethodNotAllowed);
+        assert_eq!(Route::parse("POST", "/v1/sessions/../command"), Route::NotFound);
+        assert_eq!(Route::parse("POST", "/v1/sessions//command"), Route::NotFound);
+        assert_eq!(Route::parse("GET", "/"), Route::NotFound);
+        assert_eq!(Route::parse("GET", "/v1/health/x"), Route::NotFound);
+    }
+}
