@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod error;
+pub mod mysql;
 pub mod telemetry;
 
 pub mod wire;

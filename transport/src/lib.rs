@@ -1,1 +1,18 @@
-//! x
+//! sqltunnel transport: an HTTP server that holds one upstream MySQL connection per client
+//! session and streams each command's answer back as binary frames.
+
+pub mod api;
+pub mod auth;
+pub mod body;
+pub mod command;
+pub mod config;
+pub mod error;
+pub mod server;
+pub mod session;
+pub mod sink;
+pub mod state;
+pub mod upstream;
+
+pub use config::TransportConfig;
+pub use error::Error;
+pub use server::run;

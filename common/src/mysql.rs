@@ -1,0 +1,96 @@
+//! Named MySQL protocol constants used on both sides: command bytes, capability and status
+//! flags, and the error codes the tunnel itself reports.
+
+/// Command bytes (first byte of a command packet).
+pub mod command {
+    /// COM_QUIT
+    pub const QUIT: u8 = 0x01;
+    /// COM_INIT_DB
+    pub const INIT_DB: u8 = 0x02;
+    /// COM_QUERY
+    pub const QUERY: u8 = 0x03;
+    /// COM_FIELD_LIST
+    pub const FIELD_LIST: u8 = 0x04;
+    /// COM_STATISTICS
+    pub const STATISTICS: u8 = 0x09;
+    /// COM_PING
+    pub const PING: u8 = 0x0e;
+    /// COM_CHANGE_USER
+    pub const CHANGE_USER: u8 = 0x11;
+    /// COM_RESET_CONNECTION
+    pub const RESET_CONNECTION: u8 = 0x1f;
+}
+
+/// Capability flags.
+pub mod capability {
+    /// CLIENT_LONG_PASSWORD (also: "this is not a MariaDB server" when set by a server).
+    pub const LONG_PASSWORD: u32 = 0x0000_0001;
+    /// CLIENT_FOUND_ROWS
+    pub const FOUND_ROWS: u32 = 0x0000_0002;
+    /// CLIENT_LONG_FLAG
+    pub const LONG_FLAG: u32 = 0x0000_0004;
+    /// CLIENT_CONNECT_WITH_DB
+    pub const CONNECT_WITH_DB: u32 = 0x0000_0008;
+    /// CLIENT_ODBC
+    pub const ODBC: u32 = 0x0000_0040;
+    /// CLIENT_IGNORE_SPACE
+    pub const IGNORE_SPACE: u32 = 0x0000_0100;
+    /// CLIENT_PROTOCOL_41
+    pub const PROTOCOL_41: u32 = 0x0000_0200;
+    /// CLIENT_INTERACTIVE
+    pub const INTERACTIVE: u32 = 0x0000_0400;
+    /// CLIENT_SSL
+    pub const SSL: u32 = 0x0000_0800;
+    /// CLIENT_TRANSACTIONS
+    pub const TRANSACTIONS: u32 = 0x0000_2000;
+    /// CLIENT_SECURE_CONNECTION
+    pub const SECURE_CONNECTION: u32 = 0x0000_8000;
+    /// CLIENT_MULTI_STATEMENTS
+    pub const MULTI_STATEMENTS: u32 = 0x0001_0000;
+    /// CLIENT_MULTI_RESULTS
+    pub const MULTI_RESULTS: u32 = 0x0002_0000;
+    /// CLIENT_PS_MULTI_RESULTS
+    pub const PS_MULTI_RESULTS: u32 = 0x0004_0000;
+    /// CLIENT_PLUGIN_AUTH
+    pub const PLUGIN_AUTH: u32 = 0x0008_0000;
+    /// CLIENT_CONNECT_ATTRS
+    pub const CONNECT_ATTRS: u32 = 0x0010_0000;
+    /// CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+    pub const PLUGIN_AUTH_LENENC_DATA: u32 = 0x0020_0000;
+    /// CLIENT_DEPRECATE_EOF
+    pub const DEPRECATE_EOF: u32 = 0x0100_0000;
+}
+
+/// Server status flags.
+pub mod status {
+    /// SERVER_STATUS_AUTOCOMMIT
+    pub const AUTOCOMMIT: u16 = 0x0002;
+    /// SERVER_MORE_RESULTS_EXISTS
+    pub const MORE_RESULTS_EXISTS: u16 = 0x0008;
+}
+
+/// Error codes (and their SQLSTATE) that the tunnel reports itself.
+pub mod error_code {
+    /// ER_CON_COUNT_ERROR: too many connections.
+    pub const TOO_MANY_CONNECTIONS: u16 = 1040;
+    /// ER_HANDSHAKE_ERROR: bad handshake.
+    pub const HANDSHAKE: u16 = 1043;
+    /// ER_ACCESS_DENIED_ERROR.
+    pub const ACCESS_DENIED: u16 = 1045;
+    /// ER_UNKNOWN_COM_ERROR: unknown command.
+    pub const UNKNOWN_COMMAND: u16 = 1047;
+    /// ER_NET_PACKET_TOO_LARGE.
+    pub const PACKET_TOO_LARGE: u16 = 1153;
+    /// CR_CONNECTION_ERROR-like: the tunnel could not reach the transport or upstream.
+    pub const CONN_HOST_ERROR: u16 = 2003;
+    /// CR_SERVER_GONE_ERROR.
+    pub const SERVER_GONE: u16 = 2006;
+    /// CR_SERVER_LOST.
+    pub const SERVER_LOST: u16 = 2013;
+    /// SQLSTATE of access errors.
+    pub const STATE_ACCESS: &[u8; 5] = b"28000";
+    /// SQLSTATE of communication errors.
+    pub const STATE_COMM: &[u8; 5] = b"08S01";
+    /// SQLSTATE of generic errors.
+    pub const STATE_GENERAL: &[u8; 5] = b"HY000";
+}

@@ -1,0 +1,202 @@
+//! HTTP endpoints: authentication, routing, and one handler per route.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use common::wire::{
+    FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, OpenSession, Route, SESSION_HEADER, SessionOpened,
+    UpstreamInfo, encode_heartbeat,
+};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::body::ResponseBody;
+use crate::command::{Outcome, execute};
+use crate::sink::{CHANNEL_CHUNKS, FrameSink};
+use crate::state::{AppState, Metrics};
+use crate::{Error, upstream};
+
+/// Largest control (JSON) body accepted.
+const MAX_CONTROL_BODY: usize = 64 * 1024;
+
+/// Answers one request.
+pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<ResponseBody> {
+    let route = Route::parse(req.method().as_str(), req.uri().path());
+    if route == Route::Health {
+        return json(StatusCode::OK, &serde_json::json!({ "status": "ok" }));
+    }
+    if !state.tokens.authorize(req.headers()) {
+        Metrics::bump(&state.metrics.unauthorized);
+        return error_response(&Error::Unauthorized);
+    }
+    let result = match route {
+        Route::Upstreams => Ok(upstreams(&state).await),
+        Route::OpenSession => open_session(&state, req).await,
+        Route::Command(id) => command(&state, &id, req).await,
+        Route::CloseSession(id) => Ok(close_session(&state, &id).await),
+        Route::Metrics => Ok(text(state.render_metrics())),
+        Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
+        Route::Health | Route::NotFound => Err(Error::NotFound),
+    };
+    result.unwrap_or_else(|e| error_response(&e))
+}
+
+/// Reads a request body of at most `limit` bytes.
+async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error> {
+    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(Error::TooLarge { limit });
+    }
+    match Limited::new(req.into_body(), limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge { limit }),
+        Err(e) => Err(Error::BadRequest(format!("cannot read body: {e}"))),
+    }
+}
+
+async fn open_session(state: &AppState, req: Request<Incoming>) -> Result<Response<ResponseBody>, Error> {
+    let body = read_body(req, MAX_CONTROL_BODY).await?;
+    let open: OpenSession =
+        serde_json::from_slice(&body).map_err(|e| Error::BadRequest(format!("invalid session request: {e}")))?;
+    let upstream = state.config.upstream(&open.upstream).ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
+    if state.sessions.len() >= state.config.max_sessions {
+        return Err(Error::TooManySessions(state.config.max_sessions));
+    }
+    let conn = upstream::connect(upstream, &open, state.config.connect_timeout).await?;
+    let connection_id = conn.id();
+    let status = conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
+    let server_version = match state.cached_version(&upstream.name) {
+        Some(v) => v,
+        None => {
+            let v = upstream::probe_version(upstream, state.config.connect_timeout).await?;
+            state.cache_version(&upstream.name, v.clone());
+            v
+        }
+    };
+    let session = match state.sessions.insert(&upstream.name, conn, state.config.max_sessions) {
+        Ok(s) => s,
+        Err((e, conn)) => {
+            tokio::spawn(async move { drop(conn.disconnect().await) });
+            return Err(e);
+        }
+    };
+    Metrics::bump(&state.metrics.sessions_opened);
+    info!(session = %session.id, upstream = %upstream.name, user = %open.user, connection_id, "session opened");
+    let opened = SessionOpened { session_id: session.id.clone(), server_version, connection_id, status };
+    Ok(json(StatusCode::CREATED, &opened))
+}
+
+async fn command(state: &AppState, id: &str, req: Request<Incoming>) -> Result<Response<ResponseBody>, Error> {
+    let session = state.sessions.get(id)?;
+    let mut guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
+    let payload = read_body(req, state.config.max_request_bytes).await?;
+    Metrics::bump(&state.metrics.commands);
+    let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+    let heartbeat_every = state.config.heartbeat_interval;
+    let span = info_span!("command", session = %session.id);
+    tokio::spawn(
+        async move {
+            let mut sink = FrameSink::new(tx.clone());
+            let outcome = match guard.as_mut() {
+                Some(conn) => {
+                    let run = execute(conn, &payload, &mut sink);
+                    tokio::pin!(run);
+                    let start = tokio::time::Instant::now() + heartbeat_every;
+                    let mut ticker = tokio::time::interval_at(start, heartbeat_every);
+                    loop {
+                        tokio::select! {
+                            outcome = &mut run => break outcome,
+                            _ = ticker.tick() => {
+                                let mut hb = BytesMut::new();
+                                encode_heartbeat(&mut hb);
+                                if tx.send(hb.freeze()).await.is_err() { break Ok(Outcome::Healthy) }
+                            }
+                        }
+                    }
+                }
+                None => Ok(Outcome::Broken),
+            };
+            if matches!(outcome, Ok(Outcome::Broken)) {
+                if guard.is_none() {
+                    let msg = b"MySQL server has gone away (upstream connection was lost earlier)";
+                    common::wire::encode_err(sink.buf(), common::mysql::error_code::SERVER_GONE, b"HY000", msg);
+                }
+                *guard = None;
+            }
+            if sink.flush().await.is_err() {
+                warn!("sidecar went away before the answer was sent");
+            }
+            session.touch();
+        }
+        .instrument(span),
+    );
+    let mut response = Response::new(ResponseBody::Stream(rx));
+    response.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static(FRAMES_CONTENT_TYPE));
+    if let Ok(v) = http::HeaderValue::from_str(id) {
+        response.headers_mut().insert(SESSION_HEADER, v);
+    }
+    Ok(response)
+}
+
+async fn close_session(state: &AppState, id: &str) -> Response<ResponseBody> {
+    if let Some(session) = state.sessions.remove(id) {
+        info!(session = %id, "session closed by client");
+        tokio::spawn(async move {
+            if let Some(conn) = session.conn.lock().await.take() {
+                drop(conn.disconnect().await);
+            }
+        });
+    }
+    let mut response = Response::new(ResponseBody::from(Bytes::new()));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    response
+}
+
+async fn upstreams(state: &AppState) -> Response<ResponseBody> {
+    let mut list = Vec::new();
+    for u in &state.config.upstreams {
+        let server_version = match state.cached_version(&u.name) {
+            Some(v) => Some(v),
+            None => match upstream::probe_version(u, state.config.connect_timeout).await {
+                Ok(v) => {
+                    state.cache_version(&u.name, v.clone());
+                    Some(v)
+                }
+                Err(e) => {
+                    warn!(upstream = %u.name, error = %e, "cannot read upstream version");
+                    None
+                }
+            },
+        };
+        list.push(UpstreamInfo { name: u.name.clone(), server_version });
+    }
+    json(StatusCode::OK, &list)
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static(JSON_CONTENT_TYPE));
+    response
+}
+
+fn text(body: String) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
+    response.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4"));
+    response
+}
+
+/// The one place transport errors become HTTP answers.
+fn error_response(err: &Error) -> Response<ResponseBody> {
+    let (status, body) = err.to_api();
+    if status.is_server_error() {
+        warn!(error = %err, "request failed");
+    }
+    json(status, &body)
+}

@@ -1,0 +1,47 @@
+//! HTTP response bodies: a full one for JSON answers, a channel-fed one for streamed frames.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body, Frame};
+use tokio::sync::mpsc;
+
+/// The body type of every transport response.
+#[derive(Debug)]
+pub enum ResponseBody {
+    /// A complete body.
+    Full(Full<Bytes>),
+    /// Chunks arriving from a command task.
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl From<Bytes> for ResponseBody {
+    fn from(bytes: Bytes) -> Self {
+        ResponseBody::Full(Full::new(bytes))
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ResponseBody::Full(full) => Pin::new(full).poll_frame(cx),
+            ResponseBody::Stream(rx) => rx.poll_recv(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Full(full) => full.is_end_stream(),
+            ResponseBody::Stream(_) => false,
+        }
+    }
+}

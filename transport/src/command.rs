@@ -1,0 +1,255 @@
+//! Runs one client command on a session's upstream connection and encodes the answer as
+//! frames: column definitions and rows exactly as the upstream sent them, OK/ERR verbatim.
+
+use bytes::BufMut;
+use common::mysql::{command, error_code, status};
+use common::wire::{
+    OkInfo, encode_end, encode_err, encode_ok, list_begin, list_finish, list_item_begin,
+    list_item_finish,
+};
+use futures_util::StreamExt;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row, Value};
+use mysql_common::packets::{Column, OkPacket};
+use mysql_common::proto::MySerialize;
+
+use crate::sink::{ClientGone, FrameSink};
+
+/// What became of the upstream connection after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The connection can run the next command.
+    Healthy,
+    /// The connection broke and must be dropped.
+    Broken,
+}
+
+/// Runs the command in `payload` (a MySQL command packet payload) and streams its answer.
+pub async fn execute(conn: &mut Conn, payload: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
+    let Some((&cmd, args)) = payload.split_first() else {
+        encode_err(sink.buf(), error_code::HANDSHAKE, error_code::STATE_COMM, b"Empty command packet");
+        return Ok(Outcome::Healthy);
+    };
+    match cmd {
+        command::QUERY => query(conn, args, sink).await,
+        command::INIT_DB => query(conn, &use_statement(args), sink).await,
+        command::PING => match conn.ping().await {
+            Ok(()) => {
+                encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
+                Ok(Outcome::Healthy)
+            }
+            Err(e) => Ok(encode_mysql_error(sink, e)),
+        },
+        command::FIELD_LIST => field_list(conn, args, sink).await,
+        other => {
+            let msg = format!("Unknown command 0x{other:02x}");
+            encode_err(sink.buf(), error_code::UNKNOWN_COMMAND, b"08S01", msg.as_bytes());
+            Ok(Outcome::Healthy)
+        }
+    }
+}
+
+/// `USE `db`` for COM_INIT_DB, with backticks in the name doubled.
+fn use_statement(db: &[u8]) -> Vec<u8> {
+    let mut sql = b"USE `".to_vec();
+    for &b in db {
+        if b == b'`' {
+            sql.push(b'`');
+        }
+        sql.push(b);
+    }
+    sql.push(b'`');
+    sql
+}
+
+/// Runs a text query and streams every result set it produces.
+async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
+    let mut result = match conn.query_iter(sql).await {
+        Ok(r) => r,
+        Err(e) => return Ok(encode_mysql_error(sink, e)),
+    };
+    // A row set's terminator status is known only once the next set (or the end) is read.
+    let mut open_row_set = false;
+    let mut last_status = status::AUTOCOMMIT;
+    loop {
+        let mut set = match result.stream::<Row>().await {
+            Ok(Some(set)) => set,
+            Ok(None) => break,
+            Err(e) => {
+                if open_row_set {
+                    encode_end(sink.buf(), last_status | status::MORE_RESULTS_EXISTS, 0);
+                }
+                return Ok(encode_mysql_error(sink, e));
+            }
+        };
+        let ok = ok_info(set.ok_packet(), last_status);
+        last_status = ok.status;
+        if open_row_set {
+            let warnings = if set.columns_ref().is_empty() { 0 } else { ok.warnings };
+            encode_end(sink.buf(), ok.status | status::MORE_RESULTS_EXISTS, warnings);
+            open_row_set = false;
+        }
+        if set.columns_ref().is_empty() {
+            encode_ok(sink.buf(), &ok);
+            continue;
+        }
+        encode_columns(sink, set.columns_ref(), false);
+        let mut rows = list_begin(sink.buf(), true);
+        while let Some(row) = set.next().await {
+            let row = match row {
+                Ok(row) => row,
+                Err(e) => {
+                    list_finish(sink.buf(), rows);
+                    return Ok(encode_mysql_error(sink, e));
+                }
+            };
+            encode_text_row(sink, row);
+            if sink.buf().len() >= crate::sink::FLUSH_AT {
+                list_finish(sink.buf(), rows);
+                sink.flush().await?;
+                rows = list_begin(sink.buf(), true);
+            }
+        }
+        list_finish(sink.buf(), rows);
+        open_row_set = true;
+    }
+    drop(result);
+    if open_row_set {
+        let ok = ok_info(conn.last_ok_packet(), last_status);
+        encode_end(sink.buf(), ok.status, ok.warnings);
+    }
+    Ok(Outcome::Healthy)
+}
+
+/// COM_FIELD_LIST: the table's column definitions (what `SELECT * … LIMIT 0` reports).
+async fn field_list(conn: &mut Conn, args: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
+    let table = args.split(|&b| b == 0).next().unwrap_or_default();
+    let mut sql = b"SELECT * FROM ".to_vec();
+    sql.extend_from_slice(&use_statement(table)[4..]);
+    sql.extend_from_slice(b" LIMIT 0");
+    let columns = match conn.query_iter(sql).await {
+        Ok(result) => {
+            let columns = result.columns().unwrap_or_else(|| std::sync::Arc::from(Vec::new()));
+            if let Err(e) = result.drop_result().await {
+                return Ok(encode_mysql_error(sink, e));
+            }
+            columns
+        }
+        Err(e) => return Ok(encode_mysql_error(sink, e)),
+    };
+    encode_columns(sink, &columns, true);
+    let ok = ok_info(conn.last_ok_packet(), status::AUTOCOMMIT);
+    encode_end(sink.buf(), ok.status, ok.warnings);
+    Ok(Outcome::Healthy)
+}
+
+/// Appends a `Columns` frame; field-list definitions carry an empty default value.
+fn encode_columns(sink: &mut FrameSink, columns: &[Column], field_list: bool) {
+    let mut scratch = Vec::with_capacity(128);
+    let mark = list_begin(sink.buf(), false);
+    for column in columns {
+        scratch.clear();
+        column.serialize(&mut scratch);
+        if field_list {
+            scratch.push(0xfb);
+        }
+        let item = list_item_begin(sink.buf());
+        sink.buf().put_slice(&scratch);
+        list_item_finish(sink.buf(), item);
+    }
+    list_finish(sink.buf(), mark);
+}
+
+/// Appends one text-protocol row: each value as a length-encoded string, NULL as 0xFB.
+fn encode_text_row(sink: &mut FrameSink, row: Row) {
+    let buf = sink.buf();
+    let item = list_item_begin(buf);
+    for value in row.unwrap_raw() {
+        match value {
+            Some(Value::Bytes(bytes)) => {
+                put_lenenc_int(buf, bytes.len() as u64);
+                buf.put_slice(&bytes);
+            }
+            Some(Value::NULL) | None => buf.put_u8(0xfb),
+            Some(other) => {
+                let text = other.as_sql(false);
+                let text = text.trim_matches('\'');
+                put_lenenc_int(buf, text.len() as u64);
+                buf.put_slice(text.as_bytes());
+            }
+        }
+    }
+    list_item_finish(buf, item);
+}
+
+/// Writes a MySQL length-encoded integer.
+pub fn put_lenenc_int(buf: &mut impl BufMut, n: u64) {
+    match n {
+        0..=250 => buf.put_u8(n as u8),
+        251..=0xffff => {
+            buf.put_u8(0xfc);
+            buf.put_u16_le(n as u16);
+        }
+        0x1_0000..=0xff_ffff => {
+            buf.put_u8(0xfd);
+            buf.put_uint_le(n, 3);
+        }
+        _ => {
+            buf.put_u8(0xfe);
+            buf.put_u64_le(n);
+        }
+    }
+}
+
+/// The OK fields of an upstream OK packet (`fallback_status` when there is none).
+fn ok_info(ok: Option<&OkPacket<'static>>, fallback_status: u16) -> OkInfo {
+    match ok {
+        Some(ok) => OkInfo {
+            affected_rows: ok.affected_rows(),
+            last_insert_id: ok.last_insert_id().unwrap_or(0),
+            status: ok.status_flags().bits(),
+            warnings: ok.warnings(),
+            info: bytes::Bytes::copy_from_slice(ok.info_ref().unwrap_or_default()),
+        },
+        None => OkInfo { status: fallback_status, ..OkInfo::default() },
+    }
+}
+
+/// Encodes an upstream error; a non-server error means the connection is broken.
+fn encode_mysql_error(sink: &mut FrameSink, err: mysql_async::Error) -> Outcome {
+    match err {
+        mysql_async::Error::Server(e) => {
+            let mut state = *error_code::STATE_GENERAL;
+            if e.state.len() == 5 {
+                state.copy_from_slice(e.state.as_bytes());
+            }
+            encode_err(sink.buf(), e.code, &state, e.message.as_bytes());
+            Outcome::Healthy
+        }
+        other => {
+            tracing::warn!(error = %other, "upstream connection failed during a command");
+            let msg = format!("Lost connection to the upstream server during query ({other})");
+            encode_err(sink.buf(), error_code::SERVER_LOST, error_code::STATE_GENERAL, msg.as_bytes());
+            Outcome::Broken
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn use_statement_quotes_backticks() {
+        assert_eq!(use_statement(b"a`b"), b"USE `a``b`".to_vec());
+    }
+
+    #[test]
+    fn lenenc_ints_use_the_right_width() {
+        let mut v = Vec::new();
+        for n in [0u64, 250, 251, 0xffff, 0x1_0000, 0xff_ffff, 0x100_0000] {
+            put_lenenc_int(&mut v, n);
+        }
+        assert_eq!(v.len(), 1 + 1 + 3 + 3 + 4 + 4 + 9);
+    }
+}

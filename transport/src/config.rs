@@ -1,0 +1,165 @@
+//! Transport configuration: YAML schema, defaults in one place, and validation.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use common::config::{Secret, load_yaml, serde_duration};
+use common::telemetry::LogConfig;
+use serde::Deserialize;
+
+use crate::Error;
+
+/// The whole transport configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransportConfig {
+    /// Address the HTTP server listens on.
+    pub listen: SocketAddr,
+    /// Bearer tokens accepted from sidecars (several, so they can be rotated).
+    pub tokens: Vec<Secret>,
+    /// Name of an environment variable holding one more token.
+    pub token_env: Option<String>,
+    /// Path of a file holding one more token.
+    pub token_file: Option<String>,
+    /// The only upstream servers sessions may reach.
+    pub upstreams: Vec<UpstreamConfig>,
+    /// A session not heard from for this long is closed.
+    #[serde(with = "serde_duration")]
+    pub session_timeout: Duration,
+    /// Interval of progress heartbeats while a command runs (keeps proxies from timing out).
+    #[serde(with = "serde_duration")]
+    pub heartbeat_interval: Duration,
+    /// Timeout for connecting to an upstream.
+    #[serde(with = "serde_duration")]
+    pub connect_timeout: Duration,
+    /// Largest request body accepted (a command packet, e.g. a big INSERT).
+    pub max_request_bytes: usize,
+    /// Most sessions open at once.
+    pub max_sessions: usize,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tokens: Vec::new(),
+            token_env: None,
+            token_file: None,
+            upstreams: Vec::new(),
+            session_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+            max_request_bytes: 64 << 20,
+            max_sessions: 1000,
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// One upstream database server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Name sidecars refer to.
+    pub name: String,
+    /// `host:port` of the MySQL/MariaDB server.
+    pub address: String,
+}
+
+impl TransportConfig {
+    /// Loads, resolves secrets and validates a config file.
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let mut config: Self = load_yaml(path)?;
+        config.resolve_secrets()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Adds the tokens given through `token_env` / `token_file`.
+    pub fn resolve_secrets(&mut self) -> Result<(), Error> {
+        for (env, file) in [(self.token_env.clone(), None), (None, self.token_file.clone())] {
+            if let Some(token) = Secret::resolve("token", None, env.as_deref(), file.as_deref())? {
+                self.tokens.push(token);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |m: String| Err(Error::Config(common::Error::ConfigInvalid(m)));
+        if self.tokens.is_empty() {
+            return invalid("`tokens` must list at least one token".into());
+        }
+        if self.tokens.iter().any(|t| t.expose().len() < 8) {
+            return invalid("every token must be at least 8 characters long".into());
+        }
+        if self.upstreams.is_empty() {
+            return invalid("`upstreams` must list at least one upstream".into());
+        }
+        for (i, u) in self.upstreams.iter().enumerate() {
+            if u.name.is_empty() || u.address.is_empty() {
+                return invalid(format!("upstreams[{i}]: `name` and `address` are required"));
+            }
+            if self.upstreams[..i].iter().any(|o| o.name == u.name) {
+                return invalid(format!("upstreams[{i}]: duplicate name {:?}", u.name));
+            }
+            if !u.address.contains(':') {
+                return invalid(format!("upstreams[{i}]: address {:?} needs a port", u.address));
+            }
+        }
+        if self.session_timeout < Duration::from_secs(1) {
+            return invalid("`session_timeout` must be at least 1s".into());
+        }
+        if self.heartbeat_interval < Duration::from_millis(100) {
+            return invalid("`heartbeat_interval` must be at least 100ms".into());
+        }
+        if self.max_sessions == 0 {
+            return invalid("`max_sessions` must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The upstream with this name, if configured.
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamConfig> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use common::config::parse_yaml;
+
+    use super::*;
+
+    const MINIMAL: &str = "listen: 127.0.0.1:8080\ntokens: [change-me]\nupstreams:\n  - name: main\n    address: 127.0.0.1:3306\nsession_timeout: 30s\n";
+
+    #[test]
+    fn minimal_config_parses_with_defaults() {
+        let c: TransportConfig = parse_yaml(MINIMAL).expect("parses");
+        assert!(c.validate().is_ok());
+        assert_eq!(c.session_timeout, Duration::from_secs(30));
+        assert_eq!(c.upstream("main").map(|u| u.address.as_str()), Some("127.0.0.1:3306"));
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let text = format!("{MINIMAL}sesion_timeout: 5s\n");
+        let err = parse_yaml::<TransportConfig>(&text).err().unwrap_or_default();
+        assert!(err.contains("sesion_timeout"), "{err}");
+        assert!(err.contains("line 7") || err.contains("7:"), "{err}");
+    }
+
+    #[test]
+    fn validation_refuses_nonsense() {
+        let mut c: TransportConfig = parse_yaml(MINIMAL).expect("parses");
+        c.tokens.clear();
+        assert!(c.validate().is_err());
+        let c: TransportConfig =
+            parse_yaml(&MINIMAL.replace("127.0.0.1:3306", "db-without-port")).expect("parses");
+        assert!(c.validate().is_err());
+    }
+}

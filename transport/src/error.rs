@@ -1,0 +1,97 @@
+//! The one error type of the transport, and the one place it maps to HTTP answers.
+
+use common::wire::{ApiError, ApiErrorKind, MysqlError};
+use http::StatusCode;
+
+/// Everything that can go wrong in the transport.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Configuration or wire errors from shared code.
+    #[error(transparent)]
+    Config(#[from] common::Error),
+    /// Socket errors of the HTTP server.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// Missing or wrong bearer token.
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    /// Path or method not served.
+    #[error("no such endpoint")]
+    NotFound,
+    /// Known path, wrong method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// Unknown or expired session id.
+    #[error("unknown or expired session")]
+    SessionNotFound,
+    /// A command is already running on the session.
+    #[error("another command is running on this session")]
+    SessionBusy,
+    /// Malformed request body.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// Request body over the limit.
+    #[error("request body exceeds {limit} bytes")]
+    TooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// Upstream name not configured.
+    #[error("upstream {0:?} is not configured on this transport")]
+    UnknownUpstream(String),
+    /// Too many sessions.
+    #[error("too many sessions (max_sessions = {0})")]
+    TooManySessions(usize),
+    /// The upstream answered with a MySQL error (relayed unchanged).
+    #[error("upstream error {}: {}", .0.code, .0.message)]
+    Upstream(MysqlError),
+    /// The upstream could not be reached or the connection broke.
+    #[error("upstream {name:?} unreachable: {reason}")]
+    UpstreamUnreachable {
+        /// Upstream name (never its address: callers may not be trusted with it).
+        name: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Maps a `mysql_async` error met while talking to upstream `name`.
+    pub fn from_mysql(name: &str, err: mysql_async::Error) -> Self {
+        match err {
+            mysql_async::Error::Server(e) => {
+                Error::Upstream(MysqlError { code: e.code, sqlstate: e.state, message: e.message })
+            }
+            other => Error::UpstreamUnreachable { name: name.into(), reason: other.to_string() },
+        }
+    }
+
+    /// The HTTP status and JSON body a caller sees for this error.
+    pub fn to_api(&self) -> (StatusCode, ApiError) {
+        let (status, kind) = match self {
+            Error::Unauthorized => (StatusCode::UNAUTHORIZED, ApiErrorKind::Unauthorized),
+            Error::NotFound => (StatusCode::NOT_FOUND, ApiErrorKind::NotFound),
+            Error::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, ApiErrorKind::NotFound),
+            Error::SessionNotFound => (StatusCode::NOT_FOUND, ApiErrorKind::SessionNotFound),
+            Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
+            Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
+            Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
+            Error::UnknownUpstream(_) => (StatusCode::FORBIDDEN, ApiErrorKind::UnknownUpstream),
+            Error::TooManySessions(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::TooManySessions)
+            }
+            Error::Upstream(_) => (StatusCode::UNPROCESSABLE_ENTITY, ApiErrorKind::UpstreamError),
+            Error::UpstreamUnreachable { .. } => {
+                (StatusCode::BAD_GATEWAY, ApiErrorKind::UpstreamUnreachable)
+            }
+            Error::Config(_) | Error::Io(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, ApiErrorKind::Unavailable)
+            }
+        };
+        let mysql = match self {
+            Error::Upstream(e) => Some(e.clone()),
+            _ => None,
+        };
+        (status, ApiError { error: kind, message: self.to_string(), mysql })
+    }
+}

@@ -1,0 +1,91 @@
+//! The accept loop: one hyper HTTP/1.1 connection task per socket, a session reaper, and a
+//! graceful shutdown that drains connections and closes upstream sessions.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::api;
+use crate::config::TransportConfig;
+use crate::state::{AppState, Metrics};
+
+/// How long shutdown waits for in-flight requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves the transport API on `listener` until `shutdown` is cancelled.
+pub async fn run(listener: TcpListener, config: TransportConfig, shutdown: CancellationToken) -> std::io::Result<()> {
+    let state = Arc::new(AppState::new(config));
+    let graceful = GracefulShutdown::new();
+    tokio::spawn(reap_expired(state.clone(), shutdown.clone()));
+    info!(addr = %listener.local_addr()?, "transport listening");
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let state = state.clone();
+        let service = service_fn(move |req| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(api::handle(state, req).await) }
+        });
+        let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                debug!(%peer, error = %e, "http connection ended with an error");
+            }
+        });
+    }
+    info!("transport shutting down");
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
+        warn!("some requests were still running after the grace period");
+    }
+    for session in state.sessions.drain() {
+        if let Some(conn) = session.conn.lock().await.take() {
+            drop(conn.disconnect().await);
+        }
+    }
+    Ok(())
+}
+
+/// Closes sessions not heard from within `session_timeout` (never one running a command).
+async fn reap_expired(state: Arc<AppState>, shutdown: CancellationToken) {
+    let timeout = state.config.session_timeout;
+    let period = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    let mut ticker = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let Some(cutoff) = Instant::now().checked_sub(timeout) else { continue };
+        for session in state.sessions.take_idle_since(cutoff) {
+            Metrics::bump(&state.metrics.sessions_expired);
+            info!(session = %session.id, "session expired");
+            tokio::spawn(async move {
+                if let Some(mut conn) = session.conn.lock().await.take() {
+                    use mysql_async::prelude::Queryable;
+                    drop(conn.query_drop("ROLLBACK").await);
+                    drop(conn.disconnect().await);
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Sessions: one upstream connection per client session, in a table keyed by an unguessable id.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use common::wire::SESSION_ID_BYTES;
+use mysql_async::Conn;
+use tokio::sync::Mutex as AsyncMutex;
+
+use crate::Error;
+
+/// One client session and its upstream connection.
+#[derive(Debug)]
+pub struct Session {
+    /// The session id (hex of 128 random bits).
+    pub id: String,
+    /// Name of the upstream it is connected to.
+    pub upstream: String,
+    /// The upstream connection; `None` once closed. Held for the whole of a command.
+    pub conn: Arc<AsyncMutex<Option<Conn>>>,
+    last_seen: Mutex<Instant>,
+}
+
+impl Session {
+    /// Marks the session as heard from now.
+    pub fn touch(&self) {
+        *lock(&self.last_seen) = Instant::now();
+    }
+
+    /// When the session was last heard from.
+    pub fn last_seen(&self) -> Instant {
+        *lock(&self.last_seen)
+    }
+}
+
+/// The table of open sessions.
+#[derive(Debug, Default)]
+pub struct SessionTable {
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl SessionTable {
+    /// Registers a new session for `conn`, unless `max` sessions are already open.
+    pub fn insert(&self, upstream: &str, conn: Conn, max: usize) -> Result<Arc<Session>, (Error, Conn)> {
+        let id = match new_session_id() {
+            Ok(id) => id,
+            Err(e) => return Err((e, conn)),
+        };
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() >= max {
+            return Err((Error::TooManySessions(max), conn));
+        }
+        let session = Arc::new(Session {
+            id: id.clone(),
+            upstream: upstream.to_owned(),
+            conn: Arc::new(AsyncMutex::new(Some(conn))),
+            last_seen: Mutex::new(Instant::now()),
+        });
+        sessions.insert(id, session.clone());
+        Ok(session)
+    }
+
+    /// The session with this id, marked as heard from.
+    pub fn get(&self, id: &str) -> Result<Arc<Session>, Error> {
+        let session = lock(&self.sessions).get(id).cloned().ok_or(Error::SessionNotFound)?;
+        session.touch();
+        Ok(session)
+    }
+
+    /// Removes a session from the table and returns it.
+    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.sessions).remove(id)
+    }
+
+    /// Number of open sessions.
+    pub fn len(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
+    /// True when no session is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes and returns every session not heard from since `cutoff` and not running a command.
+    pub fn take_idle_since(&self, cutoff: Instant) -> Vec<Arc<Session>> {
+        let mut sessions = lock(&self.sessions);
+        let stale: Vec<String> = sessions
+            .values()
+            .filter(|s| s.last_seen() < cutoff && s.conn.try_lock().is_ok())
+            .map(|s| s.id.clone())
+            .collect();
+        stale.iter().filter_map(|id| sessions.remove(id)).collect()
+    }
+
+    /// Removes and returns every session (shutdown).
+    pub fn drain(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions).drain().map(|(_, s)| s).collect()
+    }
+}
+
+/// Locks a std mutex, recovering from poisoning (the data stays consistent: plain maps).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A new session id: 128 bits from the OS's CSPRNG, as 32 hex digits.
+fn new_session_id() -> Result<String, Error> {
+    let mut bytes = [0u8; SESSION_ID_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_long_and_distinct() {
+        let a = new_session_id().unwrap_or_default();
+        let b = new_session_id().unwrap_or_default();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}
