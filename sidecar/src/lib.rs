@@ -1,1 +1,14 @@
-//! x
+//! sqltunnel sidecar: a local MySQL server that forwards each client command over HTTP to the
+//! transport and relays the answer.
+
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod protocol;
+pub mod relay;
+pub mod server;
+pub mod tunnel;
+
+pub use config::SidecarConfig;
+pub use error::Error;
+pub use server::run;

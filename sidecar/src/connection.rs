@@ -1,0 +1,189 @@
+//! One client connection: greeting, login against `users`, opening the upstream session on the
+//! transport, then the command loop. Phases are methods of [`ClientConnection`].
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use common::mysql::{capability as cap, command, error_code, status};
+use common::wire::{OkInfo, OpenSession};
+use tracing::{debug, info, warn};
+
+use crate::Error;
+use crate::protocol::{
+    Greeting, PacketIo, Scramble, auth_switch_request, encode_err, encode_ok, native_password_matches,
+    parse_client_hello,
+};
+use crate::relay::{ClientStyle, relay_answer};
+use crate::server::Shared;
+
+/// Capabilities the sidecar offers.
+pub const SERVER_CAPABILITIES: u32 = cap::LONG_PASSWORD
+    | cap::FOUND_ROWS
+    | cap::LONG_FLAG
+    | cap::CONNECT_WITH_DB
+    | cap::ODBC
+    | cap::IGNORE_SPACE
+    | cap::PROTOCOL_41
+    | cap::INTERACTIVE
+    | cap::TRANSACTIONS
+    | cap::SECURE_CONNECTION
+    | cap::MULTI_STATEMENTS
+    | cap::MULTI_RESULTS
+    | cap::PS_MULTI_RESULTS
+    | cap::PLUGIN_AUTH
+    | cap::CONNECT_ATTRS
+    | cap::PLUGIN_AUTH_LENENC_DATA
+    | cap::DEPRECATE_EOF;
+
+/// utf8mb4_general_ci, announced in the greeting.
+const GREETING_COLLATION: u8 = 45;
+
+/// A logged-in client and its tunnel session.
+struct Session {
+    id: String,
+    capabilities: u32,
+    status: u16,
+}
+
+/// A client connection from accept to hang-up.
+pub struct ClientConnection {
+    io: PacketIo,
+    shared: Arc<Shared>,
+    connection_id: u32,
+    host: String,
+}
+
+impl ClientConnection {
+    /// Wraps an accepted socket.
+    pub fn new(io: PacketIo, shared: Arc<Shared>, connection_id: u32) -> Self {
+        let host = io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
+        Self { io, shared, connection_id, host }
+    }
+
+    /// Serves the connection until the client quits or the connection fails.
+    pub async fn run(mut self) {
+        let login = tokio::time::timeout(self.shared.config.handshake_timeout, self.login()).await;
+        let session = match login {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => return self.fail(e).await,
+            Err(_) => return self.fail(Error::ClientProtocol("login not completed in time")).await,
+        };
+        info!(session = %session.id, "client logged in");
+        let result = self.serve(&session).await;
+        self.shared.tunnel.close_session(&session.id).await;
+        match result {
+            Ok(()) => debug!(session = %session.id, "client quit"),
+            Err(e) => {
+                warn!(session = %session.id, error = %e, "client connection ended");
+                self.send_error(&e).await;
+            }
+        }
+    }
+
+    /// Greeting, login check and upstream session.
+    async fn login(&mut self) -> Result<Session, Error> {
+        let scramble = Scramble::random()?;
+        let greeting = Greeting {
+            server_version: self.shared.greeting_version().await,
+            connection_id: self.connection_id,
+            scramble,
+            capabilities: SERVER_CAPABILITIES,
+            collation: GREETING_COLLATION,
+            status: status::AUTOCOMMIT,
+        };
+        self.io.queue_packet(&greeting.encode());
+        self.io.flush().await?;
+        let packet = self.io.read_packet().await?.ok_or(Error::ClientProtocol("client hung up during login"))?;
+        let hello = parse_client_hello(&packet)?;
+        if hello.wants_tls {
+            return Err(Error::TlsUnsupported);
+        }
+        let capabilities = hello.capabilities & SERVER_CAPABILITIES;
+        let mut auth_response = hello.auth_response.clone();
+        let native = hello.plugin.as_deref().is_none_or(|p| p == "mysql_native_password");
+        if !native {
+            self.io.queue_packet(&auth_switch_request(&scramble));
+            self.io.flush().await?;
+            auth_response = self.io.read_packet().await?.ok_or(Error::ClientProtocol("client hung up during auth switch"))?.to_vec();
+        }
+        let denied = || Error::AccessDenied { user: hello.user.clone(), host: self.host.clone(), using_password: !auth_response.is_empty() };
+        let user = self.shared.config.user(&hello.user).ok_or_else(denied)?;
+        if !native_password_matches(user.password.expose(), &scramble, &auth_response) {
+            return Err(denied());
+        }
+        let open = OpenSession {
+            upstream: user.upstream.clone(),
+            user: user.upstream_user().to_owned(),
+            password: user.upstream_password().expose().to_owned(),
+            database: hello.database.clone(),
+            client_flags: capabilities,
+            collation: hello.collation,
+        };
+        let opened = self.shared.tunnel.open_session(&open).await?;
+        self.shared.remember_version(&user.upstream, &opened.server_version);
+        let ok = OkInfo { status: opened.status | status::AUTOCOMMIT, ..OkInfo::default() };
+        let mut buf = BytesMut::new();
+        encode_ok(&mut buf, &ok);
+        self.io.queue_packet(&buf);
+        self.io.flush().await?;
+        Ok(Session { id: opened.session_id, capabilities, status: ok.status })
+    }
+
+    /// The command loop.
+    async fn serve(&mut self, session: &Session) -> Result<(), Error> {
+        let mut status = session.status;
+        loop {
+            self.io.reset_seq();
+            let Some(packet) = self.io.read_packet().await? else { return Ok(()) };
+            let Some(&cmd) = packet.first() else { return Err(Error::ClientProtocol("empty command packet")) };
+            match cmd {
+                command::QUIT => return Ok(()),
+                command::QUERY | command::INIT_DB | command::PING | command::FIELD_LIST => {
+                    status = self.forward(session, packet, cmd, status).await?;
+                }
+                other => {
+                    let msg = format!("Unknown command (0x{other:02x}) is not supported by this sqltunnel sidecar");
+                    self.write_error(error_code::UNKNOWN_COMMAND, error_code::STATE_COMM, msg.as_bytes()).await?;
+                }
+            }
+        }
+    }
+
+    /// Sends one command over the tunnel and relays the answer.
+    async fn forward(&mut self, session: &Session, packet: Bytes, cmd: u8, status: u16) -> Result<u16, Error> {
+        let style = ClientStyle { deprecate_eof: session.capabilities & cap::DEPRECATE_EOF != 0, field_list: cmd == command::FIELD_LIST };
+        let mut frames = match self.shared.tunnel.command(&session.id, packet).await {
+            Ok(frames) => frames,
+            Err(e) if e.is_fatal() => return Err(e),
+            Err(e) => {
+                let (code, state, msg) = e.to_mysql();
+                self.write_error(code, &state, msg.as_bytes()).await?;
+                return Ok(status);
+            }
+        };
+        relay_answer(&mut self.io, &mut frames, style, status).await
+    }
+
+    async fn write_error(&mut self, code: u16, state: &[u8; 5], msg: &[u8]) -> Result<(), Error> {
+        let mut buf = BytesMut::new();
+        encode_err(&mut buf, code, state, msg);
+        self.io.queue_packet(&buf);
+        self.io.flush().await
+    }
+
+    /// Sends the client the error that ends its connection, if the socket still works.
+    async fn send_error(&mut self, e: &Error) {
+        let (code, state, msg) = e.to_mysql();
+        if !matches!(e, Error::Io(_)) {
+            drop(self.write_error(code, &state, msg.as_bytes()).await);
+        }
+    }
+
+    async fn fail(mut self, e: Error) {
+        match &e {
+            Error::AccessDenied { .. } => info!(peer = %self.host, error = %e, "login refused"),
+            _ => warn!(peer = %self.host, error = %e, "login failed"),
+        }
+        self.send_error(&e).await;
+    }
+}

@@ -1,0 +1,109 @@
+//! The one error type of the sidecar, and the one place it maps to what a MySQL client sees.
+
+use common::mysql::error_code as code;
+use common::wire::MysqlError;
+
+/// Everything that can go wrong in the sidecar.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Configuration or wire errors from shared code.
+    #[error(transparent)]
+    Config(#[from] common::Error),
+    /// Socket errors on the client side.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// The client broke the MySQL protocol.
+    #[error("client protocol error: {0}")]
+    ClientProtocol(&'static str),
+    /// A client packet exceeded `max_packet`.
+    #[error("Got a packet bigger than 'max_allowed_packet' bytes ({limit})")]
+    PacketTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// Wrong user or password.
+    #[error("Access denied for user '{user}'@'{host}' (using password: {})", if *.using_password { "YES" } else { "NO" })]
+    AccessDenied {
+        /// Login name.
+        user: String,
+        /// Client host.
+        host: String,
+        /// Whether a password was sent.
+        using_password: bool,
+    },
+    /// The client wants TLS, which this sidecar does not offer yet.
+    #[error("this sqltunnel sidecar does not offer SSL on the client connection; connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl)")]
+    TlsUnsupported,
+    /// The transport could not be reached.
+    #[error("cannot reach the sqltunnel transport at {url}: {reason}")]
+    TransportUnreachable {
+        /// Base URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The transport refused the token (HTTP 401).
+    #[error("the sqltunnel transport at {url} refused the sidecar's token (HTTP 401): check transport.token against the transport's tokens")]
+    TokenRefused {
+        /// Base URL.
+        url: String,
+    },
+    /// A proxy or the transport refused the request size (HTTP 413).
+    #[error("the request ({size} bytes) was refused as too large by {url} (HTTP 413): raise nginx's client_max_body_size and the transport's max_request_bytes")]
+    RequestTooLarge {
+        /// Base URL.
+        url: String,
+        /// Request size.
+        size: usize,
+    },
+    /// The transport (or a proxy) answered with something that is not a sqltunnel answer.
+    #[error("the sqltunnel transport at {url} answered HTTP {status}{detail}")]
+    BadAnswer {
+        /// Base URL.
+        url: String,
+        /// Status line, e.g. `502 Bad Gateway`.
+        status: String,
+        /// Extra explanation.
+        detail: String,
+    },
+    /// The upstream server reported an error (relayed unchanged).
+    #[error("{}", .0.message)]
+    Upstream(MysqlError),
+    /// The session is gone on the transport (expired, or the transport restarted).
+    #[error("Lost connection to MySQL server: the tunnel session expired or the transport restarted")]
+    SessionLost,
+    /// The answer stream broke off.
+    #[error("Lost connection to MySQL server during query: {0}")]
+    StreamBroken(String),
+}
+
+impl Error {
+    /// The code, SQLSTATE and message a MySQL client is sent for this error.
+    pub fn to_mysql(&self) -> (u16, [u8; 5], String) {
+        let msg = self.to_string();
+        match self {
+            Error::Upstream(e) => {
+                let mut state = *code::STATE_GENERAL;
+                if e.sqlstate.len() == 5 {
+                    state.copy_from_slice(e.sqlstate.as_bytes());
+                }
+                (e.code, state, e.message.clone())
+            }
+            Error::AccessDenied { .. } => (code::ACCESS_DENIED, *code::STATE_ACCESS, msg),
+            Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
+                (code::PACKET_TOO_LARGE, *code::STATE_COMM, msg)
+            }
+            Error::ClientProtocol(_) | Error::TlsUnsupported => (code::HANDSHAKE, *code::STATE_COMM, msg),
+            Error::TransportUnreachable { .. } | Error::TokenRefused { .. } | Error::BadAnswer { .. } => {
+                (code::CONN_HOST_ERROR, *code::STATE_GENERAL, msg)
+            }
+            Error::SessionLost | Error::StreamBroken(_) => (code::SERVER_LOST, *code::STATE_GENERAL, msg),
+            Error::Config(_) | Error::Io(_) => (code::SERVER_LOST, *code::STATE_GENERAL, msg),
+        }
+    }
+
+    /// True when the client connection cannot go on after this error.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::SessionLost | Error::StreamBroken(_) | Error::Io(_) | Error::ClientProtocol(_) | Error::PacketTooLarge { .. })
+    }
+}

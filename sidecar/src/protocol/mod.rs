@@ -1,0 +1,13 @@
+//! The server side of the MySQL client/server protocol: packet framing, the handshake,
+//! authentication, and encoding of OK/ERR/EOF packets. Pure encoders and decoders except
+//! [`PacketIo`], which owns the client socket.
+
+mod auth;
+mod handshake;
+mod packet;
+mod response;
+
+pub use auth::{Scramble, native_password_matches};
+pub use handshake::{ClientHello, Greeting, auth_switch_request, parse_client_hello};
+pub use packet::{MAX_PAYLOAD, PacketIo};
+pub use response::{encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};

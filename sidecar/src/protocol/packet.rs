@@ -1,0 +1,179 @@
+//! MySQL packet framing on the client socket: 3-byte length + sequence id, payloads of 16 MiB
+//! and more split and joined, writes buffered and flushed in as few syscalls as possible.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::Error;
+
+/// Largest payload of one packet; a payload this long continues in the next packet.
+pub const MAX_PAYLOAD: usize = 0xff_ffff;
+/// Buffered output is written once it reaches this size.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// A client connection's packet reader and writer.
+#[derive(Debug)]
+pub struct PacketIo {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    seq: u8,
+    max_packet: usize,
+}
+
+impl PacketIo {
+    /// Wraps a client socket; logical packets over `max_packet` bytes are refused.
+    pub fn new(stream: TcpStream, max_packet: usize) -> Self {
+        Self { stream, rbuf: BytesMut::with_capacity(16 * 1024), wbuf: BytesMut::with_capacity(16 * 1024), seq: 0, max_packet }
+    }
+
+    /// Starts a new command: the next packet read or written has sequence id 0.
+    pub fn reset_seq(&mut self) {
+        self.seq = 0;
+    }
+
+    /// Reads one logical packet (joining 16 MiB continuations). `None` when the client hung up
+    /// between packets.
+    pub async fn read_packet(&mut self) -> Result<Option<Bytes>, Error> {
+        let mut joined: Option<BytesMut> = None;
+        loop {
+            if !self.fill(4).await? {
+                return if joined.is_none() && self.rbuf.is_empty() { Ok(None) } else { Err(Error::ClientProtocol("connection closed mid-packet")) };
+            }
+            let len = usize::from(self.rbuf[0]) | usize::from(self.rbuf[1]) << 8 | usize::from(self.rbuf[2]) << 16;
+            let total = joined.as_ref().map_or(0, BytesMut::len) + len;
+            if total > self.max_packet {
+                return Err(Error::PacketTooLarge { limit: self.max_packet });
+            }
+            self.seq = self.rbuf[3].wrapping_add(1);
+            if !self.fill(4 + len).await? {
+                return Err(Error::ClientProtocol("connection closed mid-packet"));
+            }
+            self.rbuf.advance(4);
+            let payload = self.rbuf.split_to(len);
+            match (&mut joined, len == MAX_PAYLOAD) {
+                (None, false) => return Ok(Some(payload.freeze())),
+                (None, true) => joined = Some(payload),
+                (Some(acc), more) => {
+                    acc.extend_from_slice(&payload);
+                    if !more {
+                        return Ok(joined.map(BytesMut::freeze));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads until `n` bytes are buffered; false on EOF first.
+    async fn fill(&mut self, n: usize) -> Result<bool, Error> {
+        while self.rbuf.len() < n {
+            self.rbuf.reserve(n - self.rbuf.len());
+            if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Queues one logical packet (split at 16 MiB, with an empty trailer when the length is
+    /// an exact multiple). Flushes when enough is buffered.
+    pub async fn write_packet(&mut self, payload: &[u8]) -> Result<(), Error> {
+        self.queue_packet(payload);
+        if self.wbuf.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Queues one logical packet without flushing.
+    pub fn queue_packet(&mut self, payload: &[u8]) {
+        let mut chunks = payload.chunks(MAX_PAYLOAD);
+        let mut last_len = 0;
+        for chunk in chunks.by_ref() {
+            self.put_header(chunk.len());
+            self.wbuf.put_slice(chunk);
+            last_len = chunk.len();
+        }
+        if last_len == MAX_PAYLOAD || payload.is_empty() {
+            self.put_header(0);
+        }
+    }
+
+    fn put_header(&mut self, len: usize) {
+        self.wbuf.put_uint_le(len as u64, 3);
+        self.wbuf.put_u8(self.seq);
+        self.seq = self.seq.wrapping_add(1);
+    }
+
+    /// Writes everything queued.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        if !self.wbuf.is_empty() {
+            self.stream.write_all(&self.wbuf).await?;
+            self.wbuf.clear();
+        }
+        Ok(())
+    }
+
+    /// The peer's address, for logs.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    async fn pair() -> (PacketIo, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let client = TcpStream::connect(addr).await.expect("connect");
+        let (server, _) = listener.accept().await.expect("accept");
+        (PacketIo::new(server, 64 << 20), client)
+    }
+
+    #[tokio::test]
+    async fn splits_and_joins_big_payloads_with_empty_trailer() {
+        let (mut io, client) = pair().await;
+        let exact = vec![7u8; MAX_PAYLOAD];
+        io.queue_packet(&exact);
+        // header + payload + empty trailer header
+        assert_eq!(io.wbuf.len(), 4 + MAX_PAYLOAD + 4);
+        assert_eq!(&io.wbuf[io.wbuf.len() - 4..], &[0, 0, 0, 1]);
+        io.wbuf.clear();
+        drop(client);
+
+        let (mut io, mut client) = pair().await;
+        let big = vec![9u8; MAX_PAYLOAD + 10];
+        let mut wire = Vec::new();
+        wire.extend_from_slice(&[0xff, 0xff, 0xff, 0]);
+        wire.extend_from_slice(&big[..MAX_PAYLOAD]);
+        wire.extend_from_slice(&[10, 0, 0, 1]);
+        wire.extend_from_slice(&big[MAX_PAYLOAD..]);
+        let writer = tokio::spawn(async move { client.write_all(&wire).await.map(|_| client) });
+        let got = io.read_packet().await.expect("read").expect("packet");
+        assert_eq!(got.len(), big.len());
+        assert_eq!(io.seq, 2);
+        drop(writer.await);
+    }
+
+    #[tokio::test]
+    async fn refuses_oversized_and_truncated_packets() {
+        let (mut io, mut client) = pair().await;
+        io.max_packet = 100;
+        client.write_all(&[200, 0, 0, 0]).await.expect("write");
+        assert!(matches!(io.read_packet().await, Err(Error::PacketTooLarge { limit: 100 })));
+
+        let (mut io, mut client) = pair().await;
+        client.write_all(&[10, 0, 0, 0, 1, 2]).await.expect("write");
+        drop(client);
+        assert!(matches!(io.read_packet().await, Err(Error::ClientProtocol(_))));
+
+        let (mut io, client) = pair().await;
+        drop(client);
+        assert!(matches!(io.read_packet().await, Ok(None)));
+    }
+}

@@ -1,0 +1,81 @@
+//! Turns the frames of one answer into MySQL packets for the client: column count and
+//! definitions, rows, terminators (EOF or OK-with-0xFE per CLIENT_DEPRECATE_EOF), OK, ERR.
+
+use bytes::BytesMut;
+use common::mysql::status::MORE_RESULTS_EXISTS;
+use common::wire::{Frame, PacketList};
+
+use crate::Error;
+use crate::protocol::{PacketIo, encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};
+use crate::tunnel::FrameStream;
+
+/// How the client wants answers shaped.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientStyle {
+    /// The client set CLIENT_DEPRECATE_EOF.
+    pub deprecate_eof: bool,
+    /// The command was COM_FIELD_LIST (definitions only, no column count).
+    pub field_list: bool,
+}
+
+/// Relays one answer. Returns the last status flags seen. An answer that ends before its final
+/// packet is an error (the client is then told the connection was lost).
+pub async fn relay_answer(io: &mut PacketIo, frames: &mut FrameStream, style: ClientStyle, mut status: u16) -> Result<u16, Error> {
+    let mut scratch = BytesMut::with_capacity(256);
+    let mut complete = false;
+    while let Some(frame) = frames.next().await? {
+        if complete {
+            return Err(Error::StreamBroken("data after the final packet".into()));
+        }
+        scratch.clear();
+        match frame {
+            Frame::Columns(list) => {
+                let defs: Vec<_> = PacketList::new(list).collect::<Result<_, _>>()?;
+                if !style.field_list {
+                    put_lenenc_int(&mut scratch, defs.len() as u64);
+                    io.queue_packet(&scratch);
+                }
+                for def in &defs {
+                    io.queue_packet(def);
+                }
+                if !style.deprecate_eof && !style.field_list {
+                    scratch.clear();
+                    encode_eof(&mut scratch, status, 0);
+                    io.queue_packet(&scratch);
+                }
+            }
+            Frame::Rows(list) => {
+                for row in PacketList::new(list) {
+                    io.write_packet(&row?).await?;
+                }
+            }
+            Frame::End { status: s, warnings } => {
+                status = s;
+                if style.field_list {
+                    encode_eof(&mut scratch, s, warnings);
+                } else {
+                    encode_result_end(&mut scratch, s, warnings, style.deprecate_eof);
+                }
+                io.queue_packet(&scratch);
+                complete = s & MORE_RESULTS_EXISTS == 0;
+            }
+            Frame::Ok(ok) => {
+                status = ok.status;
+                encode_ok(&mut scratch, &ok);
+                io.queue_packet(&scratch);
+                complete = ok.status & MORE_RESULTS_EXISTS == 0;
+            }
+            Frame::Err { code, sqlstate, message } => {
+                encode_err(&mut scratch, code, &sqlstate, &message);
+                io.queue_packet(&scratch);
+                complete = true;
+            }
+            Frame::Heartbeat => {}
+        }
+    }
+    if !complete {
+        return Err(Error::StreamBroken("the transport's answer ended early".into()));
+    }
+    io.flush().await?;
+    Ok(status)
+}

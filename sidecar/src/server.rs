@@ -1,0 +1,117 @@
+//! The accept loop and what all client connections share: config, the transport client, the
+//! cached upstream version and the connection id counter.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::config::SidecarConfig;
+use crate::connection::ClientConnection;
+use crate::protocol::PacketIo;
+use crate::tunnel::TunnelClient;
+use crate::Error;
+
+/// Greeting version used only while the transport cannot tell the real one.
+const FALLBACK_VERSION: &str = "5.5.5-10.11.0-MariaDB-sqltunnel";
+/// How long shutdown waits for clients to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long the greeting waits for the transport to name the upstream version.
+const VERSION_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// State shared by every client connection.
+#[derive(Debug)]
+pub struct Shared {
+    /// The configuration.
+    pub config: SidecarConfig,
+    /// The HTTP client to the transport.
+    pub tunnel: TunnelClient,
+    versions: Mutex<HashMap<String, String>>,
+    next_connection_id: AtomicU32,
+}
+
+impl Shared {
+    /// Shared state for `config`.
+    pub fn new(config: SidecarConfig) -> Result<Self, Error> {
+        let tunnel = TunnelClient::new(&config.transport)?;
+        Ok(Self { config, tunnel, versions: Mutex::new(HashMap::new()), next_connection_id: AtomicU32::new(1) })
+    }
+
+    /// The version string to greet with: the default upstream's, asked of the transport once.
+    pub async fn greeting_version(&self) -> String {
+        let Some(upstream) = self.config.users.first().map(|u| u.upstream.clone()) else {
+            return FALLBACK_VERSION.into();
+        };
+        if let Some(v) = self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(&upstream) {
+            return v.clone();
+        }
+        match tokio::time::timeout(VERSION_LOOKUP_TIMEOUT, self.tunnel.upstreams()).await {
+            Ok(Ok(list)) => {
+                for info in list {
+                    if let Some(v) = info.server_version {
+                        self.remember_version(&info.name, &v);
+                    }
+                }
+            }
+            Ok(Err(e)) => debug!(error = %e, "cannot ask the transport for upstream versions"),
+            Err(_) => debug!("the transport did not name upstream versions in time"),
+        }
+        let versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+        versions.get(&upstream).cloned().unwrap_or_else(|| FALLBACK_VERSION.into())
+    }
+
+    /// Caches an upstream's version.
+    pub fn remember_version(&self, upstream: &str, version: &str) {
+        self.versions.lock().unwrap_or_else(|p| p.into_inner()).insert(upstream.to_owned(), version.to_owned());
+    }
+
+    fn next_connection_id(&self) -> u32 {
+        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Serves MySQL clients on `listener` until `shutdown` is cancelled.
+pub async fn run(listener: TcpListener, config: SidecarConfig, shutdown: CancellationToken) -> Result<(), Error> {
+    let max_packet = config.max_packet;
+    let shared = Arc::new(Shared::new(config)?);
+    let tracker = TaskTracker::new();
+    info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let id = shared.next_connection_id();
+        let conn = ClientConnection::new(PacketIo::new(stream, max_packet), shared.clone(), id);
+        let token = shutdown.clone();
+        tracker.spawn(
+            async move {
+                tokio::select! {
+                    _ = conn.run() => {}
+                    _ = token.cancelled() => {}
+                }
+            }
+            .instrument(info_span!("client", conn = id, %peer)),
+        );
+    }
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
+        warn!("some client connections were still open after the grace period");
+    }
+    Ok(())
+}
