@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Shared helpers for the project's scripts: installing packages, free ports, and throwaway
+# MariaDB / nginx servers under a temp dir. Source it; do not run it.
+
+# Installs the Debian packages given that are not installed yet.
+ensure_packages() {
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if ((${#missing[@]})); then
+        echo "installing: ${missing[*]}" >&2
+        local sudo=""
+        [[ $(id -u) -eq 0 ]] || sudo="sudo"
+        $sudo apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    fi
+}
+
+# Prints a TCP port nobody listens on.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Waits until host:port accepts connections (at most $3 seconds, default 30).
+wait_port() {
+    local port=$1 deadline=$((SECONDS + ${2:-30}))
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        ((SECONDS < deadline)) || { echo "nothing listens on port $port" >&2; return 1; }
+        sleep 0.2
+    done
+}
+
+# start_mariadb DIR PORT: a throwaway MariaDB bound to 127.0.0.1:PORT with its data in DIR,
+# a database `tunnel_test` and a user app/app-pw with every privilege.
+start_mariadb() {
+    local dir=$1 port=$2
+    mkdir -p "$dir"
+    local user_opt=()
+    [[ $(id -u) -eq 0 ]] && user_opt=(--user=root)
+    mariadb-install-db --no-defaults "${user_opt[@]}" --datadir="$dir/data" --skip-test-db \
+        --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
+        || { cat "$dir/install.log" >&2; return 1; }
+    mariadbd --no-defaults "${user_opt[@]}" --datadir="$dir/data" --socket="$dir/mysqld.sock" \
+        --port="$port" --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" \
+        --log-error="$dir/error.log" --max-allowed-packet=1G --max-connections=2000 \
+        --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
+        --innodb-flush-log-at-trx-commit=2 --skip-name-resolve &
+    echo $! >"$dir/mysqld.launcher.pid"
+    local deadline=$((SECONDS + 60))
+    until mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || { echo "MariaDB did not start:" >&2; tail -20 "$dir/error.log" >&2; return 1; }
+        sleep 0.3
+    done
+    mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot <<'SQL'
+CREATE DATABASE IF NOT EXISTS tunnel_test;
+CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'app-pw';
+CREATE USER IF NOT EXISTS 'app'@'localhost' IDENTIFIED BY 'app-pw';
+GRANT ALL PRIVILEGES ON *.* TO 'app'@'%' WITH GRANT OPTION;
+GRANT ALL PRIVILEGES ON *.* TO 'app'@'localhost' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+SQL
+}
+
+# stop_mariadb DIR
+stop_mariadb() {
+    local dir=$1
+    [[ -f "$dir/mysqld.pid" ]] && kill "$(cat "$dir/mysqld.pid")" 2>/dev/null
+    [[ -f "$dir/mysqld.launcher.pid" ]] && wait "$(cat "$dir/mysqld.launcher.pid")" 2>/dev/null
+    return 0
+}
