@@ -1,1 +1,121 @@
-//! x
+//! Test harness: the real MariaDB started by `scripts/test.sh`, a tunnel (transport + sidecar)
+//! run in-process on ephemeral ports, and helpers that compare answers field by field.
+
+pub mod answer;
+pub mod cli;
+pub mod processes;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::config::parse_yaml;
+use mysql_async::{Conn, OptsBuilder};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use answer::{Answer, answer_of, assert_same_answers, compare_script};
+
+/// Token shared by the in-process transport and sidecar.
+pub const TOKEN: &str = "test-token-123";
+/// Local login configured in the sidecar (also a real MariaDB user with the same password).
+pub const USER: &str = "app";
+/// Its password.
+pub const PASSWORD: &str = "app-pw";
+/// Database created by the test script.
+pub const DATABASE: &str = "tunnel_test";
+
+/// Port of the real MariaDB (`SQLTUNNEL_TEST_MYSQL_PORT`, set by `scripts/test.sh`).
+pub fn mysql_port() -> u16 {
+    std::env::var("SQLTUNNEL_TEST_MYSQL_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .expect("SQLTUNNEL_TEST_MYSQL_PORT is not set: run the tests through scripts/test.sh, which starts MariaDB")
+}
+
+/// Runs a test body with a deadline, so no test can hang.
+pub async fn within<F: Future>(secs: u64, fut: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(secs), fut).await.expect("test timed out")
+}
+
+/// Connection options for a MySQL server at `port`.
+pub fn opts(port: u16, db: Option<&str>) -> OptsBuilder {
+    OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some(USER))
+        .pass(Some(PASSWORD))
+        .db_name(db)
+        .prefer_socket(false)
+        .stmt_cache_size(0)
+}
+
+/// A direct connection to MariaDB.
+pub async fn direct() -> Conn {
+    Conn::new(opts(mysql_port(), Some(DATABASE))).await.expect("direct connection")
+}
+
+/// A transport and a sidecar running in-process.
+pub struct Tunnel {
+    /// The sidecar's MySQL port.
+    pub sidecar: SocketAddr,
+    /// The transport's HTTP address.
+    pub transport: SocketAddr,
+    shutdown: CancellationToken,
+}
+
+impl Tunnel {
+    /// Starts both halves against the test MariaDB.
+    pub async fn start() -> Tunnel {
+        let transport_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind transport");
+        let transport = transport_listener.local_addr().expect("addr");
+        let transport_cfg = transport_yaml(mysql_port());
+        Self::start_with(transport_listener, &transport_cfg, &sidecar_yaml(&format!("http://{transport}/"), TOKEN)).await
+    }
+
+    /// Starts a transport from `transport_yaml` on `listener` and a sidecar from `sidecar_yaml`.
+    pub async fn start_with(listener: TcpListener, transport_yaml: &str, sidecar_yaml: &str) -> Tunnel {
+        let shutdown = CancellationToken::new();
+        let transport = listener.local_addr().expect("addr");
+        let config: transport::TransportConfig = parse_yaml(transport_yaml).expect("transport yaml");
+        config.validate().expect("valid transport config");
+        tokio::spawn(transport::run(listener, config, shutdown.clone()));
+        let sidecar = Self::start_sidecar(sidecar_yaml, shutdown.clone()).await;
+        Tunnel { sidecar, transport, shutdown }
+    }
+
+    /// Starts only a sidecar (e.g. pointing at nothing); returns its address.
+    pub async fn start_sidecar(sidecar_yaml: &str, shutdown: CancellationToken) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind sidecar");
+        let addr = listener.local_addr().expect("addr");
+        let config: sidecar::SidecarConfig = parse_yaml(sidecar_yaml).expect("sidecar yaml");
+        config.validate().expect("valid sidecar config");
+        tokio::spawn(sidecar::run(listener, config, shutdown));
+        addr
+    }
+
+    /// A connection through the tunnel.
+    pub async fn connect(&self) -> Conn {
+        Conn::new(opts(self.sidecar.port(), Some(DATABASE))).await.expect("tunnel connection")
+    }
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A transport config reaching the MariaDB at `mysql_port`.
+pub fn transport_yaml(mysql_port: u16) -> String {
+    format!(
+        "listen: 127.0.0.1:0\ntokens: [{TOKEN}]\nupstreams:\n  - name: main\n    address: 127.0.0.1:{mysql_port}\nsession_timeout: 30s\n"
+    )
+}
+
+/// A sidecar config for the transport at `url` with `token`.
+pub fn sidecar_yaml(url: &str, token: &str) -> String {
+    format!(
+        "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {token}\n  connect_timeout: 2s\nusers:\n  - name: {USER}\n    password: {PASSWORD}\n    upstream: main\n"
+    )
+}

@@ -11,7 +11,6 @@ use futures_util::StreamExt;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
 use mysql_common::packets::{Column, OkPacket};
-use mysql_common::proto::MySerialize;
 
 use crate::sink::{ClientGone, FrameSink};
 
@@ -145,19 +144,33 @@ async fn field_list(conn: &mut Conn, args: &[u8], sink: &mut FrameSink) -> Resul
 
 /// Appends a `Columns` frame; field-list definitions carry an empty default value.
 fn encode_columns(sink: &mut FrameSink, columns: &[Column], field_list: bool) {
-    let mut scratch = Vec::with_capacity(128);
-    let mark = list_begin(sink.buf(), false);
+    let buf = sink.buf();
+    let mark = list_begin(buf, false);
     for column in columns {
-        scratch.clear();
-        column.serialize(&mut scratch);
+        let item = list_item_begin(buf);
+        put_column_definition(buf, column);
         if field_list {
-            scratch.push(0xfb);
+            buf.put_u8(0xfb);
         }
-        let item = list_item_begin(sink.buf());
-        sink.buf().put_slice(&scratch);
-        list_item_finish(sink.buf(), item);
+        list_item_finish(buf, item);
     }
-    list_finish(sink.buf(), mark);
+    list_finish(buf, mark);
+}
+
+/// Writes a ColumnDefinition41 payload, every field as the upstream sent it. (Written here
+/// because `mysql_common`'s own serializer puts the length before the character set.)
+fn put_column_definition(buf: &mut bytes::BytesMut, c: &Column) {
+    for text in [&b"def"[..], c.schema_ref(), c.table_ref(), c.org_table_ref(), c.name_ref(), c.org_name_ref()] {
+        put_lenenc_int(buf, text.len() as u64);
+        buf.put_slice(text);
+    }
+    buf.put_u8(0x0c);
+    buf.put_u16_le(c.character_set());
+    buf.put_u32_le(c.column_length());
+    buf.put_u8(c.column_type() as u8);
+    buf.put_u16_le(c.flags().bits());
+    buf.put_u8(c.decimals());
+    buf.put_u16_le(0);
 }
 
 /// Appends one text-protocol row: each value as a length-encoded string, NULL as 0xFB.

@@ -23,7 +23,8 @@ pub fn put_lenenc_int(buf: &mut BytesMut, n: u64) {
     }
 }
 
-/// OK packet (header 0x00) for clients without CLIENT_SESSION_TRACK: info is string<EOF>.
+/// OK packet (header 0x00). Like real servers (`net_send_ok`), a non-empty info is written as a
+/// length-encoded string, which is what every client parses.
 pub fn encode_ok(buf: &mut BytesMut, ok: &OkInfo) {
     encode_ok_with_header(buf, 0x00, ok);
 }
@@ -34,7 +35,10 @@ fn encode_ok_with_header(buf: &mut BytesMut, header: u8, ok: &OkInfo) {
     put_lenenc_int(buf, ok.last_insert_id);
     buf.put_u16_le(ok.status);
     buf.put_u16_le(ok.warnings);
-    buf.put_slice(&ok.info);
+    if !ok.info.is_empty() {
+        put_lenenc_int(buf, ok.info.len() as u64);
+        buf.put_slice(&ok.info);
+    }
 }
 
 /// ERR packet with SQLSTATE marker.
@@ -73,7 +77,7 @@ mod tests {
         let mut b = BytesMut::new();
         let ok = OkInfo { affected_rows: 300, last_insert_id: 1, status: 2, warnings: 1, info: Bytes::from_static(b"hi") };
         encode_ok(&mut b, &ok);
-        assert_eq!(&b[..], &[0x00, 0xfc, 0x2c, 0x01, 0x01, 0x02, 0x00, 0x01, 0x00, b'h', b'i']);
+        assert_eq!(&b[..], &[0x00, 0xfc, 0x2c, 0x01, 0x01, 0x02, 0x00, 0x01, 0x00, 2, b'h', b'i']);
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! The real `transport` and `sidecar` binaries run as child processes (for kill tests and
+//! memory measurements).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Directory holding the built binaries (`target/<profile>`), next to the test executable.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir").to_path_buf();
+    for bin in ["transport", "sidecar"] {
+        assert!(dir.join(bin).exists(), "{} is missing: build the workspace first (scripts/test.sh does)", dir.join(bin).display());
+    }
+    dir
+}
+
+/// A running binary, killed on drop.
+pub struct Proc {
+    child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `bin --config <yaml written to a temp file>`.
+    pub fn start(bin: &str, yaml: &str, tag: &str) -> Proc {
+        let dir = std::env::temp_dir().join(format!("sqltunnel-test-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let config = dir.join(format!("{bin}.yaml"));
+        std::fs::write(&config, yaml).expect("write config");
+        let log = dir.join(format!("{bin}.log"));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(bin_dir().join(bin))
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("start binary");
+        Proc { child, log }
+    }
+
+    /// Process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Peak resident memory (VmHWM) in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    /// Kills the process with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        drop(self.child.kill());
+        drop(self.child.wait());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits until something accepts TCP connections on `port`.
+pub async fn wait_port(port: u16) {
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("nothing listens on port {port}");
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
