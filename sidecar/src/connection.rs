@@ -38,6 +38,9 @@ pub const SERVER_CAPABILITIES: u32 = cap::LONG_PASSWORD
 /// utf8mb4_general_ci, announced in the greeting.
 const GREETING_COLLATION: u8 = 45;
 
+/// Largest packet accepted before login completes (a handshake response is a few hundred bytes).
+const MAX_LOGIN_PACKET: usize = 64 * 1024;
+
 /// A logged-in client and its tunnel session.
 struct Session {
     id: String,
@@ -62,6 +65,8 @@ impl ClientConnection {
 
     /// Serves the connection until the client quits or the connection fails.
     pub async fn run(mut self) {
+        let max_packet = self.shared.config.max_packet;
+        self.io.set_max_packet(MAX_LOGIN_PACKET);
         let login = tokio::time::timeout(self.shared.config.handshake_timeout, self.login()).await;
         let session = match login {
             Ok(Ok(session)) => session,
@@ -69,6 +74,7 @@ impl ClientConnection {
             Err(_) => return self.fail(Error::ClientProtocol("login not completed in time")).await,
         };
         info!(session = %session.id, "client logged in");
+        self.io.set_max_packet(max_packet);
         let result = self.serve(&session).await;
         self.shared.tunnel.close_session(&session.id).await;
         match result {

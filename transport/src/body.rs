@@ -38,6 +38,13 @@ impl Body for ResponseBody {
         }
     }
 
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            ResponseBody::Full(full) => full.size_hint(),
+            ResponseBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),

@@ -28,6 +28,11 @@ impl PacketIo {
         Self { stream, rbuf: BytesMut::with_capacity(16 * 1024), wbuf: BytesMut::with_capacity(16 * 1024), seq: 0, max_packet }
     }
 
+    /// Changes the largest logical packet accepted (small during login, larger after).
+    pub fn set_max_packet(&mut self, max_packet: usize) {
+        self.max_packet = max_packet;
+    }
+
     /// Starts a new command: the next packet read or written has sequence id 0.
     pub fn reset_seq(&mut self) {
         self.seq = 0;
@@ -42,11 +47,11 @@ impl PacketIo {
                 return if joined.is_none() && self.rbuf.is_empty() { Ok(None) } else { Err(Error::ClientProtocol("connection closed mid-packet")) };
             }
             let len = usize::from(self.rbuf[0]) | usize::from(self.rbuf[1]) << 8 | usize::from(self.rbuf[2]) << 16;
+            self.seq = self.rbuf[3].wrapping_add(1);
             let total = joined.as_ref().map_or(0, BytesMut::len) + len;
             if total > self.max_packet {
                 return Err(Error::PacketTooLarge { limit: self.max_packet });
             }
-            self.seq = self.rbuf[3].wrapping_add(1);
             if !self.fill(4 + len).await? {
                 return Err(Error::ClientProtocol("connection closed mid-packet"));
             }
