@@ -1,0 +1,59 @@
+//! Every file in `configs/` is accepted by `--check` of the binary it configures, and an
+//! unknown key is refused with its name and line.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use e2e::processes::bin_dir;
+
+fn configs_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs")
+}
+
+fn check(bin: &str, path: &std::path::Path) -> (bool, String) {
+    let out = Command::new(bin_dir().join(bin)).arg("--config").arg(path).arg("--check").output().expect("run --check");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn check_accepts_every_example_config() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(configs_dir()).expect("configs dir") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let bin = match name.split('.').next() {
+            Some("sidecar") if name.ends_with(".yaml") => "sidecar",
+            Some("transport") if name.ends_with(".yaml") => "transport",
+            _ => continue,
+        };
+        let (ok, output) = check(bin, &path);
+        assert!(ok, "{name} rejected: {output}");
+        checked += 1;
+    }
+    assert!(checked >= 2, "both example configs were checked");
+}
+
+#[test]
+fn check_names_an_unknown_key_and_its_line() {
+    for bin in ["sidecar", "transport"] {
+        let text = std::fs::read_to_string(configs_dir().join(format!("{bin}.example.yaml"))).expect("read example");
+        let line = text.lines().count() + 1;
+        let bad = std::env::temp_dir().join(format!("sqltunnel-bad-{bin}-{}.yaml", std::process::id()));
+        std::fs::write(&bad, format!("{text}\nlisten_typo: 1\n")).expect("write");
+        let (ok, output) = check(bin, &bad);
+        drop(std::fs::remove_file(&bad));
+        assert!(!ok, "{bin} accepted an unknown key");
+        assert!(output.contains("listen_typo"), "{bin}: {output}");
+        assert!(output.contains(&format!("line {}", line + 1)) || output.contains(&format!("{}:", line + 1)), "{bin} names the line: {output}");
+    }
+}
+
+#[test]
+fn check_refuses_invalid_values_with_the_cause() {
+    let bad = std::env::temp_dir().join(format!("sqltunnel-badval-{}.yaml", std::process::id()));
+    std::fs::write(&bad, "tokens: [short]\nupstreams: [{name: main, address: 'db:3306'}]\nsession_timeout: 30\n").expect("write");
+    let (ok, output) = check("transport", &bad);
+    drop(std::fs::remove_file(&bad));
+    assert!(!ok);
+    assert!(output.contains("missing unit"), "{output}");
+}
