@@ -53,8 +53,12 @@ async fn upstream_refusal_is_relayed_unchanged() {
     within(60, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let sidecar = sidecar_yaml(&url, TOKEN).replace("    upstream: main\n", "    upstream: main\n    upstream_password: not-the-password\n");
-        let tunnel = Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
+        let sidecar = sidecar_yaml(&url, TOKEN).replace(
+            "    upstream: main\n",
+            "    upstream: main\n    upstream_password: not-the-password\n",
+        );
+        let tunnel =
+            Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
         let (code, msg) = login_error(tunnel.sidecar.port(), USER, PASSWORD).await;
         let direct = login_error(mysql_port(), USER, "not-the-password").await;
         assert_eq!(code, 1045);
@@ -83,7 +87,12 @@ async fn bad_token_is_reported_as_such() {
     within(60, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let tunnel = Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar_yaml(&url, "wrong-token-9")).await;
+        let tunnel = Tunnel::start_with(
+            listener,
+            &e2e::transport_yaml(mysql_port()),
+            &sidecar_yaml(&url, "wrong-token-9"),
+        )
+        .await;
         let (code, msg) = login_error(tunnel.sidecar.port(), USER, PASSWORD).await;
         assert_eq!(code, 2003);
         assert!(msg.contains("refused the sidecar's token"), "{msg}");
@@ -101,7 +110,10 @@ async fn fake_502_proxy() -> String {
                 let mut buf = [0u8; 4096];
                 drop(s.read(&mut buf).await);
                 let body = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
-                let resp = format!("HTTP/1.1 502 Bad Gateway\r\nServer: nginx\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                let resp = format!(
+                    "HTTP/1.1 502 Bad Gateway\r\nServer: nginx\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
                 drop(s.write_all(resp.as_bytes()).await);
             });
         }
@@ -128,14 +140,20 @@ async fn proxy_html_error_page_becomes_a_clear_error() {
 async fn garbage_instead_of_a_handshake_closes_only_that_connection() {
     within(60, async {
         let tunnel = Tunnel::start().await;
-        for garbage in [&b"\x05\x00\x00\x01hello"[..], b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", &[0xff; 64], b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"] {
+        for garbage in [
+            &b"\x05\x00\x00\x01hello"[..],
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            &[0xff; 64],
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+        ] {
             let mut s = TcpStream::connect(tunnel.sidecar).await.expect("connect");
             let mut greeting = [0u8; 512];
             let n = s.read(&mut greeting).await.expect("greeting");
             assert!(n > 4 && greeting[4] == 10, "a HandshakeV10 greeting first");
             s.write_all(garbage).await.expect("send garbage");
             let mut rest = Vec::new();
-            let read = tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut rest)).await;
+            let read =
+                tokio::time::timeout(Duration::from_secs(15), s.read_to_end(&mut rest)).await;
             assert!(read.is_ok(), "the sidecar closes the connection instead of hanging");
         }
         assert_still_serving(&tunnel).await;
@@ -149,7 +167,8 @@ async fn oversized_packet_gets_1153_and_the_server_carries_on() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}/", listener.local_addr().expect("addr"));
         let sidecar = format!("{}max_packet: 4096\n", sidecar_yaml(&url, TOKEN));
-        let tunnel = Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
+        let tunnel =
+            Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
         let mut conn = tunnel.connect().await;
         let big = format!("SELECT '{}'", "x".repeat(10_000));
         match conn.query_drop(big).await {

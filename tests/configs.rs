@@ -11,8 +11,16 @@ fn configs_dir() -> PathBuf {
 }
 
 fn check(bin: &str, path: &std::path::Path) -> (bool, String) {
-    let out = Command::new(bin_dir().join(bin)).arg("--config").arg(path).arg("--check").output().expect("run --check");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    let out = Command::new(bin_dir().join(bin))
+        .arg("--config")
+        .arg(path)
+        .arg("--check")
+        .output()
+        .expect("run --check");
+    (
+        out.status.success(),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
 }
 
 #[test]
@@ -36,22 +44,32 @@ fn check_accepts_every_example_config() {
 #[test]
 fn check_names_an_unknown_key_and_its_line() {
     for bin in ["sidecar", "transport"] {
-        let text = std::fs::read_to_string(configs_dir().join(format!("{bin}.example.yaml"))).expect("read example");
+        let text = std::fs::read_to_string(configs_dir().join(format!("{bin}.example.yaml")))
+            .expect("read example");
         let line = text.lines().count() + 1;
-        let bad = std::env::temp_dir().join(format!("sqltunnel-bad-{bin}-{}.yaml", std::process::id()));
+        let bad =
+            std::env::temp_dir().join(format!("sqltunnel-bad-{bin}-{}.yaml", std::process::id()));
         std::fs::write(&bad, format!("{text}\nlisten_typo: 1\n")).expect("write");
         let (ok, output) = check(bin, &bad);
         drop(std::fs::remove_file(&bad));
         assert!(!ok, "{bin} accepted an unknown key");
         assert!(output.contains("listen_typo"), "{bin}: {output}");
-        assert!(output.contains(&format!("line {}", line + 1)) || output.contains(&format!("{}:", line + 1)), "{bin} names the line: {output}");
+        assert!(
+            output.contains(&format!("line {}", line + 1))
+                || output.contains(&format!("{}:", line + 1)),
+            "{bin} names the line: {output}"
+        );
     }
 }
 
 #[test]
 fn check_refuses_invalid_values_with_the_cause() {
     let bad = std::env::temp_dir().join(format!("sqltunnel-badval-{}.yaml", std::process::id()));
-    std::fs::write(&bad, "tokens: [short]\nupstreams: [{name: main, address: 'db:3306'}]\nsession_timeout: 30\n").expect("write");
+    std::fs::write(
+        &bad,
+        "tokens: [short]\nupstreams: [{name: main, address: 'db:3306'}]\nsession_timeout: 30\n",
+    )
+    .expect("write");
     let (ok, output) = check("transport", &bad);
     drop(std::fs::remove_file(&bad));
     assert!(!ok);

@@ -47,7 +47,9 @@ async fn every_type_and_its_metadata_match_direct() {
         let (direct_answers, tunnel_answers) = compare_script(&mut d, &mut t, TYPES_SCRIPT).await;
         assert_same_answers(TYPES_SCRIPT, &direct_answers, &tunnel_answers);
         // The comparison is not vacuous: the big select really returned both rows, 28 columns.
-        let e2e::Answer::Ok { sets, .. } = &tunnel_answers[4] else { panic!("select failed: {:?}", tunnel_answers[4]) };
+        let e2e::Answer::Ok { sets, .. } = &tunnel_answers[4] else {
+            panic!("select failed: {:?}", tunnel_answers[4])
+        };
         assert_eq!(sets[0].0.len(), 28);
         assert_eq!(sets[0].1.len(), 2);
         let blob = sets[0].1[0][19].as_ref().expect("blob not null");
@@ -86,7 +88,10 @@ async fn ok_packets_match_direct() {
         let (direct_answers, tunnel_answers) = compare_script(&mut d, &mut t, DML_SCRIPT).await;
         assert_same_answers(DML_SCRIPT, &direct_answers, &tunnel_answers);
         let e2e::Answer::Ok { ok, .. } = &tunnel_answers[2] else { panic!("insert failed") };
-        assert_eq!((ok.0, ok.1, ok.3.as_str()), (3, Some(1), "Records: 3  Duplicates: 0  Warnings: 0"));
+        assert_eq!(
+            (ok.0, ok.1, ok.3.as_str()),
+            (3, Some(1), "Records: 3  Duplicates: 0  Warnings: 0")
+        );
         let e2e::Answer::Ok { ok, .. } = &tunnel_answers[7] else { panic!("insert failed") };
         assert_eq!(ok.2, 1, "one truncation warning");
     })
@@ -127,20 +132,27 @@ async fn a_transaction_stays_on_one_upstream_session() {
         let tunnel = Tunnel::start().await;
         let mut t = tunnel.connect().await;
         let mut d = direct().await;
-        t.query_drop("CREATE TABLE IF NOT EXISTS tx_probe (id INT PRIMARY KEY) ENGINE=InnoDB").await.expect("create");
+        t.query_drop("CREATE TABLE IF NOT EXISTS tx_probe (id INT PRIMARY KEY) ENGINE=InnoDB")
+            .await
+            .expect("create");
         t.query_drop("DELETE FROM tx_probe").await.expect("clean");
         t.query_drop("BEGIN").await.expect("begin");
         t.query_drop("INSERT INTO tx_probe VALUES (1)").await.expect("insert");
-        let inside: u64 = t.query_first("SELECT COUNT(*) FROM tx_probe").await.expect("count").unwrap_or(0);
-        let outside: u64 = d.query_first("SELECT COUNT(*) FROM tx_probe").await.expect("count").unwrap_or(9);
+        let inside: u64 =
+            t.query_first("SELECT COUNT(*) FROM tx_probe").await.expect("count").unwrap_or(0);
+        let outside: u64 =
+            d.query_first("SELECT COUNT(*) FROM tx_probe").await.expect("count").unwrap_or(9);
         assert_eq!((inside, outside), (1, 0), "the insert is visible only inside the transaction");
         let in_trans = t.last_ok_packet().map(|ok| ok.status_flags().bits() & 1);
         assert_eq!(in_trans, Some(1), "SERVER_STATUS_IN_TRANS is relayed");
         t.query_drop("ROLLBACK").await.expect("rollback");
-        let after: u64 = t.query_first("SELECT COUNT(*) FROM tx_probe").await.expect("count").unwrap_or(9);
+        let after: u64 =
+            t.query_first("SELECT COUNT(*) FROM tx_probe").await.expect("count").unwrap_or(9);
         assert_eq!(after, 0);
-        let id_direct: u64 = d.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
-        let id_tunnel: u64 = t.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
+        let id_direct: u64 =
+            d.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
+        let id_tunnel: u64 =
+            t.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
         assert_ne!(id_direct, id_tunnel);
         t.query_drop("DROP TABLE tx_probe").await.expect("drop");
     })
@@ -157,7 +169,8 @@ async fn many_sessions_run_side_by_side() {
             tasks.push(tokio::spawn(async move {
                 conn.query_drop(format!("SET @mine = {i}")).await.expect("set");
                 for _ in 0..20 {
-                    let got: u64 = conn.query_first("SELECT @mine").await.expect("select").unwrap_or(999);
+                    let got: u64 =
+                        conn.query_first("SELECT @mine").await.expect("select").unwrap_or(999);
                     assert_eq!(got, i, "session variables never cross sessions");
                 }
                 conn.disconnect().await.expect("quit");

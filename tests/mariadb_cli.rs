@@ -23,7 +23,16 @@ async fn run(port: u16, args: &[&str]) -> e2e::cli::CliRun {
 async fn cli_output_with_column_info_matches_direct() {
     within(120, async {
         let tunnel = Tunnel::start().await;
-        let args = ["-D", DATABASE, "--default-character-set=utf8mb4", "--column-type-info", "-vvv", "--batch", "-e", QUERIES];
+        let args = [
+            "-D",
+            DATABASE,
+            "--default-character-set=utf8mb4",
+            "--column-type-info",
+            "-vvv",
+            "--batch",
+            "-e",
+            QUERIES,
+        ];
         let clean = ["-D", DATABASE, "-e", "DROP TABLE IF EXISTS cli_t"];
         run(mysql_port(), &clean).await;
         let direct = run(mysql_port(), &args).await;
@@ -32,7 +41,9 @@ async fn cli_output_with_column_info_matches_direct() {
         assert!(direct.success, "direct run failed: {}", direct.stderr);
         assert!(through.success, "tunnel run failed: {}", through.stderr);
         // Timings ("(0.001 sec)") differ; everything else must not.
-        let strip = |s: &str| s.lines().map(|l| l.split(" (0.").next().unwrap_or("").to_owned()).collect::<Vec<_>>();
+        let strip = |s: &str| {
+            s.lines().map(|l| l.split(" (0.").next().unwrap_or("").to_owned()).collect::<Vec<_>>()
+        };
         assert_eq!(strip(&direct.stdout), strip(&through.stdout));
         assert!(through.stdout.contains("Zoë 😀"));
         assert!(through.stdout.contains("Org_table:  `cli_t`"), "{}", through.stdout);
@@ -45,7 +56,11 @@ async fn use_and_default_database_work() {
     within(60, async {
         let tunnel = Tunnel::start().await;
         let port = tunnel.sidecar.port();
-        let used = run(port, &["--batch", "-e", "USE tunnel_test; SELECT DATABASE(); USE mysql; SELECT DATABASE()"]).await;
+        let used = run(
+            port,
+            &["--batch", "-e", "USE tunnel_test; SELECT DATABASE(); USE mysql; SELECT DATABASE()"],
+        )
+        .await;
         assert!(used.success, "{}", used.stderr);
         assert_eq!(used.stdout, "DATABASE()\ntunnel_test\nDATABASE()\nmysql\n");
         let bad = run(port, &["--batch", "-e", "USE no_such_db"]).await;
@@ -62,7 +77,11 @@ async fn use_and_default_database_work() {
 async fn cli_errors_match_direct() {
     within(60, async {
         let tunnel = Tunnel::start().await;
-        for sql in ["SELEC 1", "SELECT * FROM tunnel_test.nope", "SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 3100"] {
+        for sql in [
+            "SELEC 1",
+            "SELECT * FROM tunnel_test.nope",
+            "SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 3100",
+        ] {
             let d = run(mysql_port(), &["--batch", "-e", sql]).await;
             let t = run(tunnel.sidecar.port(), &["--batch", "-e", sql]).await;
             assert!(!t.success);

@@ -27,14 +27,16 @@ async fn million_rows_stream_in_bounded_memory() {
     within(600, async {
         let transport_port = free_port();
         let sidecar_port = free_port();
-        let transport_yaml = e2e::transport_yaml(mysql_port()).replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
+        let transport_yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
         let sidecar_yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
             .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"));
         let transport = Proc::start("transport", &transport_yaml, "stream");
         wait_port(transport_port).await;
         let sidecar = Proc::start("sidecar", &sidecar_yaml, "stream");
         wait_port(sidecar_port).await;
-        let mut conn = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("connect through tunnel");
+        let mut conn =
+            Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("connect through tunnel");
 
         let small = stream_rows(&mut conn, 100_000).await;
         assert_eq!(small, (100_000, 10_000_000));
@@ -47,9 +49,16 @@ async fn million_rows_stream_in_bounded_memory() {
 
         // 900,000 more rows (~110 MB more data) may not cost more than a few MiB of peak memory.
         let allowance = 8 * 1024;
-        assert!(t_big <= t_small + allowance, "transport memory grew with the result: {t_small} -> {t_big} KiB");
-        assert!(s_big <= s_small + allowance, "sidecar memory grew with the result: {s_small} -> {s_big} KiB");
-        let after: u8 = conn.query_first("SELECT 7").await.expect("session still works").unwrap_or(0);
+        assert!(
+            t_big <= t_small + allowance,
+            "transport memory grew with the result: {t_small} -> {t_big} KiB"
+        );
+        assert!(
+            s_big <= s_small + allowance,
+            "sidecar memory grew with the result: {s_small} -> {s_big} KiB"
+        );
+        let after: u8 =
+            conn.query_first("SELECT 7").await.expect("session still works").unwrap_or(0);
         assert_eq!(after, 7);
     })
     .await;

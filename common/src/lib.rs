@@ -4,6 +4,7 @@
 pub mod config;
 pub mod error;
 pub mod mysql;
+pub mod shutdown;
 pub mod telemetry;
 
 pub mod wire;

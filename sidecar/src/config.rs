@@ -65,7 +65,13 @@ pub struct TransportLink {
 
 impl Default for TransportLink {
     fn default() -> Self {
-        Self { url: String::new(), token: None, token_env: None, token_file: None, connect_timeout: Duration::from_secs(10) }
+        Self {
+            url: String::new(),
+            token: None,
+            token_env: None,
+            token_file: None,
+            connect_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -111,7 +117,12 @@ impl SidecarConfig {
     /// Resolves `transport.token_env` / `transport.token_file`.
     pub fn resolve_secrets(&mut self) -> Result<(), Error> {
         let t = &mut self.transport;
-        t.token = Secret::resolve("transport.token", t.token.take(), t.token_env.as_deref(), t.token_file.as_deref())?;
+        t.token = Secret::resolve(
+            "transport.token",
+            t.token.take(),
+            t.token_env.as_deref(),
+            t.token_file.as_deref(),
+        )?;
         Ok(())
     }
 
@@ -120,7 +131,9 @@ impl SidecarConfig {
         let invalid = |m: String| Err(Error::Config(common::Error::ConfigInvalid(m)));
         let url = &self.transport.url;
         if !url.starts_with("http://") {
-            return invalid(format!("transport.url {url:?} must start with http:// (https:// needs the TLS work of the deploy issue)"));
+            return invalid(format!(
+                "transport.url {url:?} must start with http:// (https:// needs the TLS work of the deploy issue)"
+            ));
         }
         if url.parse::<http::Uri>().is_err() {
             return invalid(format!("transport.url {url:?} is not a valid URL"));
@@ -171,7 +184,9 @@ mod tests {
 
     #[test]
     fn unknown_nested_key_is_named() {
-        let err = parse_yaml::<SidecarConfig>(&MINIMAL.replace("  token:", "  tokn:")).err().unwrap_or_default();
+        let err = parse_yaml::<SidecarConfig>(&MINIMAL.replace("  token:", "  tokn:"))
+            .err()
+            .unwrap_or_default();
         assert!(err.contains("tokn"), "{err}");
     }
 }

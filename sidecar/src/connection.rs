@@ -10,8 +10,8 @@ use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::protocol::{
-    Greeting, PacketIo, Scramble, auth_switch_request, encode_err, encode_ok, native_password_matches,
-    parse_client_hello,
+    Greeting, PacketIo, Scramble, auth_switch_request, encode_err, encode_ok,
+    native_password_matches, parse_client_hello,
 };
 use crate::relay::{ClientStyle, relay_answer};
 use crate::server::Shared;
@@ -99,7 +99,11 @@ impl ClientConnection {
         };
         self.io.queue_packet(&greeting.encode());
         self.io.flush().await?;
-        let packet = self.io.read_packet().await?.ok_or(Error::ClientProtocol("client hung up during login"))?;
+        let packet = self
+            .io
+            .read_packet()
+            .await?
+            .ok_or(Error::ClientProtocol("client hung up during login"))?;
         let hello = parse_client_hello(&packet)?;
         if hello.wants_tls {
             return Err(Error::TlsUnsupported);
@@ -110,9 +114,18 @@ impl ClientConnection {
         if !native {
             self.io.queue_packet(&auth_switch_request(&scramble));
             self.io.flush().await?;
-            auth_response = self.io.read_packet().await?.ok_or(Error::ClientProtocol("client hung up during auth switch"))?.to_vec();
+            auth_response = self
+                .io
+                .read_packet()
+                .await?
+                .ok_or(Error::ClientProtocol("client hung up during auth switch"))?
+                .to_vec();
         }
-        let denied = || Error::AccessDenied { user: hello.user.clone(), host: self.host.clone(), using_password: !auth_response.is_empty() };
+        let denied = || Error::AccessDenied {
+            user: hello.user.clone(),
+            host: self.host.clone(),
+            using_password: !auth_response.is_empty(),
+        };
         let user = self.shared.config.user(&hello.user).ok_or_else(denied)?;
         if !native_password_matches(user.password.expose(), &scramble, &auth_response) {
             return Err(denied());
@@ -141,23 +154,41 @@ impl ClientConnection {
         loop {
             self.io.reset_seq();
             let Some(packet) = self.io.read_packet().await? else { return Ok(()) };
-            let Some(&cmd) = packet.first() else { return Err(Error::ClientProtocol("empty command packet")) };
+            let Some(&cmd) = packet.first() else {
+                return Err(Error::ClientProtocol("empty command packet"));
+            };
             match cmd {
                 command::QUIT => return Ok(()),
                 command::QUERY | command::INIT_DB | command::PING | command::FIELD_LIST => {
                     status = self.forward(session, packet, cmd, status).await?;
                 }
                 other => {
-                    let msg = format!("Unknown command (0x{other:02x}) is not supported by this sqltunnel sidecar");
-                    self.write_error(error_code::UNKNOWN_COMMAND, error_code::STATE_COMM, msg.as_bytes()).await?;
+                    let msg = format!(
+                        "Unknown command (0x{other:02x}) is not supported by this sqltunnel sidecar"
+                    );
+                    self.write_error(
+                        error_code::UNKNOWN_COMMAND,
+                        error_code::STATE_COMM,
+                        msg.as_bytes(),
+                    )
+                    .await?;
                 }
             }
         }
     }
 
     /// Sends one command over the tunnel and relays the answer.
-    async fn forward(&mut self, session: &Session, packet: Bytes, cmd: u8, status: u16) -> Result<u16, Error> {
-        let style = ClientStyle { deprecate_eof: session.capabilities & cap::DEPRECATE_EOF != 0, field_list: cmd == command::FIELD_LIST };
+    async fn forward(
+        &mut self,
+        session: &Session,
+        packet: Bytes,
+        cmd: u8,
+        status: u16,
+    ) -> Result<u16, Error> {
+        let style = ClientStyle {
+            deprecate_eof: session.capabilities & cap::DEPRECATE_EOF != 0,
+            field_list: cmd == command::FIELD_LIST,
+        };
         let mut frames = match self.shared.tunnel.command(&session.id, packet).await {
             Ok(frames) => frames,
             Err(e) if e.is_fatal() => return Err(e),

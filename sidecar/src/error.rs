@@ -32,7 +32,9 @@ pub enum Error {
         using_password: bool,
     },
     /// The client wants TLS, which this sidecar does not offer yet.
-    #[error("this sqltunnel sidecar does not offer SSL on the client connection; connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl)")]
+    #[error(
+        "this sqltunnel sidecar does not offer SSL on the client connection; connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl)"
+    )]
     TlsUnsupported,
     /// The transport could not be reached.
     #[error("cannot reach the sqltunnel transport at {url}: {reason}")]
@@ -43,13 +45,17 @@ pub enum Error {
         reason: String,
     },
     /// The transport refused the token (HTTP 401).
-    #[error("the sqltunnel transport at {url} refused the sidecar's token (HTTP 401): check transport.token against the transport's tokens")]
+    #[error(
+        "the sqltunnel transport at {url} refused the sidecar's token (HTTP 401): check transport.token against the transport's tokens"
+    )]
     TokenRefused {
         /// Base URL.
         url: String,
     },
     /// A proxy or the transport refused the request size (HTTP 413).
-    #[error("the request ({size} bytes) was refused as too large by {url} (HTTP 413): raise nginx's client_max_body_size and the transport's max_request_bytes")]
+    #[error(
+        "the request ({size} bytes) was refused as too large by {url} (HTTP 413): raise nginx's client_max_body_size and the transport's max_request_bytes"
+    )]
     RequestTooLarge {
         /// Base URL.
         url: String,
@@ -70,7 +76,9 @@ pub enum Error {
     #[error("{}", .0.message)]
     Upstream(MysqlError),
     /// The session is gone on the transport (expired, or the transport restarted).
-    #[error("Lost connection to MySQL server: the tunnel session expired or the transport restarted")]
+    #[error(
+        "Lost connection to MySQL server: the tunnel session expired or the transport restarted"
+    )]
     SessionLost,
     /// The answer stream broke off.
     #[error("Lost connection to MySQL server during query: {0}")]
@@ -93,17 +101,28 @@ impl Error {
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
                 (code::PACKET_TOO_LARGE, *code::STATE_COMM, msg)
             }
-            Error::ClientProtocol(_) | Error::TlsUnsupported => (code::HANDSHAKE, *code::STATE_COMM, msg),
-            Error::TransportUnreachable { .. } | Error::TokenRefused { .. } | Error::BadAnswer { .. } => {
-                (code::CONN_HOST_ERROR, *code::STATE_GENERAL, msg)
+            Error::ClientProtocol(_) | Error::TlsUnsupported => {
+                (code::HANDSHAKE, *code::STATE_COMM, msg)
             }
-            Error::SessionLost | Error::StreamBroken(_) => (code::SERVER_LOST, *code::STATE_GENERAL, msg),
+            Error::TransportUnreachable { .. }
+            | Error::TokenRefused { .. }
+            | Error::BadAnswer { .. } => (code::CONN_HOST_ERROR, *code::STATE_GENERAL, msg),
+            Error::SessionLost | Error::StreamBroken(_) => {
+                (code::SERVER_LOST, *code::STATE_GENERAL, msg)
+            }
             Error::Config(_) | Error::Io(_) => (code::SERVER_LOST, *code::STATE_GENERAL, msg),
         }
     }
 
     /// True when the client connection cannot go on after this error.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Error::SessionLost | Error::StreamBroken(_) | Error::Io(_) | Error::ClientProtocol(_) | Error::PacketTooLarge { .. })
+        matches!(
+            self,
+            Error::SessionLost
+                | Error::StreamBroken(_)
+                | Error::Io(_)
+                | Error::ClientProtocol(_)
+                | Error::PacketTooLarge { .. }
+        )
     }
 }

@@ -6,7 +6,9 @@ use common::mysql::status::MORE_RESULTS_EXISTS;
 use common::wire::{Frame, PacketList};
 
 use crate::Error;
-use crate::protocol::{PacketIo, encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};
+use crate::protocol::{
+    PacketIo, encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int,
+};
 use crate::tunnel::FrameStream;
 
 /// How the client wants answers shaped.
@@ -20,7 +22,12 @@ pub struct ClientStyle {
 
 /// Relays one answer. Returns the last status flags seen. An answer that ends before its final
 /// packet is an error (the client is then told the connection was lost).
-pub async fn relay_answer(io: &mut PacketIo, frames: &mut FrameStream, style: ClientStyle, mut status: u16) -> Result<u16, Error> {
+pub async fn relay_answer(
+    io: &mut PacketIo,
+    frames: &mut FrameStream,
+    style: ClientStyle,
+    mut status: u16,
+) -> Result<u16, Error> {
     let mut scratch = BytesMut::with_capacity(256);
     let mut complete = false;
     while let Some(frame) = frames.next().await? {

@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::Error;
 use crate::config::SidecarConfig;
 use crate::connection::ClientConnection;
 use crate::protocol::PacketIo;
 use crate::tunnel::TunnelClient;
-use crate::Error;
 
 /// Greeting version used only while the transport cannot tell the real one.
 const FALLBACK_VERSION: &str = "5.5.5-10.11.0-MariaDB-sqltunnel";
@@ -39,7 +39,12 @@ impl Shared {
     /// Shared state for `config`.
     pub fn new(config: SidecarConfig) -> Result<Self, Error> {
         let tunnel = TunnelClient::new(&config.transport)?;
-        Ok(Self { config, tunnel, versions: Mutex::new(HashMap::new()), next_connection_id: AtomicU32::new(1) })
+        Ok(Self {
+            config,
+            tunnel,
+            versions: Mutex::new(HashMap::new()),
+            next_connection_id: AtomicU32::new(1),
+        })
     }
 
     /// The version string to greet with: the default upstream's, asked of the transport once.
@@ -67,7 +72,10 @@ impl Shared {
 
     /// Caches an upstream's version.
     pub fn remember_version(&self, upstream: &str, version: &str) {
-        self.versions.lock().unwrap_or_else(|p| p.into_inner()).insert(upstream.to_owned(), version.to_owned());
+        self.versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(upstream.to_owned(), version.to_owned());
     }
 
     fn next_connection_id(&self) -> u32 {
@@ -76,7 +84,11 @@ impl Shared {
 }
 
 /// Serves MySQL clients on `listener` until `shutdown` is cancelled.
-pub async fn run(listener: TcpListener, config: SidecarConfig, shutdown: CancellationToken) -> Result<(), Error> {
+pub async fn run(
+    listener: TcpListener,
+    config: SidecarConfig,
+    shutdown: CancellationToken,
+) -> Result<(), Error> {
     let max_packet = config.max_packet;
     let shared = Arc::new(Shared::new(config)?);
     let tracker = TaskTracker::new();

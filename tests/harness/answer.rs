@@ -4,13 +4,18 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
 
+/// Rows of a result set, each value as raw bytes or NULL.
+pub type Rows = Vec<Vec<Option<Vec<u8>>>>;
+/// A result set: one metadata line per column, then the rows.
+pub type ResultSet = (Vec<String>, Rows);
+
 /// Everything a client can observe about one statement's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// Result sets (possibly none) and the final OK fields.
     Ok {
         /// Each result set: column metadata lines and rows.
-        sets: Vec<(Vec<String>, Vec<Vec<Option<Vec<u8>>>>)>,
+        sets: Vec<ResultSet>,
         /// affected rows, last insert id, warnings, info, status flags.
         ok: (u64, Option<u64>, u16, String, u16),
     },
@@ -45,7 +50,9 @@ pub fn column_line(c: &mysql_async::Column) -> String {
 /// Runs `sql` on `conn` and captures the answer.
 pub async fn answer_of(conn: &mut Conn, sql: &str) -> Answer {
     let server_err = |e: mysql_async::Error| match e {
-        mysql_async::Error::Server(e) => Answer::Err { code: e.code, state: e.state, message: e.message },
+        mysql_async::Error::Server(e) => {
+            Answer::Err { code: e.code, state: e.state, message: e.message }
+        }
         other => panic!("non-server error for {sql:?}: {other}"),
     };
     let mut result = match conn.query_iter(sql).await {
@@ -62,7 +69,10 @@ pub async fn answer_of(conn: &mut Conn, sql: &str) -> Answer {
         };
         if let Some(cols) = columns.filter(|c| !c.is_empty()) {
             let meta = cols.iter().map(column_line).collect();
-            let rows = rows.into_iter().map(|r| r.unwrap().into_iter().map(value_bytes).collect()).collect();
+            let rows = rows
+                .into_iter()
+                .map(|r| r.unwrap().into_iter().map(value_bytes).collect())
+                .collect();
             sets.push((meta, rows));
         }
         if result.is_empty() {
@@ -71,7 +81,16 @@ pub async fn answer_of(conn: &mut Conn, sql: &str) -> Answer {
     }
     drop(result);
     let status = conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
-    Answer::Ok { sets, ok: (conn.affected_rows(), conn.last_insert_id(), conn.get_warnings(), conn.info().into_owned(), status) }
+    Answer::Ok {
+        sets,
+        ok: (
+            conn.affected_rows(),
+            conn.last_insert_id(),
+            conn.get_warnings(),
+            conn.info().into_owned(),
+            status,
+        ),
+    }
 }
 
 fn value_bytes(v: Value) -> Option<Vec<u8>> {
@@ -84,7 +103,11 @@ fn value_bytes(v: Value) -> Option<Vec<u8>> {
 
 /// Runs each statement of `script` on both connections in turn (all on `a`, then all on `b`)
 /// and returns both answer lists.
-pub async fn compare_script(a: &mut Conn, b: &mut Conn, script: &[&str]) -> (Vec<Answer>, Vec<Answer>) {
+pub async fn compare_script(
+    a: &mut Conn,
+    b: &mut Conn,
+    script: &[&str],
+) -> (Vec<Answer>, Vec<Answer>) {
     let mut left = Vec::new();
     for sql in script {
         left.push(answer_of(a, sql).await);

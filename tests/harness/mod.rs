@@ -70,14 +70,24 @@ impl Tunnel {
         let transport_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind transport");
         let transport = transport_listener.local_addr().expect("addr");
         let transport_cfg = transport_yaml(mysql_port());
-        Self::start_with(transport_listener, &transport_cfg, &sidecar_yaml(&format!("http://{transport}/"), TOKEN)).await
+        Self::start_with(
+            transport_listener,
+            &transport_cfg,
+            &sidecar_yaml(&format!("http://{transport}/"), TOKEN),
+        )
+        .await
     }
 
     /// Starts a transport from `transport_yaml` on `listener` and a sidecar from `sidecar_yaml`.
-    pub async fn start_with(listener: TcpListener, transport_yaml: &str, sidecar_yaml: &str) -> Tunnel {
+    pub async fn start_with(
+        listener: TcpListener,
+        transport_yaml: &str,
+        sidecar_yaml: &str,
+    ) -> Tunnel {
         let shutdown = CancellationToken::new();
         let transport = listener.local_addr().expect("addr");
-        let config: transport::TransportConfig = parse_yaml(transport_yaml).expect("transport yaml");
+        let config: transport::TransportConfig =
+            parse_yaml(transport_yaml).expect("transport yaml");
         config.validate().expect("valid transport config");
         tokio::spawn(transport::run(listener, config, shutdown.clone()));
         let sidecar = Self::start_sidecar(sidecar_yaml, shutdown.clone()).await;

@@ -10,7 +10,11 @@ pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir").to_path_buf();
     for bin in ["transport", "sidecar"] {
-        assert!(dir.join(bin).exists(), "{} is missing: build the workspace first (scripts/test.sh does)", dir.join(bin).display());
+        assert!(
+            dir.join(bin).exists(),
+            "{} is missing: build the workspace first (scripts/test.sh does)",
+            dir.join(bin).display()
+        );
     }
     dir
 }
@@ -48,7 +52,8 @@ impl Proc {
 
     /// Peak resident memory (VmHWM) in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))

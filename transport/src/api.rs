@@ -48,7 +48,8 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
 
 /// Reads a request body of at most `limit` bytes.
 async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error> {
-    let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let declared =
+        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
@@ -59,11 +60,17 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error>
     }
 }
 
-async fn open_session(state: &AppState, req: Request<Incoming>) -> Result<Response<ResponseBody>, Error> {
+async fn open_session(
+    state: &AppState,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
     let body = read_body(req, MAX_CONTROL_BODY).await?;
-    let open: OpenSession =
-        serde_json::from_slice(&body).map_err(|e| Error::BadRequest(format!("invalid session request: {e}")))?;
-    let upstream = state.config.upstream(&open.upstream).ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
+    let open: OpenSession = serde_json::from_slice(&body)
+        .map_err(|e| Error::BadRequest(format!("invalid session request: {e}")))?;
+    let upstream = state
+        .config
+        .upstream(&open.upstream)
+        .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
     if state.sessions.len() >= state.config.max_sessions {
         return Err(Error::TooManySessions(state.config.max_sessions));
     }
@@ -87,11 +94,16 @@ async fn open_session(state: &AppState, req: Request<Incoming>) -> Result<Respon
     };
     Metrics::bump(&state.metrics.sessions_opened);
     info!(session = %session.id, upstream = %upstream.name, user = %open.user, connection_id, "session opened");
-    let opened = SessionOpened { session_id: session.id.clone(), server_version, connection_id, status };
+    let opened =
+        SessionOpened { session_id: session.id.clone(), server_version, connection_id, status };
     Ok(json(StatusCode::CREATED, &opened))
 }
 
-async fn command(state: &AppState, id: &str, req: Request<Incoming>) -> Result<Response<ResponseBody>, Error> {
+async fn command(
+    state: &AppState,
+    id: &str,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id)?;
     let mut guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
     let payload = read_body(req, state.config.max_request_bytes).await?;
@@ -136,7 +148,9 @@ async fn command(state: &AppState, id: &str, req: Request<Incoming>) -> Result<R
         .instrument(span),
     );
     let mut response = Response::new(ResponseBody::Stream(rx));
-    response.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static(FRAMES_CONTENT_TYPE));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, http::HeaderValue::from_static(FRAMES_CONTENT_TYPE));
     if let Ok(v) = http::HeaderValue::from_str(id) {
         response.headers_mut().insert(SESSION_HEADER, v);
     }
@@ -188,7 +202,9 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
 
 fn text(body: String) -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
-    response.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, http::HeaderValue::from_static("text/plain; version=0.0.4"));
     response
 }
 

@@ -24,7 +24,9 @@ impl Tokens {
             return false;
         };
         // Compare against every token without stopping early, so timing says nothing.
-        self.0.iter().fold(false, |found, t| constant_time_eq(presented.as_bytes(), t.expose().as_bytes()) | found)
+        self.0.iter().fold(false, |found, t| {
+            constant_time_eq(presented.as_bytes(), t.expose().as_bytes()) | found
+        })
     }
 }
 

@@ -34,7 +34,9 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             ResponseBody::Full(full) => Pin::new(full).poll_frame(cx),
-            ResponseBody::Stream(rx) => rx.poll_recv(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+            ResponseBody::Stream(rx) => {
+                rx.poll_recv(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c))))
+            }
         }
     }
 

@@ -24,9 +24,18 @@ pub enum Outcome {
 }
 
 /// Runs the command in `payload` (a MySQL command packet payload) and streams its answer.
-pub async fn execute(conn: &mut Conn, payload: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
+pub async fn execute(
+    conn: &mut Conn,
+    payload: &[u8],
+    sink: &mut FrameSink,
+) -> Result<Outcome, ClientGone> {
     let Some((&cmd, args)) = payload.split_first() else {
-        encode_err(sink.buf(), error_code::HANDSHAKE, error_code::STATE_COMM, b"Empty command packet");
+        encode_err(
+            sink.buf(),
+            error_code::HANDSHAKE,
+            error_code::STATE_COMM,
+            b"Empty command packet",
+        );
         return Ok(Outcome::Healthy);
     };
     match cmd {
@@ -121,7 +130,11 @@ async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outc
 }
 
 /// COM_FIELD_LIST: the table's column definitions (what `SELECT * … LIMIT 0` reports).
-async fn field_list(conn: &mut Conn, args: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
+async fn field_list(
+    conn: &mut Conn,
+    args: &[u8],
+    sink: &mut FrameSink,
+) -> Result<Outcome, ClientGone> {
     let table = args.split(|&b| b == 0).next().unwrap_or_default();
     let mut sql = b"SELECT * FROM ".to_vec();
     sql.extend_from_slice(&use_statement(table)[4..]);
@@ -160,7 +173,14 @@ fn encode_columns(sink: &mut FrameSink, columns: &[Column], field_list: bool) {
 /// Writes a ColumnDefinition41 payload, every field as the upstream sent it. (Written here
 /// because `mysql_common`'s own serializer puts the length before the character set.)
 fn put_column_definition(buf: &mut bytes::BytesMut, c: &Column) {
-    for text in [&b"def"[..], c.schema_ref(), c.table_ref(), c.org_table_ref(), c.name_ref(), c.org_name_ref()] {
+    for text in [
+        &b"def"[..],
+        c.schema_ref(),
+        c.table_ref(),
+        c.org_table_ref(),
+        c.name_ref(),
+        c.org_name_ref(),
+    ] {
         put_lenenc_int(buf, text.len() as u64);
         buf.put_slice(text);
     }
@@ -242,7 +262,12 @@ fn encode_mysql_error(sink: &mut FrameSink, err: mysql_async::Error) -> Outcome 
         other => {
             tracing::warn!(error = %other, "upstream connection failed during a command");
             let msg = format!("Lost connection to the upstream server during query ({other})");
-            encode_err(sink.buf(), error_code::SERVER_LOST, error_code::STATE_GENERAL, msg.as_bytes());
+            encode_err(
+                sink.buf(),
+                error_code::SERVER_LOST,
+                error_code::STATE_GENERAL,
+                msg.as_bytes(),
+            );
             Outcome::Broken
         }
     }

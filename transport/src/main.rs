@@ -1,6 +1,7 @@
 //! `transport` binary: parse the CLI, load the config, start logging, serve until Ctrl-C.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
@@ -15,7 +16,7 @@ struct Cli {
     /// Configuration file (YAML).
     #[arg(long, env = "SQLTUNNEL_CONFIG")]
     config: PathBuf,
-    /// Validate the configuration and exit.
+    /// Validate the configuration, print what is wrong, and exit.
     #[arg(long)]
     check: bool,
     /// Override `listen`.
@@ -24,22 +25,29 @@ struct Cli {
     /// Override `log.level`.
     #[arg(long)]
     log_level: Option<String>,
-    /// Override `log.format` (`text` or `json`).
+    /// Override `log.format`.
     #[arg(long, value_parser = ["text", "json"])]
     log_format: Option<String>,
 }
 
+fn main() -> ExitCode {
+    match serve(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("transport: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let mut config = TransportConfig::load(&cli.config).with_context(|| format!("config {}", cli.config.display()))?;
+async fn serve(cli: Cli) -> anyhow::Result<()> {
+    let mut config = TransportConfig::load(&cli.config)?;
     if cli.check {
         println!("{}: ok", cli.config.display());
         return Ok(());
     }
-    if let Some(listen) = cli.listen {
-        config.listen = listen;
-    }
+    config.listen = cli.listen.unwrap_or(config.listen);
     if let Some(level) = cli.log_level {
         config.log.level = level;
     }
@@ -47,26 +55,15 @@ async fn main() -> anyhow::Result<()> {
         config.log.format = if format == "json" { LogFormat::Json } else { LogFormat::Text };
     }
     common::telemetry::init(&config.log)?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("bind {}", config.listen))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        common::shutdown::wait_for_signal().await;
         on_signal.cancel();
     });
     transport::run(listener, config, shutdown).await?;
     Ok(())
-}
-
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
-            return;
-        }
-    }
-    drop(ctrl_c.await);
 }

@@ -20,7 +20,11 @@ use crate::state::{AppState, Metrics};
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves the transport API on `listener` until `shutdown` is cancelled.
-pub async fn run(listener: TcpListener, config: TransportConfig, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn run(
+    listener: TcpListener,
+    config: TransportConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let state = Arc::new(AppState::new(config));
     let graceful = GracefulShutdown::new();
     tokio::spawn(reap_expired(state.clone(), shutdown.clone()));
@@ -45,7 +49,8 @@ pub async fn run(listener: TcpListener, config: TransportConfig, shutdown: Cance
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(api::handle(state, req).await) }
         });
-        let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+        let conn =
+            http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {

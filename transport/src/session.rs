@@ -42,7 +42,12 @@ pub struct SessionTable {
 
 impl SessionTable {
     /// Registers a new session for `conn`, unless `max` sessions are already open.
-    pub fn insert(&self, upstream: &str, conn: Conn, max: usize) -> Result<Arc<Session>, (Error, Conn)> {
+    pub fn insert(
+        &self,
+        upstream: &str,
+        conn: Conn,
+        max: usize,
+    ) -> Result<Arc<Session>, (Error, Conn)> {
         let id = match new_session_id() {
             Ok(id) => id,
             Err(e) => return Err((e, conn)),

@@ -47,7 +47,9 @@ pub async fn connect(
         }
     };
     if req.collation != LOGIN_COLLATION && req.collation != 0 {
-        apply_collation(&mut conn, req.collation).await.map_err(|e| Error::from_mysql(&upstream.name, e))?;
+        apply_collation(&mut conn, req.collation)
+            .await
+            .map_err(|e| Error::from_mysql(&upstream.name, e))?;
     }
     Ok(conn)
 }
@@ -74,7 +76,8 @@ fn split_address(address: &str) -> Option<(String, u16)> {
 
 /// Reads the server version string from an upstream's initial handshake packet, then hangs up.
 pub async fn probe_version(upstream: &UpstreamConfig, timeout: Duration) -> Result<String, Error> {
-    let unreachable = |reason: String| Error::UpstreamUnreachable { name: upstream.name.clone(), reason };
+    let unreachable =
+        |reason: String| Error::UpstreamUnreachable { name: upstream.name.clone(), reason };
     let read = async {
         let mut stream = TcpStream::connect(&upstream.address).await?;
         let mut header = [0u8; 4];

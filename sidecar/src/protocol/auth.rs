@@ -36,7 +36,11 @@ pub fn native_password_matches(password: &str, scramble: &Scramble, response: &[
     hasher.update(scramble.0);
     hasher.update(stage2);
     let mask = hasher.finalize();
-    let diff = stage1.iter().zip(mask.iter()).zip(response).fold(0u8, |acc, ((s, m), r)| acc | (s ^ m ^ r));
+    let diff = stage1
+        .iter()
+        .zip(mask.iter())
+        .zip(response)
+        .fold(0u8, |acc, ((s, m), r)| acc | (s ^ m ^ r));
     diff == 0
 }
 

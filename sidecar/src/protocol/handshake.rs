@@ -111,7 +111,8 @@ pub fn parse_client_hello(payload: &[u8]) -> Result<ClientHello, Error> {
         take_cstr(&mut p).ok_or(bad("auth data not terminated"))?.into_bytes()
     };
     if capabilities & cap::CONNECT_WITH_DB != 0 && p.has_remaining() {
-        hello.database = Some(take_cstr(&mut p).ok_or(bad("database not terminated"))?).filter(|d| !d.is_empty());
+        hello.database = Some(take_cstr(&mut p).ok_or(bad("database not terminated"))?)
+            .filter(|d| !d.is_empty());
     }
     if capabilities & cap::PLUGIN_AUTH != 0 && p.has_remaining() {
         hello.plugin = Some(take_cstr(&mut p).ok_or(bad("plugin name not terminated"))?);
@@ -175,7 +176,11 @@ mod tests {
 
     #[test]
     fn parses_a_full_response() {
-        let caps = cap::PROTOCOL_41 | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH | cap::CONNECT_WITH_DB | cap::PLUGIN_AUTH_LENENC_DATA;
+        let caps = cap::PROTOCOL_41
+            | cap::SECURE_CONNECTION
+            | cap::PLUGIN_AUTH
+            | cap::CONNECT_WITH_DB
+            | cap::PLUGIN_AUTH_LENENC_DATA;
         let mut tail = b"app\0".to_vec();
         tail.push(20);
         tail.extend_from_slice(&[1; 20]);

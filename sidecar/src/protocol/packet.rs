@@ -25,7 +25,13 @@ pub struct PacketIo {
 impl PacketIo {
     /// Wraps a client socket; logical packets over `max_packet` bytes are refused.
     pub fn new(stream: TcpStream, max_packet: usize) -> Self {
-        Self { stream, rbuf: BytesMut::with_capacity(16 * 1024), wbuf: BytesMut::with_capacity(16 * 1024), seq: 0, max_packet }
+        Self {
+            stream,
+            rbuf: BytesMut::with_capacity(16 * 1024),
+            wbuf: BytesMut::with_capacity(16 * 1024),
+            seq: 0,
+            max_packet,
+        }
     }
 
     /// Changes the largest logical packet accepted (small during login, larger after).
@@ -44,9 +50,15 @@ impl PacketIo {
         let mut joined: Option<BytesMut> = None;
         loop {
             if !self.fill(4).await? {
-                return if joined.is_none() && self.rbuf.is_empty() { Ok(None) } else { Err(Error::ClientProtocol("connection closed mid-packet")) };
+                return if joined.is_none() && self.rbuf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::ClientProtocol("connection closed mid-packet"))
+                };
             }
-            let len = usize::from(self.rbuf[0]) | usize::from(self.rbuf[1]) << 8 | usize::from(self.rbuf[2]) << 16;
+            let len = usize::from(self.rbuf[0])
+                | usize::from(self.rbuf[1]) << 8
+                | usize::from(self.rbuf[2]) << 16;
             self.seq = self.rbuf[3].wrapping_add(1);
             let total = joined.as_ref().map_or(0, BytesMut::len) + len;
             if total > self.max_packet {

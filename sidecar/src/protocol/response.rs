@@ -75,7 +75,13 @@ mod tests {
     #[test]
     fn ok_packet_bytes() {
         let mut b = BytesMut::new();
-        let ok = OkInfo { affected_rows: 300, last_insert_id: 1, status: 2, warnings: 1, info: Bytes::from_static(b"hi") };
+        let ok = OkInfo {
+            affected_rows: 300,
+            last_insert_id: 1,
+            status: 2,
+            warnings: 1,
+            info: Bytes::from_static(b"hi"),
+        };
         encode_ok(&mut b, &ok);
         assert_eq!(&b[..], &[0x00, 0xfc, 0x2c, 0x01, 0x01, 0x02, 0x00, 0x01, 0x00, 2, b'h', b'i']);
     }

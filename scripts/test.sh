@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI): installs what is missing, checks formatting and
+# lints, starts a throwaway MariaDB on a free port under a temp dir, runs every test against
+# it, and stops it again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ensure_packages mariadb-server mariadb-client python3
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo build (binaries used by the end-to-end tests)"
+cargo build --workspace --locked
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-test.XXXXXX")
+cleanup() {
+    stop_mariadb "$WORK/mariadb"
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+MYSQL_PORT=$(free_port)
+echo "== starting MariaDB on 127.0.0.1:$MYSQL_PORT"
+start_mariadb "$WORK/mariadb" "$MYSQL_PORT"
+
+echo "== cargo test"
+set +e
+SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run, summed over every test binary.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$WORK/cargo-test.log"
+exit "$status"
