@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Benchmarks, direct connection vs through the tunnel, measured in the same run:
+#   - sysbench oltp_point_select, 1 thread (QPS ratio tunnel/direct)
+#   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio tunnel/direct)
+# Each pair runs ROUNDS times (default 3), alternating; medians are printed.
+# Usage: scripts/bench.sh [seconds-per-sysbench-run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+SECONDS_PER_RUN=${1:-10}
+ROUNDS=${ROUNDS:-3}
+ensure_packages mariadb-server mariadb-client sysbench
+cargo build --release --locked
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-bench.XXXXXX")
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    stop_mariadb "$WORK/mariadb"
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+db_port=$(free_port)
+start_mariadb "$WORK/mariadb" "$db_port"
+transport_port=$(free_port)
+sidecar_port=$(free_port)
+sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
+    -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$transport_port/" \
+    -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
+sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$transport_port/#" \
+    -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sidecar_port/" \
+    -e "s/level: info/level: warn/" configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
+target/release/transport --config "$WORK/transport.yaml" 2>"$WORK/transport.log" &
+PIDS+=($!)
+target/release/sidecar --config "$WORK/sidecar.yaml" 2>"$WORK/sidecar.log" &
+PIDS+=($!)
+wait_port "$transport_port"
+wait_port "$sidecar_port"
+
+sb() {
+    local port=$1 mode=$2
+    sysbench oltp_point_select --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=app \
+        --mysql-password=app-pw --mysql-db=tunnel_test --tables=1 --table-size=10000 \
+        --threads=1 --time="$SECONDS_PER_RUN" --db-ps-mode=disable "$mode"
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+qps() { sb "$1" run | awk '/queries:/ { gsub(/\(/, "", $3); print $3 }'; }
+big_select() {
+    local port=$1 start end
+    start=$(date +%s.%N)
+    mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$port" -uapp -papp-pw --quick --batch \
+        --skip-column-names -e "SELECT seq, REPEAT('x', 100), seq * 2 FROM seq_1_to_1000000" tunnel_test >/dev/null
+    end=$(date +%s.%N)
+    echo "$end - $start" | bc -l
+}
+
+ensure_packages bc
+sb "$db_port" prepare >/dev/null
+for _ in $(seq "$ROUNDS"); do
+    qps "$db_port" >>"$WORK/qps.direct"
+    qps "$sidecar_port" >>"$WORK/qps.tunnel"
+    big_select "$db_port" >>"$WORK/big.direct"
+    big_select "$sidecar_port" >>"$WORK/big.tunnel"
+done
+
+qd=$(median <"$WORK/qps.direct"); qt=$(median <"$WORK/qps.tunnel")
+bd=$(median <"$WORK/big.direct"); bt=$(median <"$WORK/big.tunnel")
+echo
+echo "sqltunnel benchmark, $ROUNDS rounds, medians (runs: direct $(paste -sd' ' "$WORK/qps.direct") | tunnel $(paste -sd' ' "$WORK/qps.tunnel"))"
+printf 'oltp_point_select, 1 thread: direct %.0f qps, tunnel %.0f qps, ratio %.2f (target >= 0.5)\n' "$qd" "$qt" "$(echo "$qt / $qd" | bc -l)"
+printf '1M-row SELECT:              direct %.2f s,   tunnel %.2f s,   ratio %.2f (target <= 2.0)\n' "$bd" "$bt" "$(echo "$bt / $bd" | bc -l)"
