@@ -5,19 +5,17 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use common::wire::{
     FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, OpenSession, Route, SESSION_HEADER, SessionOpened,
-    UpstreamInfo, encode_heartbeat,
+    UpstreamInfo,
 };
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde::Serialize;
-use tokio::sync::mpsc;
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::body::ResponseBody;
-use crate::command::{Outcome, execute};
-use crate::sink::{CHANNEL_CHUNKS, FrameSink};
+use crate::run::CommandRun;
 use crate::state::{AppState, Metrics};
 use crate::{Error, upstream};
 
@@ -105,49 +103,22 @@ async fn command(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id)?;
-    let mut guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
+    let guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
     let payload = read_body(req, state.config.max_request_bytes).await?;
     Metrics::bump(&state.metrics.commands);
-    let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
-    let heartbeat_every = state.config.heartbeat_interval;
-    let span = info_span!("command", session = %session.id);
-    tokio::spawn(
-        async move {
-            let mut sink = FrameSink::new(tx.clone());
-            let outcome = match guard.as_mut() {
-                Some(conn) => {
-                    let run = execute(conn, &payload, &mut sink);
-                    tokio::pin!(run);
-                    let start = tokio::time::Instant::now() + heartbeat_every;
-                    let mut ticker = tokio::time::interval_at(start, heartbeat_every);
-                    loop {
-                        tokio::select! {
-                            outcome = &mut run => break outcome,
-                            _ = ticker.tick() => {
-                                let mut hb = BytesMut::new();
-                                encode_heartbeat(&mut hb);
-                                if tx.send(hb.freeze()).await.is_err() { break Ok(Outcome::Healthy) }
-                            }
-                        }
-                    }
-                }
-                None => Ok(Outcome::Broken),
-            };
-            if matches!(outcome, Ok(Outcome::Broken)) {
-                if guard.is_none() {
-                    let msg = b"MySQL server has gone away (upstream connection was lost earlier)";
-                    common::wire::encode_err(sink.buf(), common::mysql::error_code::SERVER_GONE, b"HY000", msg);
-                }
-                *guard = None;
-            }
-            if sink.flush().await.is_err() {
-                warn!("sidecar went away before the answer was sent");
-            }
-            session.touch();
+    let mut run = CommandRun::start(guard, payload, state.config.heartbeat_interval, session);
+    // Run inline until the first chunk: a small answer is then complete and goes out whole.
+    let first = std::future::poll_fn(|cx| run.poll_chunk(cx)).instrument(info_span!("command", session = %id)).await;
+    let body = match first {
+        Some(chunk) if run.is_finished() => {
+            let mut all = BytesMut::from(&chunk[..]);
+            run.drain_into(&mut all);
+            ResponseBody::from(all.freeze())
         }
-        .instrument(span),
-    );
-    let mut response = Response::new(ResponseBody::Stream(rx));
+        Some(chunk) => ResponseBody::Stream(Box::new(run), Some(chunk)),
+        None => ResponseBody::from(Bytes::new()),
+    };
+    let mut response = Response::new(body);
     response
         .headers_mut()
         .insert(CONTENT_TYPE, http::HeaderValue::from_static(FRAMES_CONTENT_TYPE));

@@ -7,15 +7,16 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame};
-use tokio::sync::mpsc;
+
+use crate::run::CommandRun;
 
 /// The body type of every transport response.
 #[derive(Debug)]
 pub enum ResponseBody {
     /// A complete body.
     Full(Full<Bytes>),
-    /// Chunks arriving from a command task.
-    Stream(mpsc::Receiver<Bytes>),
+    /// A running command's answer, streamed as it is produced (`Bytes` is a chunk already taken).
+    Stream(Box<CommandRun>, Option<Bytes>),
 }
 
 impl From<Bytes> for ResponseBody {
@@ -34,23 +35,24 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             ResponseBody::Full(full) => Pin::new(full).poll_frame(cx),
-            ResponseBody::Stream(rx) => {
-                rx.poll_recv(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c))))
-            }
+            ResponseBody::Stream(run, first) => match first.take() {
+                Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+                None => run.poll_chunk(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+            },
         }
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
-            ResponseBody::Stream(_) => hyper::body::SizeHint::default(),
+            ResponseBody::Stream(..) => hyper::body::SizeHint::default(),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
-            ResponseBody::Stream(_) => false,
+            ResponseBody::Stream(..) => false,
         }
     }
 }
