@@ -15,6 +15,7 @@ use crate::protocol::{
 };
 use crate::relay::{ClientStyle, relay_answer};
 use crate::server::Shared;
+use crate::tunnel::TunnelConn;
 
 /// Capabilities the sidecar offers.
 pub const SERVER_CAPABILITIES: u32 = cap::LONG_PASSWORD
@@ -51,6 +52,7 @@ struct Session {
 /// A client connection from accept to hang-up.
 pub struct ClientConnection {
     io: PacketIo,
+    tunnel: TunnelConn,
     shared: Arc<Shared>,
     connection_id: u32,
     host: String,
@@ -60,7 +62,8 @@ impl ClientConnection {
     /// Wraps an accepted socket.
     pub fn new(io: PacketIo, shared: Arc<Shared>, connection_id: u32) -> Self {
         let host = io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
-        Self { io, shared, connection_id, host }
+        let tunnel = shared.tunnel.connection();
+        Self { io, tunnel, shared, connection_id, host }
     }
 
     /// Serves the connection until the client quits or the connection fails.
@@ -76,7 +79,7 @@ impl ClientConnection {
         info!(session = %session.id, "client logged in");
         self.io.set_max_packet(max_packet);
         let result = self.serve(&session).await;
-        self.shared.tunnel.close_session(&session.id).await;
+        self.tunnel.close_session(&session.id).await;
         match result {
             Ok(()) => debug!(session = %session.id, "client quit"),
             Err(e) => {
@@ -138,7 +141,7 @@ impl ClientConnection {
             client_flags: capabilities,
             collation: hello.collation,
         };
-        let opened = self.shared.tunnel.open_session(&open).await?;
+        let opened = self.tunnel.open_session(&open).await?;
         self.shared.remember_version(&user.upstream, &opened.server_version);
         let ok = OkInfo { status: opened.status | status::AUTOCOMMIT, ..OkInfo::default() };
         let mut buf = BytesMut::new();
@@ -189,7 +192,7 @@ impl ClientConnection {
             deprecate_eof: session.capabilities & cap::DEPRECATE_EOF != 0,
             field_list: cmd == command::FIELD_LIST,
         };
-        let mut frames = match self.shared.tunnel.command(&session.id, packet).await {
+        let mut frames = match self.tunnel.command(&session.id, &packet).await {
             Ok(frames) => frames,
             Err(e) if e.is_fatal() => return Err(e),
             Err(e) => {

@@ -24,7 +24,7 @@ pub struct ClientStyle {
 /// packet is an error (the client is then told the connection was lost).
 pub async fn relay_answer(
     io: &mut PacketIo,
-    frames: &mut FrameStream,
+    frames: &mut FrameStream<'_>,
     style: ClientStyle,
     mut status: u16,
 ) -> Result<u16, Error> {

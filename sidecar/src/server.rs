@@ -55,7 +55,8 @@ impl Shared {
         if let Some(v) = self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(&upstream) {
             return v.clone();
         }
-        match tokio::time::timeout(VERSION_LOOKUP_TIMEOUT, self.tunnel.upstreams()).await {
+        let mut conn = self.tunnel.connection();
+        match tokio::time::timeout(VERSION_LOOKUP_TIMEOUT, conn.upstreams()).await {
             Ok(Ok(list)) => {
                 for info in list {
                     if let Some(v) = info.server_version {

@@ -1,193 +1,262 @@
-//! The HTTP client to the transport: pooled keep-alive connections, one request per command,
-//! and every non-sqltunnel answer (a proxy's HTML error page…) turned into a clear error.
+//! The client of the transport's HTTP API. [`TunnelClient`] knows where the transport is;
+//! each client connection gets its own [`TunnelConn`] (one keep-alive HTTP connection), and
+//! every non-sqltunnel answer (a proxy's HTML error page…) becomes a clear error.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::wire::{
-    ApiError, ApiErrorKind, COMMAND_CONTENT_TYPE, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame,
-    FrameDecoder, JSON_CONTENT_TYPE, OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
+    AFFINITY_HEADER, ApiError, ApiErrorKind, COMMAND_CONTENT_TYPE, DEFAULT_MAX_FRAME,
+    FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, OpenSession, SESSION_HEADER,
+    SessionOpened, UpstreamInfo,
 };
-use http::header::{AUTHORIZATION, CONTENT_TYPE};
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
 use crate::Error;
 use crate::config::TransportLink;
+use crate::http::{HttpConn, ResponseHead};
 
-/// Largest error body read from a non-2xx answer.
-const MAX_ERROR_BODY: usize = 16 * 1024;
+/// Largest error or control body read from the transport.
+const MAX_CONTROL_BODY: usize = 64 * 1024;
+
+/// Where the transport is and how to authenticate to it.
+struct Endpoint {
+    url: String,
+    host: String,
+    port: u16,
+    host_header: String,
+    prefix: String,
+    authorization: String,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint").field("url", &self.url).finish_non_exhaustive()
+    }
+}
 
 /// A handle to the transport; cheap to clone.
 #[derive(Debug, Clone)]
-pub struct TunnelClient {
-    client: Client<HttpConnector, Full<Bytes>>,
-    base: String,
-    auth: http::HeaderValue,
-}
+pub struct TunnelClient(Arc<Endpoint>);
 
 impl TunnelClient {
-    /// A client for the configured transport.
+    /// A client for the configured transport URL and token.
     pub fn new(link: &TransportLink) -> Result<Self, Error> {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(link.connect_timeout));
-        connector.set_keepalive(Some(Duration::from_secs(30)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
-        let base =
-            if link.url.ends_with('/') { link.url.clone() } else { format!("{}/", link.url) };
+        let bad = |m: String| Error::Config(common::Error::ConfigInvalid(m));
+        let uri: http::Uri = link
+            .url
+            .parse()
+            .map_err(|_| bad(format!("transport.url {:?} is not a URL", link.url)))?;
+        let host = uri
+            .host()
+            .ok_or_else(|| bad("transport.url has no host".into()))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = uri.port_u16().unwrap_or(80);
+        let host_header = uri.authority().map_or_else(|| host.clone(), |a| a.as_str().to_owned());
+        let mut prefix = uri.path().to_owned();
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
         let token = link.token.clone().unwrap_or_default();
-        let mut auth =
-            http::HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                common::Error::ConfigInvalid(
-                    "transport.token has characters not allowed in a header".into(),
-                )
-            })?;
-        auth.set_sensitive(true);
-        Ok(Self { client, base, auth })
+        if token.expose().bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(bad("transport.token has characters not allowed in a header".into()));
+        }
+        let url = format!("{}://{host_header}{prefix}", uri.scheme_str().unwrap_or("http"));
+        Ok(Self(Arc::new(Endpoint {
+            url,
+            host,
+            port,
+            host_header,
+            prefix,
+            authorization: format!("Bearer {}", token.expose()),
+            connect_timeout: link.connect_timeout,
+        })))
     }
 
     /// The base URL, for messages.
     pub fn url(&self) -> &str {
-        &self.base
+        &self.0.url
     }
 
+    /// A new (not yet connected) HTTP connection for one client session.
+    pub fn connection(&self) -> TunnelConn {
+        TunnelConn { endpoint: self.0.clone(), http: None }
+    }
+}
+
+/// One client session's HTTP connection to the transport.
+#[derive(Debug)]
+pub struct TunnelConn {
+    endpoint: Arc<Endpoint>,
+    http: Option<HttpConn>,
+}
+
+impl TunnelConn {
+    fn unreachable(&self, e: &std::io::Error) -> Error {
+        Error::TransportUnreachable { url: self.endpoint.url.clone(), reason: e.to_string() }
+    }
+
+    /// Sends one request; returns the head and the connection once a 2xx head has been read.
     async fn send(
-        &self,
-        method: Method,
+        &mut self,
+        method: &str,
         path: &str,
         content_type: &str,
         session: Option<&str>,
-        body: Bytes,
-    ) -> Result<Response<Incoming>, Error> {
-        let size = body.len();
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header(AUTHORIZATION, self.auth.clone())
-            .header(CONTENT_TYPE, content_type);
+        body: &[u8],
+    ) -> Result<(ResponseHead, &mut HttpConn), Error> {
+        let ep = &self.endpoint;
+        let mut head = format!(
+            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n",
+            ep.prefix,
+            ep.host_header,
+            ep.authorization,
+            body.len()
+        );
         if let Some(id) = session {
-            req = req.header(SESSION_HEADER, id).header(common::wire::AFFINITY_HEADER, id);
+            head.push_str(&format!("{SESSION_HEADER}: {id}\r\n{AFFINITY_HEADER}: {id}\r\n"));
         }
-        let req = req.body(Full::new(body)).map_err(|e| self.unreachable(e.to_string()))?;
-        let response = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| self.unreachable(describe_client_error(&e)))?;
-        if response.status().is_success() {
-            return Ok(response);
+        head.push_str("\r\n");
+        for _attempt in 0..2 {
+            let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
+            if !reused {
+                let conn = HttpConn::connect(&ep.host, ep.port, ep.connect_timeout)
+                    .await
+                    .map_err(|e| self.unreachable(&e))?;
+                self.http = Some(conn);
+            }
+            let Some(conn) = self.http.as_mut() else { break };
+            match conn.request(head.as_bytes(), body).await {
+                Ok(response) if (200..300).contains(&response.status) => {
+                    let conn = self
+                        .http
+                        .as_mut()
+                        .ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
+                    return Ok((response, conn));
+                }
+                Ok(response) => {
+                    let err = self.error_from(&response, body.len()).await;
+                    return Err(err);
+                }
+                // A kept-alive connection the other side had already closed: try a fresh one.
+                Err(e) if reused && e.kind() == std::io::ErrorKind::ConnectionAborted => {
+                    self.http = None
+                }
+                Err(e) => {
+                    self.http = None;
+                    return Err(self.unreachable(&e));
+                }
+            }
         }
-        Err(self.error_from(response, size).await)
-    }
-
-    fn unreachable(&self, reason: String) -> Error {
-        Error::TransportUnreachable { url: self.base.clone(), reason }
+        Err(self.unreachable(&std::io::Error::other("the connection kept closing")))
     }
 
     /// Turns a non-2xx answer into an error, whatever produced it.
-    async fn error_from(&self, response: Response<Incoming>, size: usize) -> Error {
-        let status = response.status();
-        let is_json = content_type(&response).starts_with(JSON_CONTENT_TYPE);
-        let body = Limited::new(response.into_body(), MAX_ERROR_BODY)
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
+    async fn error_from(&mut self, response: &ResponseHead, size: usize) -> Error {
+        let body = match self.http.as_mut() {
+            Some(conn) => conn.body_to_end(MAX_CONTROL_BODY).await.unwrap_or_default(),
+            None => bytes::Bytes::new(),
+        };
+        let is_json = response.content_type.starts_with(JSON_CONTENT_TYPE);
         let api: Option<ApiError> = if is_json { serde_json::from_slice(&body).ok() } else { None };
-        let url = self.base.clone();
-        match (status, api) {
-            (StatusCode::UNAUTHORIZED, _) => Error::TokenRefused { url },
-            (StatusCode::PAYLOAD_TOO_LARGE, _) => Error::RequestTooLarge { url, size },
+        let url = self.endpoint.url.clone();
+        let status = format!("{} {}", response.status, response.reason);
+        match (response.status, api) {
+            (401, _) => Error::TokenRefused { url },
+            (413, _) => Error::RequestTooLarge { url, size },
             (_, Some(ApiError { mysql: Some(mysql), .. })) => Error::Upstream(mysql),
             (_, Some(ApiError { error: ApiErrorKind::SessionNotFound, .. })) => Error::SessionLost,
-            (_, Some(api)) => Error::BadAnswer { url, status: status_line(status), detail: format!(": {}", api.message) },
+            (_, Some(api)) => Error::BadAnswer { url, status, detail: format!(": {}", api.message) },
             (_, None) => Error::BadAnswer {
                 url,
-                status: status_line(status),
+                status,
                 detail: " which is not a sqltunnel answer (a proxy error page?): is the transport running and the URL right?".into(),
             },
         }
     }
 
+    async fn json<T: serde::de::DeserializeOwned>(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<T, Error> {
+        let url = self.endpoint.url.clone();
+        let (_, conn) = self.send(method, path, JSON_CONTENT_TYPE, None, body).await?;
+        let body = conn
+            .body_to_end(MAX_CONTROL_BODY)
+            .await
+            .map_err(|e| Error::StreamBroken(e.to_string()))?;
+        serde_json::from_slice(&body).map_err(|e| Error::BadAnswer {
+            url,
+            status: "2xx".into(),
+            detail: format!(" with a body that is not valid JSON ({e})"),
+        })
+    }
+
     /// Versions of the upstreams the transport serves.
-    pub async fn upstreams(&self) -> Result<Vec<UpstreamInfo>, Error> {
-        let response =
-            self.send(Method::GET, "v1/upstreams", JSON_CONTENT_TYPE, None, Bytes::new()).await?;
-        self.json(response).await
+    pub async fn upstreams(&mut self) -> Result<Vec<UpstreamInfo>, Error> {
+        self.json("GET", "v1/upstreams", b"").await
     }
 
     /// Opens an upstream session.
-    pub async fn open_session(&self, req: &OpenSession) -> Result<SessionOpened, Error> {
-        let body = serde_json::to_vec(req).map_err(|e| self.unreachable(e.to_string()))?;
-        let response = self
-            .send(Method::POST, "v1/sessions", JSON_CONTENT_TYPE, None, Bytes::from(body))
-            .await?;
-        self.json(response).await
+    pub async fn open_session(&mut self, req: &OpenSession) -> Result<SessionOpened, Error> {
+        let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
+        self.json("POST", "v1/sessions", &body).await
     }
 
     /// Sends one command packet payload; the answer is read frame by frame.
-    pub async fn command(&self, session: &str, payload: Bytes) -> Result<FrameStream, Error> {
+    pub async fn command(
+        &mut self,
+        session: &str,
+        payload: &[u8],
+    ) -> Result<FrameStream<'_>, Error> {
+        let url = self.endpoint.url.clone();
         let path = format!("v1/sessions/{session}/command");
-        let response =
-            self.send(Method::POST, &path, COMMAND_CONTENT_TYPE, Some(session), payload).await?;
-        if content_type(&response) != FRAMES_CONTENT_TYPE {
+        let (head, conn) =
+            self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), payload).await?;
+        if head.content_type != FRAMES_CONTENT_TYPE {
+            let detail =
+                format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
             return Err(Error::BadAnswer {
-                url: self.base.clone(),
-                status: status_line(response.status()),
-                detail: " with an unexpected content type".into(),
+                url,
+                status: format!("{} {}", head.status, head.reason),
+                detail,
             });
         }
-        Ok(FrameStream {
-            body: response.into_body(),
-            decoder: FrameDecoder::new(DEFAULT_MAX_FRAME),
-            done: false,
-        })
+        Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
     }
 
-    /// Closes a session (COM_QUIT); errors are not interesting to anyone.
-    pub async fn close_session(&self, session: &str) {
+    /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
+    pub async fn close_session(&mut self, session: &str) {
         let path = format!("v1/sessions/{session}");
-        if let Err(e) =
-            self.send(Method::DELETE, &path, JSON_CONTENT_TYPE, Some(session), Bytes::new()).await
-        {
+        let result = match self.send("DELETE", &path, JSON_CONTENT_TYPE, Some(session), b"").await {
+            Ok((_, conn)) => conn
+                .body_to_end(MAX_CONTROL_BODY)
+                .await
+                .map(drop)
+                .map_err(|e| Error::StreamBroken(e.to_string())),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
             tracing::debug!(error = %e, "closing the session failed");
         }
-    }
-
-    async fn json<T: serde::de::DeserializeOwned>(
-        &self,
-        response: Response<Incoming>,
-    ) -> Result<T, Error> {
-        let status = response.status();
-        let body = Limited::new(response.into_body(), MAX_ERROR_BODY * 4)
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .map_err(|e| Error::StreamBroken(e.to_string()))?;
-        serde_json::from_slice(&body).map_err(|e| Error::BadAnswer {
-            url: self.base.clone(),
-            status: status_line(status),
-            detail: format!(" with a body that is not valid JSON ({e})"),
-        })
     }
 }
 
 /// The frames of one command's answer, decoded as the body arrives.
 #[derive(Debug)]
-pub struct FrameStream {
-    body: Incoming,
+pub struct FrameStream<'a> {
+    conn: &'a mut HttpConn,
     decoder: FrameDecoder,
     done: bool,
+    url: String,
 }
 
-impl FrameStream {
+impl FrameStream<'_> {
     /// The next frame; `None` at the end of the body.
     pub async fn next(&mut self) -> Result<Option<Frame>, Error> {
         loop {
@@ -203,34 +272,13 @@ impl FrameStream {
                     Err(Error::StreamBroken("answer ended inside a frame".into()))
                 };
             }
-            match self.body.frame().await {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.decoder.extend(&data);
-                    }
+            match self.conn.body_chunk().await {
+                Ok(Some(data)) => self.decoder.extend(&data),
+                Ok(None) => self.done = true,
+                Err(e) => {
+                    return Err(Error::StreamBroken(format!("{e} (transport at {})", self.url)));
                 }
-                Some(Err(e)) => return Err(Error::StreamBroken(e.to_string())),
-                None => self.done = true,
             }
         }
     }
-}
-
-fn content_type(response: &Response<Incoming>) -> &str {
-    response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
-}
-
-fn status_line(status: StatusCode) -> String {
-    format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or(""))
-}
-
-/// The innermost cause of a client error ("connection refused" rather than "client error").
-fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
-    let mut source: Option<&dyn std::error::Error> = Some(e);
-    let mut last = e.to_string();
-    while let Some(s) = source {
-        last = s.to_string();
-        source = s.source();
-    }
-    last
 }

@@ -108,7 +108,9 @@ async fn command(
     Metrics::bump(&state.metrics.commands);
     let mut run = CommandRun::start(guard, payload, state.config.heartbeat_interval, session);
     // Run inline until the first chunk: a small answer is then complete and goes out whole.
-    let first = std::future::poll_fn(|cx| run.poll_chunk(cx)).instrument(info_span!("command", session = %id)).await;
+    let first = std::future::poll_fn(|cx| run.poll_chunk(cx))
+        .instrument(info_span!("command", session = %id))
+        .await;
     let body = match first {
         Some(chunk) if run.is_finished() => {
             let mut all = BytesMut::from(&chunk[..]);

@@ -51,15 +51,23 @@ impl Drop for ConnLease {
 
 impl CommandRun {
     /// Prepares `payload` to run on the leased connection of `session`.
-    pub fn start(guard: OwnedMutexGuard<Option<Conn>>, payload: Bytes, heartbeat: Duration, session: Arc<Session>) -> Self {
+    pub fn start(
+        guard: OwnedMutexGuard<Option<Conn>>,
+        payload: Bytes,
+        heartbeat: Duration,
+        session: Arc<Session>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
         let fut = async move {
             let mut lease = ConnLease { guard, finished: false };
             let mut sink = FrameSink::new(tx.clone());
             let outcome = match lease.guard.as_mut() {
-                Some(conn) => with_heartbeats(execute(conn, &payload, &mut sink), &tx, heartbeat).await,
+                Some(conn) => {
+                    with_heartbeats(execute(conn, &payload, &mut sink), &tx, heartbeat).await
+                }
                 None => {
-                    let msg = b"MySQL server has gone away (the upstream connection was lost earlier)";
+                    let msg =
+                        b"MySQL server has gone away (the upstream connection was lost earlier)";
                     encode_err(sink.buf(), error_code::SERVER_GONE, error_code::STATE_GENERAL, msg);
                     Ok(Outcome::Healthy)
                 }
@@ -100,7 +108,11 @@ impl CommandRun {
 }
 
 /// Runs `work`, sending a heartbeat frame every `every` while it has not finished.
-async fn with_heartbeats<T>(work: impl Future<Output = T>, tx: &mpsc::Sender<Bytes>, every: Duration) -> T {
+async fn with_heartbeats<T>(
+    work: impl Future<Output = T>,
+    tx: &mpsc::Sender<Bytes>,
+    every: Duration,
+) -> T {
     tokio::pin!(work);
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {

@@ -1,0 +1,176 @@
+//! One keep-alive HTTP/1.1 connection to the transport, owned by one client connection, so a
+//! command costs one write and one read on an open socket and no task hop.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::body::{BodyDecoder, Decoded};
+
+/// Most response headers accepted.
+const MAX_HEADERS: usize = 32;
+/// Largest response head accepted.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// The status line and headers of a response.
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    /// Status code.
+    pub status: u16,
+    /// Reason phrase.
+    pub reason: String,
+    /// Content-Type, or empty.
+    pub content_type: String,
+}
+
+/// A client HTTP/1.1 connection.
+#[derive(Debug)]
+pub struct HttpConn {
+    stream: TcpStream,
+    buf: BytesMut,
+    body: BodyDecoder,
+    keep_alive: bool,
+}
+
+impl HttpConn {
+    /// Connects to `host:port` with TCP_NODELAY.
+    pub async fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<Self> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
+            .await
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no TCP connection within {}s", timeout.as_secs()),
+                )
+            })??;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+            body: BodyDecoder::empty(),
+            keep_alive: false,
+        })
+    }
+
+    /// True when the previous answer was read to its end and the connection may be reused.
+    pub fn reusable(&self) -> bool {
+        self.keep_alive && self.body.is_done() && self.buf.is_empty()
+    }
+
+    /// Sends a request (head and body in one write when small) and reads the response head.
+    /// `Err` with kind `ConnectionAborted` means nothing at all came back: the caller may retry
+    /// on a fresh connection when this one was reused.
+    pub async fn request(&mut self, head: &[u8], body: &[u8]) -> io::Result<ResponseHead> {
+        self.keep_alive = false;
+        self.body = BodyDecoder::empty();
+        let sent = if body.len() <= 64 * 1024 {
+            let mut both = Vec::with_capacity(head.len() + body.len());
+            both.extend_from_slice(head);
+            both.extend_from_slice(body);
+            self.stream.write_all(&both).await
+        } else {
+            match self.stream.write_all(head).await {
+                Ok(()) => self.stream.write_all(body).await,
+                Err(e) => Err(e),
+            }
+        };
+        sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?;
+        self.read_head().await
+    }
+
+    async fn read_head(&mut self) -> io::Result<ResponseHead> {
+        let mut first = true;
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut response = httparse::Response::new(&mut headers);
+            let parsed = response.parse(&self.buf).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("not an HTTP response ({e})"))
+            })?;
+            if let httparse::Status::Complete(len) = parsed {
+                let status = response.code.unwrap_or(0);
+                let head = ResponseHead {
+                    status,
+                    reason: response.reason.unwrap_or("").to_owned(),
+                    content_type: header(response.headers, "content-type").unwrap_or("").to_owned(),
+                };
+                let close = header(response.headers, "connection")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+                let chunked = header(response.headers, "transfer-encoding")
+                    .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+                let length =
+                    header(response.headers, "content-length").map(|v| v.trim().parse::<u64>());
+                self.body = match (status, chunked, length) {
+                    (100..=199 | 204 | 304, _, _) => BodyDecoder::empty(),
+                    (_, true, _) => BodyDecoder::chunked(),
+                    (_, false, Some(Ok(n))) => BodyDecoder::length(n),
+                    (_, false, Some(Err(_))) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "bad Content-Length",
+                        ));
+                    }
+                    (_, false, None) => BodyDecoder::until_close(),
+                };
+                self.keep_alive =
+                    !close && response.version == Some(1) && !self.body.ends_with_close();
+                drop(self.buf.split_to(len));
+                return Ok(head);
+            }
+            if self.buf.len() > MAX_HEAD {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too large"));
+            }
+            let n = self.stream.read_buf(&mut self.buf).await?;
+            if n == 0 {
+                let kind = if first && self.buf.is_empty() {
+                    io::ErrorKind::ConnectionAborted
+                } else {
+                    io::ErrorKind::UnexpectedEof
+                };
+                return Err(io::Error::new(kind, "the connection closed before an answer"));
+            }
+            first = false;
+        }
+    }
+
+    /// The next piece of the response body; `None` at its end.
+    pub async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {
+        loop {
+            match self.body.decode(&mut self.buf)? {
+                Decoded::Data(data) => return Ok(Some(data)),
+                Decoded::Done => return Ok(None),
+                Decoded::NeedMore => {
+                    self.buf.reserve(16 * 1024);
+                    if self.stream.read_buf(&mut self.buf).await? == 0 {
+                        self.body.at_eof()?;
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the whole body, refusing more than `limit` bytes.
+    pub async fn body_to_end(&mut self, limit: usize) -> io::Result<Bytes> {
+        let mut all = BytesMut::new();
+        while let Some(chunk) = self.body_chunk().await? {
+            if all.len() + chunk.len() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "answer larger than expected",
+                ));
+            }
+            all.extend_from_slice(&chunk);
+        }
+        Ok(all.freeze())
+    }
+}
+
+fn header<'a>(headers: &'a [httparse::Header<'_>], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case(name))
+        .and_then(|h| std::str::from_utf8(h.value).ok())
+}

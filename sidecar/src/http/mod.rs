@@ -1,0 +1,8 @@
+//! A small HTTP/1.1 client for the transport: one keep-alive connection per client session,
+//! with a sans-IO body decoder.
+
+mod body;
+mod conn;
+
+pub use body::{BodyDecoder, Decoded};
+pub use conn::{HttpConn, ResponseHead};
