@@ -4,7 +4,7 @@
 pub mod config;
 pub mod error;
 pub mod mysql;
-pub mod shutdown;
+pub mod runtime;
 pub mod telemetry;
 
 pub mod wire;

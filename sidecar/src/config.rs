@@ -28,6 +28,8 @@ pub struct SidecarConfig {
     pub handshake_timeout: Duration,
     /// Largest command packet accepted from a client (bytes).
     pub max_packet: usize,
+    /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
+    pub worker_threads: usize,
     /// Logging.
     pub log: LogConfig,
 }
@@ -41,6 +43,7 @@ impl Default for SidecarConfig {
             heartbeat_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
+            worker_threads: 1,
             log: LogConfig::default(),
         }
     }

@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde::Serialize;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, debug_span, info, warn};
 
 use crate::body::ResponseBody;
 use crate::run::CommandRun;
@@ -109,7 +109,7 @@ async fn command(
     let mut run = CommandRun::start(guard, payload, state.config.heartbeat_interval, session);
     // Run inline until the first chunk: a small answer is then complete and goes out whole.
     let first = std::future::poll_fn(|cx| run.poll_chunk(cx))
-        .instrument(info_span!("command", session = %id))
+        .instrument(debug_span!("command", session = %id))
         .await;
     let body = match first {
         Some(chunk) if run.is_finished() => {

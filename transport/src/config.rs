@@ -37,6 +37,8 @@ pub struct TransportConfig {
     pub max_request_bytes: usize,
     /// Most sessions open at once.
     pub max_sessions: usize,
+    /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
+    pub worker_threads: usize,
     /// Logging.
     pub log: LogConfig,
 }
@@ -54,6 +56,7 @@ impl Default for TransportConfig {
             connect_timeout: Duration::from_secs(10),
             max_request_bytes: 64 << 20,
             max_sessions: 1000,
+            worker_threads: 1,
             log: LogConfig::default(),
         }
     }

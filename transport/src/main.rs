@@ -31,7 +31,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    match serve(Cli::parse()) {
+    match start(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("transport: {e:#}");
@@ -40,13 +40,16 @@ fn main() -> ExitCode {
     }
 }
 
-#[tokio::main]
-async fn serve(cli: Cli) -> anyhow::Result<()> {
-    let mut config = TransportConfig::load(&cli.config)?;
+fn start(cli: Cli) -> anyhow::Result<()> {
+    let config = TransportConfig::load(&cli.config)?;
     if cli.check {
         println!("{}: ok", cli.config.display());
         return Ok(());
     }
+    common::runtime::build(config.worker_threads)?.block_on(serve(cli, config))
+}
+
+async fn serve(cli: Cli, mut config: TransportConfig) -> anyhow::Result<()> {
     config.listen = cli.listen.unwrap_or(config.listen);
     if let Some(level) = cli.log_level {
         config.log.level = level;
@@ -61,7 +64,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
-        common::shutdown::wait_for_signal().await;
+        common::runtime::wait_for_signal().await;
         on_signal.cancel();
     });
     transport::run(listener, config, shutdown).await?;

@@ -23,7 +23,7 @@ pub struct FrameSink {
 impl FrameSink {
     /// A sink sending into `tx`.
     pub fn new(tx: mpsc::Sender<Bytes>) -> Self {
-        Self { buf: BytesMut::with_capacity(FLUSH_AT + FLUSH_AT / 4), tx }
+        Self { buf: BytesMut::with_capacity(4096), tx }
     }
 
     /// The buffer to encode frames into.
@@ -42,7 +42,6 @@ impl FrameSink {
             return Ok(());
         }
         let chunk = self.buf.split().freeze();
-        self.buf.reserve(FLUSH_AT);
         self.tx.send(chunk).await.map_err(|_| ClientGone)
     }
 }
