@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod cli;
 pub mod processes;
+pub mod raw;
 
 use std::future::Future;
 use std::net::SocketAddr;

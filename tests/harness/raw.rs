@@ -1,0 +1,85 @@
+//! A minimal raw MySQL client (native password login, packets in and out) for commands no
+//! driver exposes, such as COM_FIELD_LIST, and for sending malformed or pipelined input.
+
+use sha1::{Digest, Sha1};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A logged-in raw connection.
+pub struct RawClient {
+    stream: TcpStream,
+    seq: u8,
+}
+
+/// CLIENT_PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH | CONNECT_WITH_DB | LONG_PASSWORD | TRANSACTIONS.
+const CAPS: u32 = 0x0000_0200 | 0x0000_8000 | 0x0008_0000 | 0x0000_0008 | 0x0000_0001 | 0x0000_2000;
+
+impl RawClient {
+    /// Connects and logs in with `mysql_native_password`.
+    pub async fn login(port: u16, user: &str, password: &str, db: &str) -> RawClient {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let mut c = RawClient { stream, seq: 0 };
+        let greeting = c.read().await;
+        let nul = greeting[1..].iter().position(|&b| b == 0).expect("version") + 1;
+        let p = &greeting[nul + 1..];
+        let mut scramble = p[4..12].to_vec();
+        scramble.extend_from_slice(&p[31..43]);
+        let h1 = Sha1::digest(password.as_bytes());
+        let h2 = Sha1::digest(h1);
+        let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
+        let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
+        let mut hello = Vec::new();
+        hello.extend_from_slice(&CAPS.to_le_bytes());
+        hello.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        hello.push(45);
+        hello.extend_from_slice(&[0; 23]);
+        hello.extend_from_slice(user.as_bytes());
+        hello.push(0);
+        hello.push(20);
+        hello.extend_from_slice(&token);
+        hello.extend_from_slice(db.as_bytes());
+        hello.push(0);
+        hello.extend_from_slice(b"mysql_native_password\0");
+        c.write(&hello).await;
+        let ok = c.read().await;
+        assert_eq!(ok[0], 0, "login OK, got {ok:?}");
+        c
+    }
+
+    /// Writes one packet with the current sequence id.
+    pub async fn write(&mut self, payload: &[u8]) {
+        let mut p = (payload.len() as u32).to_le_bytes();
+        p[3] = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.stream.write_all(&p).await.expect("write header");
+        self.stream.write_all(payload).await.expect("write payload");
+    }
+
+    /// Reads one packet.
+    pub async fn read(&mut self) -> Vec<u8> {
+        let mut h = [0u8; 4];
+        self.stream.read_exact(&mut h).await.expect("read header");
+        self.seq = h[3].wrapping_add(1);
+        let len = u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize;
+        let mut p = vec![0; len];
+        self.stream.read_exact(&mut p).await.expect("read payload");
+        p
+    }
+
+    /// Sends a command and reads its answer: an OK or ERR, or packets up to an EOF.
+    pub async fn command_until_eof(&mut self, payload: &[u8]) -> Vec<Vec<u8>> {
+        self.seq = 0;
+        self.write(payload).await;
+        let mut packets = Vec::new();
+        loop {
+            let p = self.read().await;
+            let first_ok = packets.is_empty() && p.first() == Some(&0x00);
+            let last =
+                first_ok || p.first() == Some(&0xff) || (p.first() == Some(&0xfe) && p.len() < 9);
+            packets.push(p);
+            if last {
+                return packets;
+            }
+        }
+    }
+}
