@@ -46,6 +46,11 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// An empty wheel with room for `n` timers before its slab grows.
+    pub fn with_capacity(n: usize) -> Self {
+        Self { slab: Slab::with_capacity(n), ..Self::new() }
+    }
+
     /// The tick the wheel has been polled up to.
     pub fn now(&self) -> u64 {
         self.now
@@ -54,6 +59,11 @@ impl<T> Wheel<T> {
     /// Live timers.
     pub fn len(&self) -> usize {
         self.slab.len()
+    }
+
+    /// Bytes of memory the wheel holds (slab cells and slot heads).
+    pub fn memory_bytes(&self) -> usize {
+        self.slab.bytes() + self.heads.capacity() * std::mem::size_of::<u32>()
     }
 
     /// True when no timer is live.

@@ -46,9 +46,19 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    /// A slab with room for `n` timers before it grows.
+    pub fn with_capacity(n: usize) -> Self {
+        Self { entries: Vec::with_capacity(n), free: NIL, len: 0 }
+    }
+
     /// Live timers.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Bytes held by the slab's cells.
+    pub fn bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry<T>>()
     }
 
     /// Stores a value; returns its handle.
