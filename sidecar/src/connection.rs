@@ -78,7 +78,13 @@ impl ClientConnection {
         };
         info!(session = %session.id, "client logged in");
         self.io.set_max_packet(max_packet);
-        let result = self.serve(&session).await;
+        let gone = self.shared.live.register(&session.id);
+        let result = tokio::select! {
+            result = self.serve(&session) => result,
+            // Closing the socket is all a client needs to see its session is lost.
+            _ = gone.cancelled() => return,
+        };
+        self.shared.live.unregister(&session.id);
         self.tunnel.close_session(&session.id).await;
         match result {
             Ok(()) => debug!(session = %session.id, "client quit"),

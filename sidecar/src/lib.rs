@@ -4,6 +4,7 @@
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod heartbeat;
 pub mod http;
 pub mod protocol;
 pub mod relay;

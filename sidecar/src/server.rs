@@ -14,6 +14,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::Error;
 use crate::config::SidecarConfig;
 use crate::connection::ClientConnection;
+use crate::heartbeat::{self, LiveSessions};
 use crate::protocol::PacketIo;
 use crate::tunnel::TunnelClient;
 
@@ -31,6 +32,8 @@ pub struct Shared {
     pub config: SidecarConfig,
     /// The HTTP client to the transport.
     pub tunnel: TunnelClient,
+    /// Sessions kept alive by heartbeats.
+    pub live: LiveSessions,
     versions: Mutex<HashMap<String, String>>,
     next_connection_id: AtomicU32,
 }
@@ -42,6 +45,7 @@ impl Shared {
         Ok(Self {
             config,
             tunnel,
+            live: LiveSessions::default(),
             versions: Mutex::new(HashMap::new()),
             next_connection_id: AtomicU32::new(1),
         })
@@ -93,6 +97,7 @@ pub async fn run(
     let max_packet = config.max_packet;
     let shared = Arc::new(Shared::new(config)?);
     let tracker = TaskTracker::new();
+    tracker.spawn(heartbeat::run(shared.clone(), shutdown.clone()));
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
     loop {
         let (stream, peer) = tokio::select! {

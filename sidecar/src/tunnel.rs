@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, COMMAND_CONTENT_TYPE, DEFAULT_MAX_FRAME,
-    FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, OpenSession, SESSION_HEADER,
-    SessionOpened, UpstreamInfo,
+    FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer,
+    OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
 };
 
 use crate::Error;
@@ -200,6 +200,14 @@ impl TunnelConn {
     /// Versions of the upstreams the transport serves.
     pub async fn upstreams(&mut self) -> Result<Vec<UpstreamInfo>, Error> {
         self.json("GET", "v1/upstreams", b"").await
+    }
+
+    /// Reports live sessions; returns those the transport no longer has.
+    pub async fn keep_alive(&mut self, sessions: Vec<String>) -> Result<Vec<String>, Error> {
+        let body = serde_json::to_vec(&KeepAlive { sessions })
+            .map_err(|e| Error::StreamBroken(e.to_string()))?;
+        let answer: KeepAliveAnswer = self.json("POST", "v1/keepalive", &body).await?;
+        Ok(answer.gone)
     }
 
     /// Opens an upstream session.

@@ -66,6 +66,17 @@ impl RawClient {
         p
     }
 
+    /// True when the server has closed the connection (reads end-of-stream within a second,
+    /// without anything having been sent).
+    pub async fn closed_by_server(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(std::time::Duration::from_secs(1), self.stream.read(&mut byte))
+                .await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
     /// Sends a command and reads its answer: an OK or ERR, or packets up to an EOF.
     pub async fn command_until_eof(&mut self, payload: &[u8]) -> Vec<Vec<u8>> {
         self.seq = 0;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{
-    FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, OpenSession, Route, SESSION_HEADER, SessionOpened,
-    UpstreamInfo,
+    FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, OpenSession, Route,
+    SESSION_HEADER, SessionOpened, UpstreamInfo,
 };
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
@@ -21,6 +21,8 @@ use crate::{Error, upstream};
 
 /// Largest control (JSON) body accepted.
 const MAX_CONTROL_BODY: usize = 64 * 1024;
+/// Largest keepalive body (about 100,000 session ids).
+const MAX_KEEPALIVE_BODY: usize = 4 << 20;
 
 /// Answers one request.
 pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<ResponseBody> {
@@ -35,6 +37,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     let result = match route {
         Route::Upstreams => Ok(upstreams(&state).await),
         Route::OpenSession => open_session(&state, req).await,
+        Route::KeepAlive => keep_alive(&state, req).await,
         Route::Command(id) => command(&state, &id, req).await,
         Route::CloseSession(id) => Ok(close_session(&state, &id).await),
         Route::Metrics => Ok(text(state.render_metrics())),
@@ -91,6 +94,7 @@ async fn open_session(
         }
     };
     Metrics::bump(&state.metrics.sessions_opened);
+    drop(state.reaper.send(session.clone()));
     info!(session = %session.id, upstream = %upstream.name, user = %open.user, connection_id, "session opened");
     let opened =
         SessionOpened { session_id: session.id.clone(), server_version, connection_id, status };
@@ -128,6 +132,18 @@ async fn command(
         response.headers_mut().insert(SESSION_HEADER, v);
     }
     Ok(response)
+}
+
+/// Marks every listed session as heard from and names those that are gone.
+async fn keep_alive(
+    state: &AppState,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
+    let body = read_body(req, MAX_KEEPALIVE_BODY).await?;
+    let list: KeepAlive = serde_json::from_slice(&body)
+        .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
+    let gone = list.sessions.into_iter().filter(|id| state.sessions.get(id).is_err()).collect();
+    Ok(json(StatusCode::OK, &KeepAliveAnswer { gone }))
 }
 
 async fn close_session(state: &AppState, id: &str) -> Response<ResponseBody> {

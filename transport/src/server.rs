@@ -2,7 +2,7 @@
 //! graceful shutdown that drains connections and closes upstream sessions.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -12,9 +12,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::api;
 use crate::config::TransportConfig;
-use crate::state::{AppState, Metrics};
+use crate::state::AppState;
+use crate::{api, reaper};
 
 /// How long shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -25,9 +25,10 @@ pub async fn run(
     config: TransportConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let state = Arc::new(AppState::new(config));
+    let (reaper_tx, reaper_rx) = tokio::sync::mpsc::unbounded_channel();
+    let state = Arc::new(AppState::new(config, reaper_tx));
     let graceful = GracefulShutdown::new();
-    tokio::spawn(reap_expired(state.clone(), shutdown.clone()));
+    tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
     info!(addr = %listener.local_addr()?, "transport listening");
     loop {
         let (stream, peer) = tokio::select! {
@@ -68,29 +69,4 @@ pub async fn run(
         }
     }
     Ok(())
-}
-
-/// Closes sessions not heard from within `session_timeout` (never one running a command).
-async fn reap_expired(state: Arc<AppState>, shutdown: CancellationToken) {
-    let timeout = state.config.session_timeout;
-    let period = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
-    let mut ticker = tokio::time::interval(period);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.cancelled() => return,
-        }
-        let Some(cutoff) = Instant::now().checked_sub(timeout) else { continue };
-        for session in state.sessions.take_idle_since(cutoff) {
-            Metrics::bump(&state.metrics.sessions_expired);
-            info!(session = %session.id, "session expired");
-            tokio::spawn(async move {
-                if let Some(mut conn) = session.conn.lock().await.take() {
-                    use mysql_async::prelude::Queryable;
-                    drop(conn.query_drop("ROLLBACK").await);
-                    drop(conn.disconnect().await);
-                }
-            });
-        }
-    }
 }

@@ -1,8 +1,11 @@
 //! Sessions: one upstream connection per client session, in a table keyed by an unguessable id.
+//! Hearing from a session is one atomic store; the reaper reads it when the session's timer
+//! comes due (see `reaper.rs`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::wire::SESSION_ID_BYTES;
 use mysql_async::Conn;
@@ -19,25 +22,38 @@ pub struct Session {
     pub upstream: String,
     /// The upstream connection; `None` once closed. Held for the whole of a command.
     pub conn: Arc<AsyncMutex<Option<Conn>>>,
-    last_seen: Mutex<Instant>,
+    origin: Instant,
+    last_seen_ms: AtomicU64,
 }
 
 impl Session {
     /// Marks the session as heard from now.
     pub fn touch(&self) {
-        *lock(&self.last_seen) = Instant::now();
+        self.last_seen_ms.store(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
     /// When the session was last heard from.
     pub fn last_seen(&self) -> Instant {
-        *lock(&self.last_seen)
+        self.origin + Duration::from_millis(self.last_seen_ms.load(Ordering::Relaxed))
+    }
+
+    /// True while a command runs on it.
+    pub fn is_busy(&self) -> bool {
+        self.conn.try_lock().is_err()
     }
 }
 
 /// The table of open sessions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionTable {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    origin: Instant,
+}
+
+impl Default for SessionTable {
+    fn default() -> Self {
+        Self { sessions: Mutex::new(HashMap::new()), origin: Instant::now() }
+    }
 }
 
 impl SessionTable {
@@ -60,8 +76,10 @@ impl SessionTable {
             id: id.clone(),
             upstream: upstream.to_owned(),
             conn: Arc::new(AsyncMutex::new(Some(conn))),
-            last_seen: Mutex::new(Instant::now()),
+            origin: self.origin,
+            last_seen_ms: AtomicU64::new(0),
         });
+        session.touch();
         sessions.insert(id, session.clone());
         Ok(session)
     }
@@ -71,6 +89,11 @@ impl SessionTable {
         let session = lock(&self.sessions).get(id).cloned().ok_or(Error::SessionNotFound)?;
         session.touch();
         Ok(session)
+    }
+
+    /// True when the session is still in the table.
+    pub fn contains(&self, id: &str) -> bool {
+        lock(&self.sessions).contains_key(id)
     }
 
     /// Removes a session from the table and returns it.
@@ -86,17 +109,6 @@ impl SessionTable {
     /// True when no session is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Removes and returns every session not heard from since `cutoff` and not running a command.
-    pub fn take_idle_since(&self, cutoff: Instant) -> Vec<Arc<Session>> {
-        let mut sessions = lock(&self.sessions);
-        let stale: Vec<String> = sessions
-            .values()
-            .filter(|s| s.last_seen() < cutoff && s.conn.try_lock().is_ok())
-            .map(|s| s.id.clone())
-            .collect();
-        stale.iter().filter_map(|id| sessions.remove(id)).collect()
     }
 
     /// Removes and returns every session (shutdown).

@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tokio::sync::mpsc;
+
 use crate::auth::Tokens;
 use crate::config::TransportConfig;
+use crate::session::Session;
 use crate::session::SessionTable;
 
 /// Counters exported on `/metrics`.
@@ -42,12 +45,18 @@ pub struct AppState {
     pub versions: Mutex<HashMap<String, String>>,
     /// Counters.
     pub metrics: Metrics,
+    /// New sessions, for the reaper to watch.
+    pub reaper: mpsc::UnboundedSender<std::sync::Arc<Session>>,
 }
 
 impl AppState {
-    /// State for `config`.
-    pub fn new(config: TransportConfig) -> Self {
+    /// State for `config`; new sessions are announced on `reaper`.
+    pub fn new(
+        config: TransportConfig,
+        reaper: mpsc::UnboundedSender<std::sync::Arc<Session>>,
+    ) -> Self {
         Self {
+            reaper,
             tokens: Tokens::new(config.tokens.clone()),
             config,
             sessions: SessionTable::default(),

@@ -51,6 +51,21 @@ pub struct SessionOpened {
     pub status: u16,
 }
 
+/// Body of `POST {base}/v1/keepalive`: every session the sidecar still serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeepAlive {
+    /// Session ids.
+    pub sessions: Vec<String>,
+}
+
+/// Answer to a keepalive: the sessions the transport no longer has.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeepAliveAnswer {
+    /// Session ids that are gone (expired, or the transport restarted).
+    pub gone: Vec<String>,
+}
+
 /// One entry of `GET {base}/v1/upstreams`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpstreamInfo {

@@ -7,7 +7,10 @@ mod control;
 mod frame;
 mod route;
 
-pub use control::{ApiError, ApiErrorKind, MysqlError, OpenSession, SessionOpened, UpstreamInfo};
+pub use control::{
+    ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, MysqlError, OpenSession, SessionOpened,
+    UpstreamInfo,
+};
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, encode_end, encode_err,
     encode_heartbeat, encode_ok, list_begin, list_finish, list_item_begin, list_item_finish,

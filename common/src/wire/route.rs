@@ -9,6 +9,8 @@ pub enum Route {
     Upstreams,
     /// `POST …/v1/sessions`
     OpenSession,
+    /// `POST …/v1/keepalive`
+    KeepAlive,
     /// `POST …/v1/sessions/{id}/command`
     Command(String),
     /// `DELETE …/v1/sessions/{id}`
@@ -35,6 +37,7 @@ impl Route {
             ["health"] => (Route::Health, method == "GET"),
             ["upstreams"] => (Route::Upstreams, method == "GET"),
             ["sessions"] => (Route::OpenSession, method == "POST"),
+            ["keepalive"] => (Route::KeepAlive, method == "POST"),
             ["sessions", id] if valid_id(id) => {
                 (Route::CloseSession((*id).to_owned()), method == "DELETE")
             }
@@ -69,6 +72,7 @@ mod tests {
             Route::CloseSession("abc123".into())
         );
         assert_eq!(Route::parse("GET", "/metrics"), Route::Metrics);
+        assert_eq!(Route::parse("POST", "/p/v1/keepalive"), Route::KeepAlive);
     }
 
     #[test]

@@ -1,0 +1,159 @@
+//! Session lifecycle: a silent sidecar's session expires (its row locks are released), while
+//! heartbeats keep idle sessions alive and a long-running command is never expired.
+
+use std::time::{Duration, Instant};
+
+use e2e::processes::{Proc, free_port, wait_port};
+use e2e::{DATABASE, TOKEN, Tunnel, direct, mysql_port, opts, sidecar_yaml, within};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use tokio::net::TcpListener;
+
+/// An in-process tunnel with a short session timeout and the given sidecar heartbeat.
+async fn short_lived_tunnel(session_timeout: &str, heartbeat: &str) -> Tunnel {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let transport = e2e::transport_yaml(mysql_port())
+        .replace("session_timeout: 30s", &format!("session_timeout: {session_timeout}"));
+    let sidecar = format!("{}heartbeat_interval: {heartbeat}\n", sidecar_yaml(&url, TOKEN));
+    Tunnel::start_with(listener, &transport, &sidecar).await
+}
+
+async fn upstream_ids(conn: &mut Conn) -> Vec<u64> {
+    conn.query("SELECT ID FROM information_schema.PROCESSLIST").await.expect("processlist")
+}
+
+#[tokio::test]
+async fn killed_sidecar_session_expires_and_its_locks_are_released() {
+    within(120, async {
+        let (transport_port, sidecar_port) = (free_port(), free_port());
+        let transport_yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
+            .replace("session_timeout: 30s", "session_timeout: 2s");
+        let sidecar_yaml = format!(
+            "{}heartbeat_interval: 500ms\n",
+            sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
+        );
+        let _transport = Proc::start("transport", &transport_yaml, "expire");
+        wait_port(transport_port).await;
+        let mut sidecar = Proc::start("sidecar", &sidecar_yaml, "expire");
+        wait_port(sidecar_port).await;
+
+        let mut d = direct().await;
+        d.query_drop(
+            "CREATE TABLE IF NOT EXISTS lock_probe (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+        )
+        .await
+        .expect("create");
+        d.query_drop("REPLACE INTO lock_probe VALUES (1, 0)").await.expect("row");
+        let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
+        let upstream_id: u64 =
+            t.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
+        t.query_drop("BEGIN").await.expect("begin");
+        t.query_drop("UPDATE lock_probe SET v = 1 WHERE id = 1").await.expect("lock the row");
+        // Heartbeats keep the session well past its timeout while the sidecar lives.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            upstream_ids(&mut d).await.contains(&upstream_id),
+            "session kept alive by heartbeats"
+        );
+
+        sidecar.kill();
+        let start = Instant::now();
+        d.query_drop("SET SESSION innodb_lock_wait_timeout = 30").await.expect("set");
+        d.query_drop("UPDATE lock_probe SET v = 2 WHERE id = 1")
+            .await
+            .expect("the row lock is released once the session expires");
+        let waited = start.elapsed();
+        assert!(waited < Duration::from_secs(20), "lock released after {waited:?}");
+        let v: i32 = d
+            .query_first("SELECT v FROM lock_probe WHERE id = 1")
+            .await
+            .expect("read")
+            .unwrap_or(-1);
+        assert_eq!(v, 2, "the dead session's update was rolled back");
+        let mut gone = false;
+        for _ in 0..50 {
+            if !upstream_ids(&mut d).await.contains(&upstream_id) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(gone, "the upstream connection of the expired session is closed");
+        d.query_drop("DROP TABLE lock_probe").await.expect("drop");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn heartbeats_keep_an_idle_session_alive() {
+    within(60, async {
+        let tunnel = short_lived_tunnel("1s", "200ms").await;
+        let mut t = tunnel.connect().await;
+        t.query_drop("SET @kept = 42").await.expect("set");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let kept: Option<u32> = t.query_first("SELECT @kept").await.expect("session still there");
+        assert_eq!(kept, Some(42));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_command_longer_than_the_timeout_is_not_expired() {
+    within(60, async {
+        // Heartbeats effectively off: only "a running command is not silence" protects it.
+        let tunnel = short_lived_tunnel("1s", "1h").await;
+        let mut t = tunnel.connect().await;
+        t.query_drop("SET @kept = 7").await.expect("set");
+        let slept: Option<u32> = t.query_first("SELECT SLEEP(3)").await.expect("long query");
+        assert_eq!(slept, Some(0));
+        let kept: Option<u32> =
+            t.query_first("SELECT @kept").await.expect("same session after the long query");
+        assert_eq!(kept, Some(7));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_expired_session_is_a_lost_connection_and_reconnecting_works() {
+    within(60, async {
+        let tunnel = short_lived_tunnel("1s", "1h").await;
+        let mut t = tunnel.connect().await;
+        t.query_drop("SELECT 1").await.expect("first");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let err = t.query_drop("SELECT 1").await.expect_err("the session expired");
+        let text = err.to_string();
+        assert!(
+            text.contains("2013")
+                || text.to_lowercase().contains("lost")
+                || text.contains("closed")
+                || text.contains("Io"),
+            "{text}"
+        );
+        let mut again = tunnel.connect().await;
+        let one: Option<u8> = again.query_first("SELECT 1").await.expect("a new connection works");
+        assert_eq!(one, Some(1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_sidecar_closes_clients_whose_session_is_gone() {
+    within(60, async {
+        // The transport expires the session (heartbeats slower than the timeout); the next
+        // heartbeat learns it is gone and the sidecar closes the client connection itself.
+        let tunnel = short_lived_tunnel("1s", "1500ms").await;
+        let mut raw =
+            e2e::raw::RawClient::login(tunnel.sidecar.port(), e2e::USER, e2e::PASSWORD, DATABASE)
+                .await;
+        assert!(!raw.closed_by_server().await, "open while the session lives");
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        assert!(
+            raw.closed_by_server().await,
+            "the sidecar closed the client without being asked anything"
+        );
+    })
+    .await;
+}
