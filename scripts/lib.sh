@@ -43,7 +43,7 @@ start_mariadb() {
         || { cat "$dir/install.log" >&2; return 1; }
     mariadbd --no-defaults "${user_opt[@]}" --datadir="$dir/data" --socket="$dir/mysqld.sock" \
         --port="$port" --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" \
-        --log-error="$dir/error.log" --max-allowed-packet=1G --max-connections=2000 \
+        --log-error="$dir/error.log" --max-allowed-packet=1G --max-connections=2000 --back-log=2000 \
         --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
         --innodb-flush-log-at-trx-commit=2 --skip-name-resolve &
     echo $! >"$dir/mysqld.launcher.pid"

@@ -30,3 +30,19 @@ pub async fn wait_for_signal() {
     }
     drop(ctrl_c.await);
 }
+
+/// Pending connections a listener queues before the kernel drops new ones (capped by
+/// `net.core.somaxconn`); a burst of hundreds of clients must not overflow it.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds a TCP listener with a deep accept queue and address reuse.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}

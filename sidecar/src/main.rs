@@ -58,8 +58,7 @@ async fn serve(cli: Cli, mut config: SidecarConfig) -> anyhow::Result<()> {
         config.log.format = if format == "json" { LogFormat::Json } else { LogFormat::Text };
     }
     common::telemetry::init(&config.log)?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
+    let listener = common::runtime::bind(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

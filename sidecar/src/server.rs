@@ -35,6 +35,7 @@ pub struct Shared {
     /// Sessions kept alive by heartbeats.
     pub live: LiveSessions,
     versions: Mutex<HashMap<String, String>>,
+    version_lookup: tokio::sync::Mutex<()>,
     next_connection_id: AtomicU32,
 }
 
@@ -47,6 +48,7 @@ impl Shared {
             tunnel,
             live: LiveSessions::default(),
             versions: Mutex::new(HashMap::new()),
+            version_lookup: tokio::sync::Mutex::new(()),
             next_connection_id: AtomicU32::new(1),
         })
     }
@@ -56,6 +58,11 @@ impl Shared {
         let Some(upstream) = self.config.users.first().map(|u| u.upstream.clone()) else {
             return FALLBACK_VERSION.into();
         };
+        if let Some(v) = self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(&upstream) {
+            return v.clone();
+        }
+        // One lookup at a time: connections arriving meanwhile wait for its answer.
+        let _lookup = self.version_lookup.lock().await;
         if let Some(v) = self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(&upstream) {
             return v.clone();
         }

@@ -17,6 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use answer::{Answer, answer_of, assert_same_answers, compare_script};
 
+/// Any free port on loopback.
+const LOOPBACK: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
 /// Token shared by the in-process transport and sidecar.
 pub const TOKEN: &str = "test-token-123";
 /// Local login configured in the sidecar (also a real MariaDB user with the same password).
@@ -68,7 +72,7 @@ pub struct Tunnel {
 impl Tunnel {
     /// Starts both halves against the test MariaDB.
     pub async fn start() -> Tunnel {
-        let transport_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind transport");
+        let transport_listener = common::runtime::bind(LOOPBACK).expect("bind transport");
         let transport = transport_listener.local_addr().expect("addr");
         let transport_cfg = transport_yaml(mysql_port());
         Self::start_with(
@@ -97,7 +101,7 @@ impl Tunnel {
 
     /// Starts only a sidecar (e.g. pointing at nothing); returns its address.
     pub async fn start_sidecar(sidecar_yaml: &str, shutdown: CancellationToken) -> SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind sidecar");
+        let listener = common::runtime::bind(LOOPBACK).expect("bind sidecar");
         let addr = listener.local_addr().expect("addr");
         let config: sidecar::SidecarConfig = parse_yaml(sidecar_yaml).expect("sidecar yaml");
         config.validate().expect("valid sidecar config");

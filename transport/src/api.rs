@@ -1,6 +1,7 @@
 //! HTTP endpoints: authentication, routing, and one handler per route.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{
@@ -15,6 +16,8 @@ use serde::Serialize;
 use tracing::{Instrument, debug_span, info, warn};
 
 use crate::body::ResponseBody;
+use crate::pool::{PoolKey, Upstream};
+use crate::reaper::Timer;
 use crate::run::CommandRun;
 use crate::state::{AppState, Metrics};
 use crate::{Error, upstream};
@@ -72,21 +75,23 @@ async fn open_session(
         .config
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
-    if state.sessions.len() >= state.config.max_sessions {
-        return Err(Error::TooManySessions(state.config.max_sessions));
+    let max_sessions = state.config.pool.max_sessions;
+    if state.sessions.len() >= max_sessions {
+        return Err(Error::TooManySessions(max_sessions));
     }
-    let conn = upstream::connect(upstream, &open, state.config.connect_timeout).await?;
-    let connection_id = conn.id();
-    let status = conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
-    let server_version = match state.cached_version(&upstream.name) {
-        Some(v) => v,
+    let key = PoolKey::of(&open);
+    let upstream_conn = match state.pool.take(&key).await {
+        Some(pooled) => pooled,
         None => {
-            let v = upstream::probe_version(upstream, state.config.connect_timeout).await?;
-            state.cache_version(&upstream.name, v.clone());
-            v
+            state.pool.record_miss();
+            let conn = upstream::connect(upstream, &open, state.config.connect_timeout).await?;
+            Upstream { conn, born: Instant::now() }
         }
     };
-    let session = match state.sessions.insert(&upstream.name, conn, state.config.max_sessions) {
+    let connection_id = upstream_conn.conn.id();
+    let status = upstream_conn.conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
+    let server_version = state.server_version(upstream).await?;
+    let session = match state.sessions.insert(key, upstream_conn, max_sessions) {
         Ok(s) => s,
         Err((e, conn)) => {
             tokio::spawn(async move { drop(conn.disconnect().await) });
@@ -94,7 +99,7 @@ async fn open_session(
         }
     };
     Metrics::bump(&state.metrics.sessions_opened);
-    drop(state.reaper.send(session.clone()));
+    drop(state.reaper.send(Timer::Session(session.clone())));
     info!(session = %session.id, upstream = %upstream.name, user = %open.user, connection_id, "session opened");
     let opened =
         SessionOpened { session_id: session.id.clone(), server_version, connection_id, status };
@@ -146,12 +151,15 @@ async fn keep_alive(
     Ok(json(StatusCode::OK, &KeepAliveAnswer { gone }))
 }
 
-async fn close_session(state: &AppState, id: &str) -> Response<ResponseBody> {
+async fn close_session(state: &Arc<AppState>, id: &str) -> Response<ResponseBody> {
     if let Some(session) = state.sessions.remove(id) {
         info!(session = %id, "session closed by client");
+        let state = state.clone();
         tokio::spawn(async move {
-            if let Some(conn) = session.conn.lock().await.take() {
-                drop(conn.disconnect().await);
+            let Some(conn) = session.conn.lock().await.take() else { return };
+            let upstream = Upstream { conn, born: session.born };
+            if let Some(ticket) = state.pool.park(session.key.clone(), upstream).await {
+                drop(state.reaper.send(Timer::Idle(ticket)));
             }
         });
     }
@@ -163,18 +171,12 @@ async fn close_session(state: &AppState, id: &str) -> Response<ResponseBody> {
 async fn upstreams(state: &AppState) -> Response<ResponseBody> {
     let mut list = Vec::new();
     for u in &state.config.upstreams {
-        let server_version = match state.cached_version(&u.name) {
-            Some(v) => Some(v),
-            None => match upstream::probe_version(u, state.config.connect_timeout).await {
-                Ok(v) => {
-                    state.cache_version(&u.name, v.clone());
-                    Some(v)
-                }
-                Err(e) => {
-                    warn!(upstream = %u.name, error = %e, "cannot read upstream version");
-                    None
-                }
-            },
+        let server_version = match state.server_version(u).await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                warn!(upstream = %u.name, error = %e, "cannot read upstream version");
+                None
+            }
         };
         list.push(UpstreamInfo { name: u.name.clone(), server_version });
     }

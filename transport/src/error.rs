@@ -90,6 +90,11 @@ impl Error {
         };
         let mysql = match self {
             Error::Upstream(e) => Some(e.clone()),
+            Error::TooManySessions(_) => Some(MysqlError {
+                code: common::mysql::error_code::TOO_MANY_CONNECTIONS,
+                sqlstate: "08004".into(),
+                message: "Too many connections".into(),
+            }),
             _ => None,
         };
         (status, ApiError { error: kind, message: self.to_string(), mysql })

@@ -7,6 +7,7 @@ pub mod body;
 pub mod command;
 pub mod config;
 pub mod error;
+pub mod pool;
 pub mod reaper;
 pub mod run;
 pub mod server;

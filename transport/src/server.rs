@@ -68,5 +68,8 @@ pub async fn run(
             drop(conn.disconnect().await);
         }
     }
+    for conn in state.pool.drain() {
+        drop(conn.disconnect().await);
+    }
     Ok(())
 }

@@ -12,14 +12,17 @@ use mysql_async::Conn;
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::Error;
+use crate::pool::PoolKey;
 
 /// One client session and its upstream connection.
 #[derive(Debug)]
 pub struct Session {
     /// The session id (hex of 128 random bits).
     pub id: String,
-    /// Name of the upstream it is connected to.
-    pub upstream: String,
+    /// What the connection was opened with (for parking it in the pool afterwards).
+    pub key: PoolKey,
+    /// When the upstream connection was made.
+    pub born: Instant,
     /// The upstream connection; `None` once closed. Held for the whole of a command.
     pub conn: Arc<AsyncMutex<Option<Conn>>>,
     origin: Instant,
@@ -60,10 +63,11 @@ impl SessionTable {
     /// Registers a new session for `conn`, unless `max` sessions are already open.
     pub fn insert(
         &self,
-        upstream: &str,
-        conn: Conn,
+        key: PoolKey,
+        upstream: crate::pool::Upstream,
         max: usize,
     ) -> Result<Arc<Session>, (Error, Conn)> {
+        let crate::pool::Upstream { conn, born } = upstream;
         let id = match new_session_id() {
             Ok(id) => id,
             Err(e) => return Err((e, conn)),
@@ -74,7 +78,8 @@ impl SessionTable {
         }
         let session = Arc::new(Session {
             id: id.clone(),
-            upstream: upstream.to_owned(),
+            key,
+            born,
             conn: Arc::new(AsyncMutex::new(Some(conn))),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),

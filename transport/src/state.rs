@@ -2,14 +2,14 @@
 //! and counters.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
 use crate::auth::Tokens;
-use crate::config::TransportConfig;
-use crate::session::Session;
+use crate::config::{TransportConfig, UpstreamConfig};
+use crate::pool::Pool;
+use crate::reaper::Timer;
 use crate::session::SessionTable;
 
 /// Counters exported on `/metrics`.
@@ -42,37 +42,40 @@ pub struct AppState {
     /// Open sessions.
     pub sessions: SessionTable,
     /// Version strings read from upstream greetings, by upstream name.
-    pub versions: Mutex<HashMap<String, String>>,
+    versions: tokio::sync::Mutex<HashMap<String, String>>,
     /// Counters.
     pub metrics: Metrics,
-    /// New sessions, for the reaper to watch.
-    pub reaper: mpsc::UnboundedSender<std::sync::Arc<Session>>,
+    /// Timers for the reaper to watch.
+    pub reaper: mpsc::UnboundedSender<Timer>,
+    /// Parked upstream connections.
+    pub pool: Pool,
 }
 
 impl AppState {
     /// State for `config`; new sessions are announced on `reaper`.
-    pub fn new(
-        config: TransportConfig,
-        reaper: mpsc::UnboundedSender<std::sync::Arc<Session>>,
-    ) -> Self {
+    pub fn new(config: TransportConfig, reaper: mpsc::UnboundedSender<Timer>) -> Self {
         Self {
             reaper,
+            pool: Pool::new(config.pool.clone()),
             tokens: Tokens::new(config.tokens.clone()),
             config,
             sessions: SessionTable::default(),
-            versions: Mutex::new(HashMap::new()),
+            versions: tokio::sync::Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
         }
     }
 
-    /// The cached version of an upstream, if known.
-    pub fn cached_version(&self, name: &str) -> Option<String> {
-        self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
-    }
-
-    /// Caches the version of an upstream.
-    pub fn cache_version(&self, name: &str, version: String) {
-        self.versions.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned(), version);
+    /// The version string an upstream greets with, probed once and cached. Concurrent callers
+    /// wait for the one probe in flight (a flood of unauthenticated probes could get this host
+    /// blocked by the server's `max_connect_errors`).
+    pub async fn server_version(&self, upstream: &UpstreamConfig) -> Result<String, crate::Error> {
+        let mut versions = self.versions.lock().await;
+        if let Some(v) = versions.get(&upstream.name) {
+            return Ok(v.clone());
+        }
+        let v = crate::upstream::probe_version(upstream, self.config.connect_timeout).await?;
+        versions.insert(upstream.name.clone(), v.clone());
+        Ok(v)
     }
 
     /// Prometheus text exposition of the counters.
@@ -84,12 +87,20 @@ impl AppState {
              # TYPE sqltunnel_sessions_opened_total counter\nsqltunnel_sessions_opened_total {}\n\
              # TYPE sqltunnel_sessions_expired_total counter\nsqltunnel_sessions_expired_total {}\n\
              # TYPE sqltunnel_commands_total counter\nsqltunnel_commands_total {}\n\
-             # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n",
+             # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n\
+             # TYPE sqltunnel_pool_idle_connections gauge\nsqltunnel_pool_idle_connections {}\n\
+             # TYPE sqltunnel_pool_hits_total counter\nsqltunnel_pool_hits_total {}\n\
+             # TYPE sqltunnel_pool_misses_total counter\nsqltunnel_pool_misses_total {}\n\
+             # TYPE sqltunnel_pool_reaped_total counter\nsqltunnel_pool_reaped_total {}\n",
             self.sessions.len(),
             get(&m.sessions_opened),
             get(&m.sessions_expired),
             get(&m.commands),
             get(&m.unauthorized),
+            self.pool.idle_count(),
+            get(&self.pool.stats.hits),
+            get(&self.pool.stats.misses),
+            get(&self.pool.stats.reaped),
         )
     }
 }

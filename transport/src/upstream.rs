@@ -46,16 +46,18 @@ pub async fn connect(
             });
         }
     };
-    if req.collation != LOGIN_COLLATION && req.collation != 0 {
-        apply_collation(&mut conn, req.collation)
-            .await
-            .map_err(|e| Error::from_mysql(&upstream.name, e))?;
-    }
+    apply_collation(&mut conn, req.collation)
+        .await
+        .map_err(|e| Error::from_mysql(&upstream.name, e))?;
     Ok(conn)
 }
 
-/// Applies the collation from the client's handshake, as a server does at login.
-async fn apply_collation(conn: &mut Conn, id: u8) -> mysql_async::Result<()> {
+/// Applies the collation from the client's handshake, as a server does at login (nothing to
+/// do for the one `mysql_async` logs in with).
+pub async fn apply_collation(conn: &mut Conn, id: u8) -> mysql_async::Result<()> {
+    if id == LOGIN_COLLATION || id == 0 {
+        return Ok(());
+    }
     let row: Option<(String, String)> = conn
         .query_first(format!(
             "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS WHERE ID = {id}"
