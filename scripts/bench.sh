@@ -73,5 +73,8 @@ echo "sqltunnel benchmark, $ROUNDS rounds, medians (runs: direct $(paste -sd' ' 
 printf 'oltp_point_select, 1 thread: direct %.0f qps, tunnel %.0f qps, ratio %.2f (target >= 0.5)\n' "$qd" "$qt" "$(echo "$qt / $qd" | bc -l)"
 printf '1M-row SELECT:              direct %.2f s,   tunnel %.2f s,   ratio %.2f (target <= 2.0)\n' "$bd" "$bt" "$(echo "$bt / $bd" | bc -l)"
 echo
+echo "== connection set-up (the tunnel's pool reuses parked upstream connections)"
+cargo bench -p e2e --bench connect --locked -- "$db_port" "$sidecar_port" 300
+echo
 echo "== timing wheel vs DelayQueue vs BinaryHeap"
 cargo bench -p sqltunnel-common --bench wheel --locked -- 10000 1000000

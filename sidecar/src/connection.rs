@@ -85,7 +85,6 @@ impl ClientConnection {
             _ = gone.cancelled() => return,
         };
         self.shared.live.unregister(&session.id);
-        self.tunnel.close_session(&session.id).await;
         match result {
             Ok(()) => debug!(session = %session.id, "client quit"),
             Err(e) => {
@@ -93,6 +92,9 @@ impl ClientConnection {
                 self.send_error(&e).await;
             }
         }
+        // The client is done: hang up first, then release the session without making it wait.
+        self.io.shutdown().await;
+        self.tunnel.close_session(&session.id).await;
     }
 
     /// Greeting, login check and upstream session.

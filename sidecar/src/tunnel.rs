@@ -16,6 +16,9 @@ use crate::Error;
 use crate::config::TransportLink;
 use crate::http::{HttpConn, ResponseHead};
 
+/// Idle HTTP connections kept for the next client session.
+const MAX_IDLE_HTTP: usize = 16;
+
 /// Largest error or control body read from the transport.
 const MAX_CONTROL_BODY: usize = 64 * 1024;
 
@@ -28,6 +31,7 @@ struct Endpoint {
     prefix: String,
     authorization: String,
     connect_timeout: Duration,
+    idle: std::sync::Mutex<Vec<HttpConn>>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -73,6 +77,7 @@ impl TunnelClient {
             prefix,
             authorization: format!("Bearer {}", token.expose()),
             connect_timeout: link.connect_timeout,
+            idle: std::sync::Mutex::new(Vec::new()),
         })))
     }
 
@@ -120,6 +125,9 @@ impl TunnelConn {
             head.push_str(&format!("{SESSION_HEADER}: {id}\r\n{AFFINITY_HEADER}: {id}\r\n"));
         }
         head.push_str("\r\n");
+        if self.http.is_none() {
+            self.http = ep.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        }
         for _attempt in 0..2 {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
@@ -251,6 +259,18 @@ impl TunnelConn {
         };
         if let Err(e) = result {
             tracing::debug!(error = %e, "closing the session failed");
+        }
+    }
+}
+
+impl Drop for TunnelConn {
+    /// Hands a clean keep-alive connection to the next client session.
+    fn drop(&mut self) {
+        if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
+            let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < MAX_IDLE_HTTP {
+                idle.push(conn);
+            }
         }
     }
 }

@@ -15,6 +15,9 @@ use sha1::{Digest, Sha1};
 use crate::config::PoolConfig;
 use crate::upstream;
 
+/// A connection parked for less than this is handed out without a ping.
+const TRUST_PARKED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a connection was opened with; only an identical request may reuse it. The password is
 /// kept as a digest, never in clear.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -106,8 +109,10 @@ impl Pool {
         loop {
             let idle = self.lock().get_mut(key).and_then(Vec::pop)?;
             let mut upstream = idle.upstream;
+            // A connection parked a moment ago was healthy then; older ones are pinged first.
+            let fresh = idle.parked.elapsed() < TRUST_PARKED_FOR;
             if upstream.born.elapsed() < self.config.max_lifetime
-                && upstream.conn.ping().await.is_ok()
+                && (fresh || upstream.conn.ping().await.is_ok())
             {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
                 return Some(upstream);

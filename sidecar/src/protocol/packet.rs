@@ -132,6 +132,11 @@ impl PacketIo {
         Ok(())
     }
 
+    /// Closes the write side so the client sees the connection end at once.
+    pub async fn shutdown(&mut self) {
+        drop(self.stream.shutdown().await);
+    }
+
     /// The peer's address, for logs.
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
         self.stream.peer_addr().ok()
