@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-ensure_packages mariadb-server mariadb-client python3
+ensure_packages mariadb-server mariadb-client nginx python3
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

@@ -3,8 +3,10 @@
 
 pub mod answer;
 pub mod cli;
+pub mod nginx;
 pub mod processes;
 pub mod raw;
+pub mod scripts;
 
 use std::future::Future;
 use std::net::SocketAddr;

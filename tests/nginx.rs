@@ -1,0 +1,185 @@
+//! Through a real nginx, with the example config and with nginx's defaults: answers match a
+//! direct connection, long queries outlive nginx's read timeout, big results stream, a body
+//! nginx refuses and nginx's own 502/504 pages become clear MySQL errors, and the sidecar
+//! recovers when the transport comes back.
+
+use std::time::Duration;
+
+use e2e::nginx::{Nginx, default_config, example_config};
+use e2e::processes::{Proc, free_port, wait_port};
+use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
+use e2e::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, assert_same_answers, compare_script, direct, mysql_port, opts, sidecar_yaml, within};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+use tokio_util::sync::CancellationToken;
+
+/// A transport in-process, nginx in front of it with `config`, a sidecar pointed at nginx.
+async fn behind_nginx(config: impl Fn(u16, u16) -> String, sidecar_extra: &str) -> (Tunnel, Nginx) {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let transport_port = listener.local_addr().expect("addr").port();
+    let nginx_port = Nginx::port();
+    let nginx = Nginx::start(&config(transport_port, nginx_port), nginx_port).await;
+    let url = format!("http://127.0.0.1:{nginx_port}/db-tunnel/");
+    let sidecar = format!("{}{sidecar_extra}", sidecar_yaml(&url, TOKEN));
+    let tunnel = Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
+    (tunnel, nginx)
+}
+
+fn example(transport: u16, port: u16) -> String {
+    example_config(&[transport], port)
+}
+
+fn defaults(transport: u16, port: u16) -> String {
+    default_config(transport, port, "")
+}
+
+async fn core_scripts_match(tunnel: &Tunnel) {
+    for script in [TYPES_SCRIPT, DML_SCRIPT, ERROR_SCRIPT] {
+        let (mut d, mut t) = (direct().await, tunnel.connect().await);
+        let (a, b) = compare_script(&mut d, &mut t, script).await;
+        assert_same_answers(script, &a, &b);
+    }
+}
+
+#[tokio::test]
+async fn core_answers_match_direct_through_the_example_config() {
+    within(120, async {
+        let (tunnel, nginx) = behind_nginx(example, "").await;
+        core_scripts_match(&tunnel).await;
+        assert!(nginx.access_log().contains("POST /db-tunnel/v1/sessions/"), "requests went through nginx");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn core_answers_match_direct_through_nginx_defaults() {
+    within(120, async {
+        let (tunnel, nginx) = behind_nginx(defaults, "").await;
+        core_scripts_match(&tunnel).await;
+        assert!(nginx.access_log().contains("/db-tunnel/v1/sessions"), "requests went through nginx");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_90_second_query_outlives_nginx_default_60_second_read_timeout() {
+    within(150, async {
+        let (tunnel, _nginx) = behind_nginx(defaults, "").await;
+        let mut t = tunnel.connect().await;
+        let slept: Option<u32> = t.query_first("SELECT SLEEP(90)").await.expect("long query through nginx");
+        assert_eq!(slept, Some(0), "SLEEP ran to the end");
+    })
+    .await;
+}
+
+async fn count_million(conn: &mut Conn) -> u64 {
+    let mut result = conn.query_iter("SELECT seq, REPEAT('x', 100) FROM seq_1_to_1000000").await.expect("query");
+    let mut n = 0;
+    result.for_each(|_: Row| n += 1).await.expect("stream");
+    n
+}
+
+#[tokio::test]
+async fn a_million_rows_stream_through_both_configs() {
+    within(300, async {
+        for config in [example as fn(u16, u16) -> String, defaults] {
+            let (tunnel, _nginx) = behind_nginx(config, "").await;
+            let mut t = tunnel.connect().await;
+            assert_eq!(count_million(&mut t).await, 1_000_000);
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_5mb_insert_is_refused_clearly_by_default_nginx_and_works_with_the_example() {
+    within(120, async {
+        let big = "x".repeat(5 << 20);
+        let insert = format!("INSERT INTO big_insert VALUES (1, '{big}')");
+        let mut d = direct().await;
+        d.query_drop("DROP TABLE IF EXISTS big_insert").await.expect("drop");
+        d.query_drop("CREATE TABLE big_insert (id INT, body LONGTEXT)").await.expect("create");
+
+        let (tunnel, _nginx) = behind_nginx(defaults, "").await;
+        let mut t = tunnel.connect().await;
+        match t.query_drop(&insert).await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!(e.code, 1153);
+                assert!(e.message.contains("HTTP 413") && e.message.contains("client_max_body_size"), "{}", e.message);
+            }
+            other => panic!("expected a clear 413 error, got {other:?}"),
+        }
+        let still: Option<u8> = t.query_first("SELECT 1").await.expect("the session carries on");
+        assert_eq!(still, Some(1));
+
+        let (tunnel, _nginx) = behind_nginx(example, "").await;
+        let mut t = tunnel.connect().await;
+        t.query_drop(&insert).await.expect("5 MB insert through the example config");
+        let len: Option<u64> = d.query_first("SELECT LENGTH(body) FROM big_insert WHERE id = 1").await.expect("read");
+        assert_eq!(len, Some(5 << 20));
+        d.query_drop("DROP TABLE big_insert").await.expect("drop");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn nginx_502_is_a_clear_error_and_the_sidecar_recovers() {
+    within(120, async {
+        let transport_port = free_port();
+        let transport_yaml = e2e::transport_yaml(mysql_port()).replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
+        let mut transport = Proc::start("transport", &transport_yaml, "n502");
+        wait_port(transport_port).await;
+        let nginx_port = Nginx::port();
+        let _nginx = Nginx::start(&example(transport_port, nginx_port), nginx_port).await;
+        let shutdown = CancellationToken::new();
+        let url = format!("http://127.0.0.1:{nginx_port}/db-tunnel/");
+        let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
+        let mut before = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("works at first");
+
+        transport.kill();
+        match Conn::new(opts(sidecar.port(), Some(DATABASE))).await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert!(e.message.contains("HTTP 502 Bad Gateway") && e.message.contains("not a sqltunnel answer"), "{}", e.message);
+            }
+            other => panic!("expected a clear 502 error, got {:?}", other.map(|_| ())),
+        }
+        let err = before.query_drop("SELECT 1").await.expect_err("the transport is down");
+        assert!(err.to_string().contains("502"), "{err}");
+
+        let _transport = Proc::start("transport", &transport_yaml, "n502b");
+        wait_port(transport_port).await;
+        let mut after = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("new connections work again");
+        let one: Option<u8> = after.query_first("SELECT 1").await.expect("query");
+        assert_eq!(one, Some(1));
+        assert!(before.query_drop("SELECT 1").await.is_err(), "the old session died with the old transport");
+        shutdown.cancel();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn nginx_504_is_a_clear_error() {
+    within(60, async {
+        // A "transport" that accepts connections and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let silent_port = silent.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = silent.accept().await {
+                held.push(s);
+            }
+        });
+        let nginx_port = Nginx::port();
+        let _nginx = Nginx::start(&default_config(silent_port, nginx_port, "proxy_read_timeout 1s;"), nginx_port).await;
+        let shutdown = CancellationToken::new();
+        let url = format!("http://127.0.0.1:{nginx_port}/db-tunnel/");
+        let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
+        let opts = opts(sidecar.port(), Some(DATABASE)).user(Some(USER)).pass(Some(PASSWORD));
+        match tokio::time::timeout(Duration::from_secs(30), Conn::new(opts)).await {
+            Ok(Err(mysql_async::Error::Server(e))) => assert!(e.message.contains("HTTP 504 Gateway Time-out"), "{}", e.message),
+            other => panic!("expected a clear 504 error, got {:?}", other.map(|r| r.map(|_| ()))),
+        }
+        shutdown.cancel();
+    })
+    .await;
+}
