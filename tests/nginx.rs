@@ -8,7 +8,10 @@ use std::time::Duration;
 use e2e::nginx::{Nginx, default_config, example_config};
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
-use e2e::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, assert_same_answers, compare_script, direct, mysql_port, opts, sidecar_yaml, within};
+use e2e::{
+    DATABASE, PASSWORD, TOKEN, Tunnel, USER, assert_same_answers, compare_script, direct,
+    mysql_port, opts, sidecar_yaml, within,
+};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use tokio_util::sync::CancellationToken;
@@ -46,7 +49,10 @@ async fn core_answers_match_direct_through_the_example_config() {
     within(120, async {
         let (tunnel, nginx) = behind_nginx(example, "").await;
         core_scripts_match(&tunnel).await;
-        assert!(nginx.access_log().contains("POST /db-tunnel/v1/sessions/"), "requests went through nginx");
+        assert!(
+            nginx.access_log().contains("POST /db-tunnel/v1/sessions/"),
+            "requests went through nginx"
+        );
     })
     .await;
 }
@@ -56,7 +62,10 @@ async fn core_answers_match_direct_through_nginx_defaults() {
     within(120, async {
         let (tunnel, nginx) = behind_nginx(defaults, "").await;
         core_scripts_match(&tunnel).await;
-        assert!(nginx.access_log().contains("/db-tunnel/v1/sessions"), "requests went through nginx");
+        assert!(
+            nginx.access_log().contains("/db-tunnel/v1/sessions"),
+            "requests went through nginx"
+        );
     })
     .await;
 }
@@ -66,14 +75,16 @@ async fn a_90_second_query_outlives_nginx_default_60_second_read_timeout() {
     within(150, async {
         let (tunnel, _nginx) = behind_nginx(defaults, "").await;
         let mut t = tunnel.connect().await;
-        let slept: Option<u32> = t.query_first("SELECT SLEEP(90)").await.expect("long query through nginx");
+        let slept: Option<u32> =
+            t.query_first("SELECT SLEEP(90)").await.expect("long query through nginx");
         assert_eq!(slept, Some(0), "SLEEP ran to the end");
     })
     .await;
 }
 
 async fn count_million(conn: &mut Conn) -> u64 {
-    let mut result = conn.query_iter("SELECT seq, REPEAT('x', 100) FROM seq_1_to_1000000").await.expect("query");
+    let mut result =
+        conn.query_iter("SELECT seq, REPEAT('x', 100) FROM seq_1_to_1000000").await.expect("query");
     let mut n = 0;
     result.for_each(|_: Row| n += 1).await.expect("stream");
     n
@@ -105,7 +116,11 @@ async fn a_5mb_insert_is_refused_clearly_by_default_nginx_and_works_with_the_exa
         match t.query_drop(&insert).await {
             Err(mysql_async::Error::Server(e)) => {
                 assert_eq!(e.code, 1153);
-                assert!(e.message.contains("HTTP 413") && e.message.contains("client_max_body_size"), "{}", e.message);
+                assert!(
+                    e.message.contains("HTTP 413") && e.message.contains("client_max_body_size"),
+                    "{}",
+                    e.message
+                );
             }
             other => panic!("expected a clear 413 error, got {other:?}"),
         }
@@ -115,7 +130,8 @@ async fn a_5mb_insert_is_refused_clearly_by_default_nginx_and_works_with_the_exa
         let (tunnel, _nginx) = behind_nginx(example, "").await;
         let mut t = tunnel.connect().await;
         t.query_drop(&insert).await.expect("5 MB insert through the example config");
-        let len: Option<u64> = d.query_first("SELECT LENGTH(body) FROM big_insert WHERE id = 1").await.expect("read");
+        let len: Option<u64> =
+            d.query_first("SELECT LENGTH(body) FROM big_insert WHERE id = 1").await.expect("read");
         assert_eq!(len, Some(5 << 20));
         d.query_drop("DROP TABLE big_insert").await.expect("drop");
     })
@@ -126,7 +142,8 @@ async fn a_5mb_insert_is_refused_clearly_by_default_nginx_and_works_with_the_exa
 async fn nginx_502_is_a_clear_error_and_the_sidecar_recovers() {
     within(120, async {
         let transport_port = free_port();
-        let transport_yaml = e2e::transport_yaml(mysql_port()).replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
+        let transport_yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
         let mut transport = Proc::start("transport", &transport_yaml, "n502");
         wait_port(transport_port).await;
         let nginx_port = Nginx::port();
@@ -134,12 +151,18 @@ async fn nginx_502_is_a_clear_error_and_the_sidecar_recovers() {
         let shutdown = CancellationToken::new();
         let url = format!("http://127.0.0.1:{nginx_port}/db-tunnel/");
         let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
-        let mut before = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("works at first");
+        let mut before =
+            Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("works at first");
 
         transport.kill();
         match Conn::new(opts(sidecar.port(), Some(DATABASE))).await {
             Err(mysql_async::Error::Server(e)) => {
-                assert!(e.message.contains("HTTP 502 Bad Gateway") && e.message.contains("not a sqltunnel answer"), "{}", e.message);
+                assert!(
+                    e.message.contains("HTTP 502 Bad Gateway")
+                        && e.message.contains("not a sqltunnel answer"),
+                    "{}",
+                    e.message
+                );
             }
             other => panic!("expected a clear 502 error, got {:?}", other.map(|_| ())),
         }
@@ -148,10 +171,15 @@ async fn nginx_502_is_a_clear_error_and_the_sidecar_recovers() {
 
         let _transport = Proc::start("transport", &transport_yaml, "n502b");
         wait_port(transport_port).await;
-        let mut after = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("new connections work again");
+        let mut after = Conn::new(opts(sidecar.port(), Some(DATABASE)))
+            .await
+            .expect("new connections work again");
         let one: Option<u8> = after.query_first("SELECT 1").await.expect("query");
         assert_eq!(one, Some(1));
-        assert!(before.query_drop("SELECT 1").await.is_err(), "the old session died with the old transport");
+        assert!(
+            before.query_drop("SELECT 1").await.is_err(),
+            "the old session died with the old transport"
+        );
         shutdown.cancel();
     })
     .await;
@@ -170,15 +198,107 @@ async fn nginx_504_is_a_clear_error() {
             }
         });
         let nginx_port = Nginx::port();
-        let _nginx = Nginx::start(&default_config(silent_port, nginx_port, "proxy_read_timeout 1s;"), nginx_port).await;
+        let _nginx = Nginx::start(
+            &default_config(silent_port, nginx_port, "proxy_read_timeout 1s;"),
+            nginx_port,
+        )
+        .await;
         let shutdown = CancellationToken::new();
         let url = format!("http://127.0.0.1:{nginx_port}/db-tunnel/");
         let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
         let opts = opts(sidecar.port(), Some(DATABASE)).user(Some(USER)).pass(Some(PASSWORD));
         match tokio::time::timeout(Duration::from_secs(30), Conn::new(opts)).await {
-            Ok(Err(mysql_async::Error::Server(e))) => assert!(e.message.contains("HTTP 504 Gateway Time-out"), "{}", e.message),
+            Ok(Err(mysql_async::Error::Server(e))) => {
+                assert!(e.message.contains("HTTP 504 Gateway Time-out"), "{}", e.message)
+            }
             other => panic!("expected a clear 504 error, got {:?}", other.map(|r| r.map(|_| ()))),
         }
+        shutdown.cancel();
+    })
+    .await;
+}
+
+/// Reads a counter from a transport's `/metrics`.
+async fn metric(port: u16, name: &str) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect metrics");
+    let req = format!(
+        "GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn sessions_spread_over_two_transports_and_stay_on_theirs() {
+    within(120, async {
+        let ports = [free_port(), free_port()];
+        let mut transports: Vec<Proc> = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let yaml = e2e::transport_yaml(mysql_port())
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
+                .replace("session_timeout: 30s", "session_timeout: 2s");
+            transports.push(Proc::start("transport", &yaml, &format!("scale{i}")));
+            wait_port(*port).await;
+        }
+        let nginx_port = Nginx::port();
+        let _nginx = Nginx::start(&example_config(&ports, nginx_port), nginx_port).await;
+        let shutdown = CancellationToken::new();
+        let url = format!("http://127.0.0.1:{nginx_port}/db-tunnel/");
+        let sidecar_config = format!("{}heartbeat_interval: 500ms\n", sidecar_yaml(&url, TOKEN));
+        let sidecar = Tunnel::start_sidecar(&sidecar_config, shutdown.clone()).await;
+
+        let mut d = direct().await;
+        d.query_drop("CREATE TABLE IF NOT EXISTS scale_probe (session INT, n INT) ENGINE=InnoDB")
+            .await
+            .expect("create");
+        let mut conns = Vec::new();
+        for i in 0..40 {
+            let mut c = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("connect");
+            // A transaction spans several requests: it only works if they all reach one transport.
+            c.query_drop("BEGIN").await.expect("begin");
+            c.query_drop(format!("INSERT INTO scale_probe VALUES ({i}, 1)")).await.expect("insert");
+            let mine: Option<u64> = c
+                .query_first(format!("SELECT COUNT(*) FROM scale_probe WHERE session = {i}"))
+                .await
+                .expect("read own write");
+            assert_eq!(mine, Some(1));
+            c.query_drop("ROLLBACK").await.expect("rollback");
+            conns.push(c);
+        }
+        let open = [
+            metric(ports[0], "sqltunnel_sessions_open").await,
+            metric(ports[1], "sqltunnel_sessions_open").await,
+        ];
+        assert_eq!(open[0] + open[1], 40);
+        assert!(open[0] > 0 && open[1] > 0, "sessions spread over both transports: {open:?}");
+        // Idle past the 2 s session timeout: heartbeats must reach the sessions on both.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for c in &mut conns {
+            c.query_drop("SELECT 1").await.expect("kept alive by heartbeats to its own transport");
+        }
+
+        transports[0].kill();
+        let mut lost = 0;
+        for c in &mut conns {
+            if c.query_drop("SELECT 1").await.is_err() {
+                lost += 1;
+            }
+        }
+        assert_eq!(lost, open[0], "exactly the sessions of the stopped transport are lost");
+        for _ in 0..5 {
+            let mut c = Conn::new(opts(sidecar.port(), Some(DATABASE)))
+                .await
+                .expect("reconnect lands on the live transport");
+            let one: Option<u8> = c.query_first("SELECT 1").await.expect("query");
+            assert_eq!(one, Some(1));
+        }
+        d.query_drop("DROP TABLE scale_probe").await.expect("drop");
         shutdown.cancel();
     })
     .await;

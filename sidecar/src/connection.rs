@@ -56,14 +56,16 @@ pub struct ClientConnection {
     shared: Arc<Shared>,
     connection_id: u32,
     host: String,
+    bucket: usize,
 }
 
 impl ClientConnection {
     /// Wraps an accepted socket.
     pub fn new(io: PacketIo, shared: Arc<Shared>, connection_id: u32) -> Self {
         let host = io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
-        let tunnel = shared.tunnel.connection();
-        Self { io, tunnel, shared, connection_id, host }
+        let bucket = connection_id as usize % crate::server::AFFINITY_BUCKETS;
+        let tunnel = shared.tunnel.connection(shared.affinity(bucket));
+        Self { io, tunnel, shared, connection_id, host, bucket }
     }
 
     /// Serves the connection until the client quits or the connection fails.
@@ -78,7 +80,7 @@ impl ClientConnection {
         };
         info!(session = %session.id, "client logged in");
         self.io.set_max_packet(max_packet);
-        let gone = self.shared.live.register(&session.id);
+        let gone = self.shared.live.register(&session.id, self.bucket);
         let result = tokio::select! {
             result = self.serve(&session) => result,
             // Closing the socket is all a client needs to see its session is lost.

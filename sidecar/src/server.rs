@@ -37,6 +37,7 @@ pub struct Shared {
     versions: Mutex<HashMap<String, String>>,
     version_lookup: tokio::sync::Mutex<()>,
     next_connection_id: AtomicU32,
+    affinities: Vec<String>,
 }
 
 impl Shared {
@@ -50,6 +51,7 @@ impl Shared {
             versions: Mutex::new(HashMap::new()),
             version_lookup: tokio::sync::Mutex::new(()),
             next_connection_id: AtomicU32::new(1),
+            affinities: new_affinities()?,
         })
     }
 
@@ -66,7 +68,7 @@ impl Shared {
         if let Some(v) = self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(&upstream) {
             return v.clone();
         }
-        let mut conn = self.tunnel.connection();
+        let mut conn = self.tunnel.connection(self.affinity(0));
         match tokio::time::timeout(VERSION_LOOKUP_TIMEOUT, conn.upstreams()).await {
             Ok(Ok(list)) => {
                 for info in list {
@@ -90,9 +92,26 @@ impl Shared {
             .insert(upstream.to_owned(), version.to_owned());
     }
 
+    /// The affinity key of bucket `n`: sessions are spread over [`AFFINITY_BUCKETS`] keys, so a
+    /// hashing proxy spreads them over transports while keep-alives need one request per key.
+    pub fn affinity(&self, n: usize) -> &str {
+        &self.affinities[n % self.affinities.len()]
+    }
+
     fn next_connection_id(&self) -> u32 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
     }
+}
+
+/// Affinity keys per sidecar.
+pub const AFFINITY_BUCKETS: usize = 16;
+
+/// Random affinity keys for this sidecar process.
+fn new_affinities() -> Result<Vec<String>, Error> {
+    let mut seed = [0u8; 8];
+    getrandom::fill(&mut seed).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+    let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    Ok((0..AFFINITY_BUCKETS).map(|i| format!("{seed}-{i}")).collect())
 }
 
 /// Serves MySQL clients on `listener` until `shutdown` is cancelled.

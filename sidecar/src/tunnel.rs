@@ -86,9 +86,10 @@ impl TunnelClient {
         &self.0.url
     }
 
-    /// A new (not yet connected) HTTP connection for one client session.
-    pub fn connection(&self) -> TunnelConn {
-        TunnelConn { endpoint: self.0.clone(), http: None }
+    /// A new (not yet connected) HTTP connection for one client session. Every request it
+    /// sends carries `affinity`, so a hashing proxy keeps them all on one transport.
+    pub fn connection(&self, affinity: &str) -> TunnelConn {
+        TunnelConn { endpoint: self.0.clone(), http: None, affinity: affinity.to_owned() }
     }
 }
 
@@ -97,6 +98,7 @@ impl TunnelClient {
 pub struct TunnelConn {
     endpoint: Arc<Endpoint>,
     http: Option<HttpConn>,
+    affinity: String,
 }
 
 impl TunnelConn {
@@ -121,8 +123,9 @@ impl TunnelConn {
             ep.authorization,
             body.len()
         );
+        head.push_str(&format!("{AFFINITY_HEADER}: {}\r\n", self.affinity));
         if let Some(id) = session {
-            head.push_str(&format!("{SESSION_HEADER}: {id}\r\n{AFFINITY_HEADER}: {id}\r\n"));
+            head.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
         }
         head.push_str("\r\n");
         if self.http.is_none() {

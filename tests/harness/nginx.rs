@@ -16,23 +16,38 @@ pub struct Nginx {
 
 /// The example config shipped in `configs/`, pointed at `transports` and listening on `port`.
 pub fn example_config(transports: &[u16], port: u16) -> String {
-    let text = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs/nginx.example.conf"))
-        .expect("configs/nginx.example.conf");
-    let servers: String = transports.iter().map(|p| format!("server 127.0.0.1:{p};\n    ")).collect();
-    let text = text.replace("server 127.0.0.1:8080;\n    ", &servers).replace("listen 80;", &format!("listen 127.0.0.1:{port};"));
-    if transports.len() > 1 { text.replace("# hash $http_x_tunnel_affinity consistent;", "hash $http_x_tunnel_affinity consistent;") } else { text }
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs/nginx.example.conf"),
+    )
+    .expect("configs/nginx.example.conf");
+    let servers: String =
+        transports.iter().map(|p| format!("server 127.0.0.1:{p};\n    ")).collect();
+    let text = text
+        .replace("server 127.0.0.1:8080;\n    ", &servers)
+        .replace("listen 80;", &format!("listen 127.0.0.1:{port};"));
+    if transports.len() > 1 {
+        text.replace(
+            "# hash $http_x_tunnel_affinity consistent;",
+            "hash $http_x_tunnel_affinity consistent;",
+        )
+    } else {
+        text
+    }
 }
 
 /// nginx's defaults: a bare `proxy_pass` (HTTP/1.0 upstream, buffering on, 60 s read timeout,
 /// 1 MB body limit), plus `extra` directives inside the location.
 pub fn default_config(transport: u16, port: u16, extra: &str) -> String {
-    format!("server {{\n    listen 127.0.0.1:{port};\n    location /db-tunnel/ {{\n        proxy_pass http://127.0.0.1:{transport}/;\n        {extra}\n    }}\n}}\n")
+    format!(
+        "server {{\n    listen 127.0.0.1:{port};\n    location /db-tunnel/ {{\n        proxy_pass http://127.0.0.1:{transport}/;\n        {extra}\n    }}\n}}\n"
+    )
 }
 
 impl Nginx {
     /// Starts nginx with `http_block` (the contents of `http { }`) on `port`.
     pub async fn start(http_block: &str, port: u16) -> Nginx {
-        let dir = std::env::temp_dir().join(format!("sqltunnel-nginx-{}-{port}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("sqltunnel-nginx-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("tmp")).expect("nginx dir");
         let conf = format!(
             "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 4096; }}\nhttp {{\n    access_log {d}/access.log;\n    client_body_temp_path {d}/tmp/body;\n    proxy_temp_path {d}/tmp/proxy;\n    fastcgi_temp_path {d}/tmp/fastcgi;\n    uwsgi_temp_path {d}/tmp/uwsgi;\n    scgi_temp_path {d}/tmp/scgi;\n{http_block}\n}}\n",
@@ -65,7 +80,11 @@ impl Nginx {
 }
 
 fn nginx_binary() -> PathBuf {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.exists()).unwrap_or_else(|| PathBuf::from("nginx"))
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("nginx"))
 }
 
 impl Drop for Nginx {
