@@ -6,6 +6,7 @@ pub mod error;
 pub mod mysql;
 pub mod runtime;
 pub mod telemetry;
+pub mod tls;
 pub mod wheel;
 
 pub mod wire;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use common::config::{Secret, load_yaml, serde_duration};
 use common::telemetry::LogConfig;
+use common::tls::ClientTls;
 use serde::Deserialize;
 
 use crate::Error;
@@ -64,6 +65,8 @@ pub struct TransportLink {
     /// Time allowed to connect to the transport.
     #[serde(with = "serde_duration")]
     pub connect_timeout: Duration,
+    /// How to trust an `https://` transport.
+    pub tls: ClientTls,
 }
 
 impl Default for TransportLink {
@@ -74,6 +77,7 @@ impl Default for TransportLink {
             token_env: None,
             token_file: None,
             connect_timeout: Duration::from_secs(10),
+            tls: ClientTls::default(),
         }
     }
 }
@@ -133,10 +137,11 @@ impl SidecarConfig {
     pub fn validate(&self) -> Result<(), Error> {
         let invalid = |m: String| Err(Error::Config(common::Error::ConfigInvalid(m)));
         let url = &self.transport.url;
-        if !url.starts_with("http://") {
-            return invalid(format!(
-                "transport.url {url:?} must start with http:// (https:// needs the TLS work of the deploy issue)"
-            ));
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return invalid(format!("transport.url {url:?} must start with http:// or https://"));
+        }
+        if url.starts_with("https://") {
+            self.transport.tls.build()?;
         }
         if url.parse::<http::Uri>().is_err() {
             return invalid(format!("transport.url {url:?} is not a valid URL"));

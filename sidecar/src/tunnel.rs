@@ -12,6 +12,8 @@ use common::wire::{
     OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
 };
 
+use tokio_rustls::TlsConnector;
+
 use crate::Error;
 use crate::config::TransportLink;
 use crate::http::{HttpConn, ResponseHead};
@@ -31,6 +33,7 @@ struct Endpoint {
     prefix: String,
     authorization: String,
     connect_timeout: Duration,
+    tls: Option<TlsConnector>,
     idle: std::sync::Mutex<Vec<HttpConn>>,
 }
 
@@ -58,7 +61,14 @@ impl TunnelClient {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let port = uri.port_u16().unwrap_or(80);
+        let https = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = if https { Some(TlsConnector::from(link.tls.build()?)) } else { None };
+        if https && link.tls.insecure_skip_verify {
+            tracing::warn!(
+                "transport.tls.insecure_skip_verify is ON: the transport's certificate is NOT verified; anyone on the path can read passwords and data"
+            );
+        }
         let host_header = uri.authority().map_or_else(|| host.clone(), |a| a.as_str().to_owned());
         let mut prefix = uri.path().to_owned();
         if !prefix.ends_with('/') {
@@ -77,6 +87,7 @@ impl TunnelClient {
             prefix,
             authorization: format!("Bearer {}", token.expose()),
             connect_timeout: link.connect_timeout,
+            tls,
             idle: std::sync::Mutex::new(Vec::new()),
         })))
     }
@@ -134,9 +145,10 @@ impl TunnelConn {
         for _attempt in 0..2 {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
-                let conn = HttpConn::connect(&ep.host, ep.port, ep.connect_timeout)
-                    .await
-                    .map_err(|e| self.unreachable(&e))?;
+                let conn =
+                    HttpConn::connect(&ep.host, ep.port, ep.connect_timeout, ep.tls.as_ref())
+                        .await
+                        .map_err(|e| self.unreachable(&e))?;
                 self.http = Some(conn);
             }
             let Some(conn) = self.http.as_mut() else { break };

@@ -2,6 +2,7 @@
 //! run in-process on ephemeral ports, and helpers that compare answers field by field.
 
 pub mod answer;
+pub mod certs;
 pub mod cli;
 pub mod nginx;
 pub mod processes;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use common::config::{Secret, load_yaml, serde_duration};
 use common::telemetry::LogConfig;
+use common::tls::ServerTls;
 use serde::Deserialize;
 
 use crate::Error;
@@ -37,6 +38,8 @@ pub struct TransportConfig {
     pub max_request_bytes: usize,
     /// Upstream connection pool and session limits.
     pub pool: PoolConfig,
+    /// Serve HTTPS (certificate, key, optional client CA for mTLS).
+    pub tls: Option<ServerTls>,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
     pub worker_threads: usize,
     /// Logging.
@@ -56,6 +59,7 @@ impl Default for TransportConfig {
             connect_timeout: Duration::from_secs(10),
             max_request_bytes: 64 << 20,
             pool: PoolConfig::default(),
+            tls: None,
             worker_threads: 1,
             log: LogConfig::default(),
         }
@@ -147,6 +151,9 @@ impl TransportConfig {
         }
         if self.heartbeat_interval < Duration::from_millis(100) {
             return invalid("`heartbeat_interval` must be at least 100ms".into());
+        }
+        if let Some(tls) = &self.tls {
+            tls.build()?;
         }
         if self.pool.max_sessions == 0 {
             return invalid("`pool.max_sessions` must be at least 1".into());

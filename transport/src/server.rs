@@ -8,13 +8,18 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::TransportConfig;
 use crate::state::AppState;
 use crate::{api, reaper};
+
+/// Time a client has to complete the TLS handshake.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// How long shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -28,8 +33,12 @@ pub async fn run(
     let (reaper_tx, reaper_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = Arc::new(AppState::new(config, reaper_tx));
     let graceful = GracefulShutdown::new();
+    let tls = match &state.config.tls {
+        Some(tls) => Some(TlsAcceptor::from(tls.build().map_err(std::io::Error::other)?)),
+        None => None,
+    };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
-    info!(addr = %listener.local_addr()?, "transport listening");
+    info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -50,11 +59,20 @@ pub async fn run(
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(api::handle(state, req).await) }
         });
-        let conn =
-            http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let result = match tls {
+                None => serve(TokioIo::new(stream), service, watcher).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => serve(TokioIo::new(stream), service, watcher).await,
+                        Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => return debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+            };
+            if let Err(e) = result {
                 debug!(%peer, error = %e, "http connection ended with an error");
             }
         });
@@ -72,4 +90,20 @@ pub async fn run(
         drop(conn.disconnect().await);
     }
     Ok(())
+}
+
+/// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS.
+async fn serve<IO, S>(
+    io: TokioIo<IO>,
+    service: S,
+    watcher: hyper_util::server::graceful::Watcher,
+) -> hyper::Result<()>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = crate::body::ResponseBody>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    watcher.watch(http1::Builder::new().keep_alive(true).serve_connection(io, service)).await
 }

@@ -8,7 +8,11 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
+
 use super::body::{BodyDecoder, Decoded};
+use super::stream::Stream;
 
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 32;
@@ -29,24 +33,38 @@ pub struct ResponseHead {
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]
 pub struct HttpConn {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
     body: BodyDecoder,
     keep_alive: bool,
 }
 
 impl HttpConn {
-    /// Connects to `host:port` with TCP_NODELAY.
-    pub async fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<Self> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
-            .await
-            .map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("no TCP connection within {}s", timeout.as_secs()),
-                )
-            })??;
-        stream.set_nodelay(true)?;
+    /// Connects to `host:port` with TCP_NODELAY, then TLS when `tls` is given.
+    pub async fn connect(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        tls: Option<&TlsConnector>,
+    ) -> io::Result<Self> {
+        let connect = async {
+            let tcp = TcpStream::connect((host, port)).await?;
+            tcp.set_nodelay(true)?;
+            match tls {
+                None => Ok::<_, io::Error>(Stream::Plain(tcp)),
+                Some(connector) => {
+                    let name = ServerName::try_from(host.to_owned())
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                    Ok(Stream::Tls(Box::new(connector.connect(name, tcp).await?)))
+                }
+            }
+        };
+        let stream = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {}s", timeout.as_secs()),
+            )
+        })??;
         Ok(Self {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),

@@ -3,6 +3,8 @@
 
 mod body;
 mod conn;
+mod stream;
 
 pub use body::{BodyDecoder, Decoded};
 pub use conn::{HttpConn, ResponseHead};
+pub use stream::Stream;
