@@ -163,3 +163,35 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn each_token_has_its_own_session_limit() {
+    within(60, async {
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let transport = format!(
+            "{}pool:\n  max_sessions_per_token: 1\n",
+            e2e::transport_yaml(mysql_port()).replace(
+                &format!("tokens: [{TOKEN}]"),
+                &format!("tokens: [{TOKEN}, other-team-token]")
+            )
+        );
+        let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
+        let other = Tunnel::start_sidecar(
+            &sidecar_yaml(&url, "other-team-token"),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+        let _first = tunnel.connect().await;
+        match Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await {
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1040),
+            other => panic!("expected 1040, got {:?}", other.map(|_| ())),
+        }
+        let mut theirs = Conn::new(opts(other.port(), Some(DATABASE)))
+            .await
+            .expect("another token still has room");
+        let one: Option<u8> = theirs.query_first("SELECT 1").await.expect("query");
+        assert_eq!(one, Some(1));
+    })
+    .await;
+}

@@ -19,6 +19,7 @@ use crate::body::ResponseBody;
 use crate::pool::{PoolKey, Upstream};
 use crate::reaper::Timer;
 use crate::run::CommandRun;
+use crate::session::SessionLimits;
 use crate::state::{AppState, Metrics};
 use crate::{Error, upstream};
 
@@ -33,13 +34,13 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     if route == Route::Health {
         return json(StatusCode::OK, &serde_json::json!({ "status": "ok" }));
     }
-    if !state.tokens.authorize(req.headers()) {
+    let Some(token) = state.tokens.authorize(req.headers()) else {
         Metrics::bump(&state.metrics.unauthorized);
         return error_response(&Error::Unauthorized);
-    }
+    };
     let result = match route {
         Route::Upstreams => Ok(upstreams(&state).await),
-        Route::OpenSession => open_session(&state, req).await,
+        Route::OpenSession => open_session(&state, req, token).await,
         Route::KeepAlive => keep_alive(&state, req).await,
         Route::Command(id) => command(&state, &id, req).await,
         Route::CloseSession(id) => Ok(close_session(&state, &id).await),
@@ -67,6 +68,7 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error>
 async fn open_session(
     state: &AppState,
     req: Request<Incoming>,
+    token: usize,
 ) -> Result<Response<ResponseBody>, Error> {
     let body = read_body(req, MAX_CONTROL_BODY).await?;
     let open: OpenSession = serde_json::from_slice(&body)
@@ -76,7 +78,14 @@ async fn open_session(
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
     let max_sessions = state.config.pool.max_sessions;
-    if state.sessions.len() >= max_sessions {
+    let limits = SessionLimits {
+        total: max_sessions,
+        per_token: state.config.pool.max_sessions_per_token,
+        token,
+    };
+    if state.sessions.len() >= max_sessions
+        || state.sessions.count_for_token(token) >= limits.per_token
+    {
         return Err(Error::TooManySessions(max_sessions));
     }
     let key = PoolKey::of(&open);
@@ -91,7 +100,7 @@ async fn open_session(
     let connection_id = upstream_conn.conn.id();
     let status = upstream_conn.conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
     let server_version = state.server_version(upstream).await?;
-    let session = match state.sessions.insert(key, upstream_conn, max_sessions) {
+    let session = match state.sessions.insert(key, upstream_conn, limits) {
         Ok(s) => s,
         Err((e, conn)) => {
             tokio::spawn(async move { drop(conn.disconnect().await) });

@@ -14,18 +14,20 @@ impl Tokens {
         Self(tokens)
     }
 
-    /// True when the request carries `Authorization: Bearer <one of the tokens>`.
-    pub fn authorize(&self, headers: &HeaderMap) -> bool {
-        let Some(presented) = headers
+    /// The index of the token the request carries as `Authorization: Bearer <token>`, if it
+    /// is one of ours.
+    pub fn authorize(&self, headers: &HeaderMap) -> Option<usize> {
+        let presented = headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-        else {
-            return false;
-        };
+            .and_then(|v| v.strip_prefix("Bearer "))?;
         // Compare against every token without stopping early, so timing says nothing.
-        self.0.iter().fold(false, |found, t| {
-            constant_time_eq(presented.as_bytes(), t.expose().as_bytes()) | found
+        self.0.iter().enumerate().fold(None, |found, (i, t)| {
+            if constant_time_eq(presented.as_bytes(), t.expose().as_bytes()) {
+                Some(i)
+            } else {
+                found
+            }
         })
     }
 }
@@ -55,11 +57,11 @@ mod tests {
     #[test]
     fn accepts_any_configured_token_only() {
         let tokens = Tokens::new(vec![Secret::new("old-token-1"), Secret::new("new-token-2")]);
-        assert!(tokens.authorize(&headers("Bearer old-token-1")));
-        assert!(tokens.authorize(&headers("Bearer new-token-2")));
-        assert!(!tokens.authorize(&headers("Bearer new-token-3")));
-        assert!(!tokens.authorize(&headers("bearer new-token-2")));
-        assert!(!tokens.authorize(&headers("new-token-2")));
-        assert!(!tokens.authorize(&HeaderMap::new()));
+        assert_eq!(tokens.authorize(&headers("Bearer old-token-1")), Some(0));
+        assert_eq!(tokens.authorize(&headers("Bearer new-token-2")), Some(1));
+        assert_eq!(tokens.authorize(&headers("Bearer new-token-3")), None);
+        assert_eq!(tokens.authorize(&headers("bearer new-token-2")), None);
+        assert_eq!(tokens.authorize(&headers("new-token-2")), None);
+        assert_eq!(tokens.authorize(&HeaderMap::new()), None);
     }
 }

@@ -81,6 +81,8 @@ pub struct PoolConfig {
     pub max_lifetime: Duration,
     /// Most sessions open at once (beyond: error 1040, too many connections).
     pub max_sessions: usize,
+    /// Most sessions open at once per token (one token per team or machine caps its share).
+    pub max_sessions_per_token: usize,
 }
 
 impl Default for PoolConfig {
@@ -90,6 +92,7 @@ impl Default for PoolConfig {
             max_idle_per_key: 8,
             max_lifetime: Duration::from_secs(30 * 60),
             max_sessions: 1000,
+            max_sessions_per_token: 1000,
         }
     }
 }

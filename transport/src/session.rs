@@ -23,6 +23,8 @@ pub struct Session {
     pub key: PoolKey,
     /// When the upstream connection was made.
     pub born: Instant,
+    /// Index of the token that opened it.
+    pub token: usize,
     /// The upstream connection; `None` once closed. Held for the whole of a command.
     pub conn: Arc<AsyncMutex<Option<Conn>>>,
     origin: Instant,
@@ -46,6 +48,17 @@ impl Session {
     }
 }
 
+/// Session limits checked when a session is registered.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Most sessions in all.
+    pub total: usize,
+    /// Most sessions per token.
+    pub per_token: usize,
+    /// The token opening this one.
+    pub token: usize,
+}
+
 /// The table of open sessions.
 #[derive(Debug)]
 pub struct SessionTable {
@@ -65,7 +78,7 @@ impl SessionTable {
         &self,
         key: PoolKey,
         upstream: crate::pool::Upstream,
-        max: usize,
+        limits: SessionLimits,
     ) -> Result<Arc<Session>, (Error, Conn)> {
         let crate::pool::Upstream { conn, born } = upstream;
         let id = match new_session_id() {
@@ -73,13 +86,17 @@ impl SessionTable {
             Err(e) => return Err((e, conn)),
         };
         let mut sessions = lock(&self.sessions);
-        if sessions.len() >= max {
-            return Err((Error::TooManySessions(max), conn));
+        if sessions.len() >= limits.total {
+            return Err((Error::TooManySessions(limits.total), conn));
+        }
+        if sessions.values().filter(|s| s.token == limits.token).count() >= limits.per_token {
+            return Err((Error::TooManySessions(limits.per_token), conn));
         }
         let session = Arc::new(Session {
             id: id.clone(),
             key,
             born,
+            token: limits.token,
             conn: Arc::new(AsyncMutex::new(Some(conn))),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
@@ -94,6 +111,11 @@ impl SessionTable {
         let session = lock(&self.sessions).get(id).cloned().ok_or(Error::SessionNotFound)?;
         session.touch();
         Ok(session)
+    }
+
+    /// Sessions opened with token `token`.
+    pub fn count_for_token(&self, token: usize) -> usize {
+        lock(&self.sessions).values().filter(|s| s.token == token).count()
     }
 
     /// True when the session is still in the table.
