@@ -31,11 +31,27 @@ wait_port() {
     done
 }
 
+# make_test_certs DIR: a throwaway CA (DIR/ca.pem) and a server certificate for 127.0.0.1
+# (DIR/server.pem, DIR/server.key) signed by it.
+make_test_certs() {
+    local dir=$1
+    mkdir -p "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3 -subj "/CN=sqltunnel test CA" \
+        -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+        -CAcreateserial -days 3 -extfile "$dir/san.ext" -out "$dir/server.pem" 2>/dev/null
+}
+
 # start_mariadb DIR PORT: a throwaway MariaDB bound to 127.0.0.1:PORT with its data in DIR,
-# a database `tunnel_test` and a user app/app-pw with every privilege.
+# TLS with a throwaway CA (DIR/tls/ca.pem), a database `tunnel_test`, a user app/app-pw with
+# every privilege and a user app_tls/app-tls-pw that must use TLS.
 start_mariadb() {
     local dir=$1 port=$2
     mkdir -p "$dir"
+    make_test_certs "$dir/tls"
     local user_opt=()
     [[ $(id -u) -eq 0 ]] && user_opt=(--user=root)
     mariadb-install-db --no-defaults "${user_opt[@]}" --datadir="$dir/data" --skip-test-db \
@@ -45,7 +61,8 @@ start_mariadb() {
         --port="$port" --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" \
         --log-error="$dir/error.log" --max-allowed-packet=1G --max-connections=2000 --back-log=2000 \
         --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
-        --innodb-flush-log-at-trx-commit=2 --skip-name-resolve &
+        --innodb-flush-log-at-trx-commit=2 --skip-name-resolve \
+        --ssl-ca="$dir/tls/ca.pem" --ssl-cert="$dir/tls/server.pem" --ssl-key="$dir/tls/server.key" &
     echo $! >"$dir/mysqld.launcher.pid"
     local deadline=$((SECONDS + 60))
     until mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1; do
@@ -58,6 +75,8 @@ CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'app-pw';
 CREATE USER IF NOT EXISTS 'app'@'localhost' IDENTIFIED BY 'app-pw';
 GRANT ALL PRIVILEGES ON *.* TO 'app'@'%' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO 'app'@'localhost' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS 'app_tls'@'%' IDENTIFIED BY 'app-tls-pw' REQUIRE SSL;
+GRANT ALL PRIVILEGES ON tunnel_test.* TO 'app_tls'@'%';
 FLUSH PRIVILEGES;
 SQL
 }

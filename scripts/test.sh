@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-ensure_packages mariadb-server mariadb-client nginx python3
+ensure_packages mariadb-server mariadb-client nginx openssl python3
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
@@ -28,7 +28,7 @@ start_mariadb "$WORK/mariadb" "$MYSQL_PORT"
 
 echo "== cargo test"
 set +e
-SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
+SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run, summed over every test binary.

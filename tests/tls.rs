@@ -119,3 +119,48 @@ async fn plain_http_to_an_https_transport_fails_clearly() {
     })
     .await;
 }
+
+/// CA of the test MariaDB's certificate (`SQLTUNNEL_TEST_MYSQL_CA`, set by `scripts/test.sh`).
+fn mysql_ca() -> String {
+    std::env::var("SQLTUNNEL_TEST_MYSQL_CA")
+        .expect("SQLTUNNEL_TEST_MYSQL_CA is not set: run through scripts/test.sh")
+}
+
+/// A tunnel whose local login `app` maps to the upstream user `app_tls` (REQUIRE SSL), with
+/// `upstream_tls` added to the upstream's config.
+async fn tunnel_to_tls_user(upstream_tls: &str) -> Tunnel {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let port = mysql_port();
+    let transport = e2e::transport_yaml(port).replace(
+        &format!("    address: 127.0.0.1:{port}\n"),
+        &format!("    address: 127.0.0.1:{port}\n{upstream_tls}"),
+    );
+    let sidecar = sidecar_yaml(&url, TOKEN).replace(
+        "    upstream: main\n",
+        "    upstream: main\n    upstream_user: app_tls\n    upstream_password: app-tls-pw\n",
+    );
+    Tunnel::start_with(listener, &transport, &sidecar).await
+}
+
+#[tokio::test]
+async fn the_transport_reaches_the_upstream_over_tls_when_configured() {
+    within(60, async {
+        let tunnel =
+            tunnel_to_tls_user(&format!("    tls:\n      ca_file: {}\n", mysql_ca())).await;
+        let mut t = tunnel.connect().await;
+        let cipher: Option<(String, String)> =
+            t.query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'").await.expect("status");
+        let cipher = cipher.map(|(_, v)| v).unwrap_or_default();
+        assert!(!cipher.is_empty(), "the upstream session is encrypted");
+
+        let plain = tunnel_to_tls_user("").await;
+        match Conn::new(opts(plain.sidecar.port(), Some(DATABASE))).await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!(e.code, 1045, "REQUIRE SSL refuses a plain login: {}", e.message)
+            }
+            other => panic!("expected 1045, got {:?}", other.map(|_| ())),
+        }
+    })
+    .await;
+}

@@ -105,6 +105,19 @@ pub struct UpstreamConfig {
     pub name: String,
     /// `host:port` of the MySQL/MariaDB server.
     pub address: String,
+    /// Connect to it over TLS.
+    #[serde(default)]
+    pub tls: Option<UpstreamTls>,
+}
+
+/// TLS to an upstream server.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamTls {
+    /// PEM CA certificates that sign the server's certificate (default: the bundled web roots).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Accept a certificate whose name does not match the address (e.g. an IP address).
+    pub skip_domain_validation: bool,
 }
 
 impl TransportConfig {

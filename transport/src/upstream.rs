@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use common::wire::OpenSession;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder};
+use mysql_async::{Conn, OptsBuilder, SslOpts};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -36,7 +36,13 @@ pub async fn connect(
         .tcp_nodelay(true)
         .stmt_cache_size(0)
         .prefer_socket(false)
-        .client_found_rows(req.client_flags & CLIENT_FOUND_ROWS != 0);
+        .client_found_rows(req.client_flags & CLIENT_FOUND_ROWS != 0)
+        .ssl_opts(upstream.tls.as_ref().map(|tls| {
+            let roots = tls.ca_file.iter().map(|p| p.clone().into()).collect();
+            SslOpts::default()
+                .with_root_certs(roots)
+                .with_danger_skip_domain_validation(tls.skip_domain_validation)
+        }));
     let mut conn = match tokio::time::timeout(timeout, Conn::new(opts)).await {
         Ok(result) => result.map_err(|e| Error::from_mysql(&upstream.name, e))?,
         Err(_) => {
