@@ -164,3 +164,69 @@ async fn the_transport_reaches_the_upstream_over_tls_when_configured() {
     })
     .await;
 }
+
+/// An in-process tunnel whose sidecar offers TLS to its clients with `client_tls`.
+async fn tunnel_with_client_tls(client_tls: &str) -> Tunnel {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let sidecar = format!("{}client_tls:\n{client_tls}", sidecar_yaml(&url, TOKEN));
+    Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await
+}
+
+#[tokio::test]
+async fn clients_can_ask_the_sidecar_for_tls_with_a_generated_certificate() {
+    within(60, async {
+        let tunnel = tunnel_with_client_tls("  enabled: true\n").await;
+        let run = e2e::cli::mariadb_async(
+            tunnel.sidecar.port(),
+            e2e::USER,
+            e2e::PASSWORD,
+            &["--ssl", "-e", "status; SELECT 'over tls'"],
+        )
+        .await;
+        assert!(run.success, "{}", run.stderr);
+        assert!(
+            run.stdout.contains("Cipher in use is"),
+            "the client leg is encrypted: {}",
+            run.stdout
+        );
+        assert!(run.stdout.contains("over tls"));
+        let plain = e2e::cli::mariadb_async(
+            tunnel.sidecar.port(),
+            e2e::USER,
+            e2e::PASSWORD,
+            &["--skip-ssl", "-e", "SELECT 'plain still works'"],
+        )
+        .await;
+        assert!(plain.stdout.contains("plain still works"), "{}", plain.stderr);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_configured_client_leg_certificate_verifies() {
+    within(60, async {
+        let pki = TestPki::new("clientleg");
+        let tunnel = tunnel_with_client_tls(&format!(
+            "  enabled: true\n  cert_file: {}\n  key_file: {}\n",
+            pki.server_cert.display(),
+            pki.server_key.display()
+        ))
+        .await;
+        let ssl = mysql_async::SslOpts::default().with_root_certs(vec![pki.ca.clone().into()]);
+        let mut t = Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE)).ssl_opts(Some(ssl)))
+            .await
+            .expect("verified TLS login");
+        let one: Option<u8> = t.query_first("SELECT 1").await.expect("query");
+        assert_eq!(one, Some(1));
+        let wrong =
+            mysql_async::SslOpts::default().with_root_certs(vec![pki.other_ca.clone().into()]);
+        assert!(
+            Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE)).ssl_opts(Some(wrong)))
+                .await
+                .is_err(),
+            "wrong CA refused"
+        );
+    })
+    .await;
+}

@@ -5,6 +5,7 @@ pub mod config;
 pub mod error;
 pub mod mysql;
 pub mod runtime;
+pub mod stream;
 pub mod telemetry;
 pub mod tls;
 pub mod wheel;

@@ -10,6 +10,7 @@ use common::tls::ClientTls;
 use serde::Deserialize;
 
 use crate::Error;
+use crate::client_tls::ClientLegTls;
 
 /// The whole sidecar configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -29,6 +30,8 @@ pub struct SidecarConfig {
     pub handshake_timeout: Duration,
     /// Largest command packet accepted from a client (bytes).
     pub max_packet: usize,
+    /// TLS for clients that ask for it.
+    pub client_tls: ClientLegTls,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
     pub worker_threads: usize,
     /// Logging.
@@ -44,6 +47,7 @@ impl Default for SidecarConfig {
             heartbeat_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
+            client_tls: ClientLegTls::default(),
             worker_threads: 1,
             log: LogConfig::default(),
         }
@@ -159,6 +163,9 @@ impl SidecarConfig {
             if self.users[..i].iter().any(|o| o.name == u.name) {
                 return invalid(format!("users[{i}]: duplicate name {:?}", u.name));
             }
+        }
+        if self.client_tls.enabled && self.client_tls.cert_file.is_some() {
+            self.client_tls.acceptor()?;
         }
         if self.max_packet < 1024 {
             return invalid("`max_packet` must be at least 1024".into());

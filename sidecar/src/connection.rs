@@ -106,7 +106,8 @@ impl ClientConnection {
             server_version: self.shared.greeting_version().await,
             connection_id: self.connection_id,
             scramble,
-            capabilities: SERVER_CAPABILITIES,
+            capabilities: SERVER_CAPABILITIES
+                | if self.shared.client_tls.is_some() { cap::SSL } else { 0 },
             collation: GREETING_COLLATION,
             status: status::AUTOCOMMIT,
         };
@@ -117,9 +118,16 @@ impl ClientConnection {
             .read_packet()
             .await?
             .ok_or(Error::ClientProtocol("client hung up during login"))?;
-        let hello = parse_client_hello(&packet)?;
+        let mut hello = parse_client_hello(&packet)?;
         if hello.wants_tls {
-            return Err(Error::TlsUnsupported);
+            let acceptor = self.shared.client_tls.clone().ok_or(Error::TlsUnsupported)?;
+            self.io.upgrade_tls(&acceptor).await?;
+            let packet = self
+                .io
+                .read_packet()
+                .await?
+                .ok_or(Error::ClientProtocol("client hung up after TLS"))?;
+            hello = parse_client_hello(&packet)?;
         }
         let capabilities = hello.capabilities & SERVER_CAPABILITIES;
         let mut auth_response = hello.auth_response.clone();

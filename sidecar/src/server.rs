@@ -26,7 +26,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const VERSION_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// State shared by every client connection.
-#[derive(Debug)]
 pub struct Shared {
     /// The configuration.
     pub config: SidecarConfig,
@@ -34,20 +33,30 @@ pub struct Shared {
     pub tunnel: TunnelClient,
     /// Sessions kept alive by heartbeats.
     pub live: LiveSessions,
+    /// TLS for clients that send an SSLRequest, when enabled.
+    pub client_tls: Option<tokio_rustls::TlsAcceptor>,
     versions: Mutex<HashMap<String, String>>,
     version_lookup: tokio::sync::Mutex<()>,
     next_connection_id: AtomicU32,
     affinities: Vec<String>,
 }
 
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("transport", &self.tunnel.url()).finish_non_exhaustive()
+    }
+}
+
 impl Shared {
     /// Shared state for `config`.
     pub fn new(config: SidecarConfig) -> Result<Self, Error> {
         let tunnel = TunnelClient::new(&config.transport)?;
+        let client_tls = config.client_tls.acceptor()?;
         Ok(Self {
             config,
             tunnel,
             live: LiveSessions::default(),
+            client_tls,
             versions: Mutex::new(HashMap::new()),
             version_lookup: tokio::sync::Mutex::new(()),
             next_connection_id: AtomicU32::new(1),

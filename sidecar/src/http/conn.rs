@@ -8,11 +8,13 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use common::stream::MaybeTls;
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::body::{BodyDecoder, Decoded};
-use super::stream::Stream;
+/// The socket: plain TCP for `http://`, TLS for `https://`.
+type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 32;
@@ -51,11 +53,11 @@ impl HttpConn {
             let tcp = TcpStream::connect((host, port)).await?;
             tcp.set_nodelay(true)?;
             match tls {
-                None => Ok::<_, io::Error>(Stream::Plain(tcp)),
+                None => Ok::<_, io::Error>(MaybeTls::Plain(tcp)),
                 Some(connector) => {
                     let name = ServerName::try_from(host.to_owned())
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                    Ok(Stream::Tls(Box::new(connector.connect(name, tcp).await?)))
+                    Ok(MaybeTls::Tls(Box::new(connector.connect(name, tcp).await?)))
                 }
             }
         };

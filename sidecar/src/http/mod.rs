@@ -3,8 +3,6 @@
 
 mod body;
 mod conn;
-mod stream;
 
 pub use body::{BodyDecoder, Decoded};
 pub use conn::{HttpConn, ResponseHead};
-pub use stream::Stream;

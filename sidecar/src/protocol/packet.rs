@@ -2,8 +2,10 @@
 //! and more split and joined, writes buffered and flushed in as few syscalls as possible.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use common::stream::{MaybeTls, Prefixed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
 
 use crate::Error;
 
@@ -12,10 +14,14 @@ pub const MAX_PAYLOAD: usize = 0xff_ffff;
 /// Buffered output is written once it reaches this size.
 const FLUSH_AT: usize = 64 * 1024;
 
+/// The client socket: plain, or TLS after an SSLRequest (over any bytes read ahead).
+type ClientStream = MaybeTls<TcpStream, tokio_rustls::server::TlsStream<Prefixed<TcpStream>>>;
+
 /// A client connection's packet reader and writer.
 #[derive(Debug)]
 pub struct PacketIo {
-    stream: TcpStream,
+    stream: ClientStream,
+    peer: Option<std::net::SocketAddr>,
     rbuf: BytesMut,
     wbuf: BytesMut,
     seq: u8,
@@ -26,12 +32,30 @@ impl PacketIo {
     /// Wraps a client socket; logical packets over `max_packet` bytes are refused.
     pub fn new(stream: TcpStream, max_packet: usize) -> Self {
         Self {
-            stream,
+            peer: stream.peer_addr().ok(),
+            stream: MaybeTls::Plain(stream),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
             seq: 0,
             max_packet,
         }
+    }
+
+    /// Switches the connection to TLS (after the client's SSLRequest). Bytes the client sent
+    /// right behind its request, already buffered, are the start of its TLS handshake.
+    pub async fn upgrade_tls(&mut self, acceptor: &TlsAcceptor) -> Result<(), Error> {
+        let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
+            return Err(Error::ClientProtocol("TLS requested twice"));
+        };
+        let ahead = self.rbuf.split().freeze();
+        let tls = acceptor.accept(Prefixed::new(ahead, tcp)).await?;
+        self.stream = MaybeTls::Tls(Box::new(tls));
+        Ok(())
+    }
+
+    /// True once the connection runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.stream, MaybeTls::Tls(_))
     }
 
     /// Changes the largest logical packet accepted (small during login, larger after).
@@ -139,7 +163,7 @@ impl PacketIo {
 
     /// The peer's address, for logs.
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
-        self.stream.peer_addr().ok()
+        self.peer
     }
 }
 
