@@ -1,6 +1,7 @@
 //! Code shared by the sidecar and the transport: the HTTP wire protocol, the timing wheel,
 //! configuration helpers, telemetry setup and the shared error type.
 
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod mysql;

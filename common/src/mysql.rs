@@ -1,6 +1,25 @@
 //! Named MySQL protocol constants used on both sides: command bytes, capability and status
 //! flags, and the error codes the tunnel itself reports.
 
+/// Writes a MySQL length-encoded integer.
+pub fn put_lenenc_int(buf: &mut impl bytes::BufMut, n: u64) {
+    match n {
+        0..=250 => buf.put_u8(n as u8),
+        251..=0xffff => {
+            buf.put_u8(0xfc);
+            buf.put_u16_le(n as u16);
+        }
+        0x1_0000..=0xff_ffff => {
+            buf.put_u8(0xfd);
+            buf.put_uint_le(n, 3);
+        }
+        _ => {
+            buf.put_u8(0xfe);
+            buf.put_u64_le(n);
+        }
+    }
+}
+
 /// Command bytes (first byte of a command packet).
 pub mod command {
     /// COM_QUIT
@@ -93,4 +112,19 @@ pub mod error_code {
     pub const STATE_COMM: &[u8; 5] = b"08S01";
     /// SQLSTATE of generic errors.
     pub const STATE_GENERAL: &[u8; 5] = b"HY000";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenenc_ints_use_the_right_width() {
+        let mut v = Vec::new();
+        for n in [0u64, 250, 251, 0xffff, 0x1_0000, 0xff_ffff, 0x100_0000] {
+            put_lenenc_int(&mut v, n);
+        }
+        assert_eq!(v.len(), 1 + 1 + 3 + 3 + 4 + 4 + 9);
+        assert_eq!(&v[..5], &[0, 250, 0xfc, 251, 0]);
+    }
 }

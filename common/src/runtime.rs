@@ -46,3 +46,29 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListen
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
 }
+
+/// Accepts the next connection (TCP_NODELAY set), riding out transient accept errors such as
+/// running out of file descriptors; `None` once `shutdown` is cancelled.
+pub async fn accept(
+    listener: &tokio::net::TcpListener,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.cancelled() => return None,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                }
+                return Some((stream, peer));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

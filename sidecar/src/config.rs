@@ -179,6 +179,8 @@ impl SidecarConfig {
     }
 }
 
+common::service_config!(SidecarConfig);
+
 #[cfg(test)]
 mod tests {
     use common::config::parse_yaml;

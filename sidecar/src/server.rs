@@ -135,20 +135,9 @@ pub async fn run(
     tracker.spawn(heartbeat::run(shared.clone(), shutdown.clone()));
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => break,
+        let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {
+            break;
         };
-        if let Err(e) = stream.set_nodelay(true) {
-            debug!(error = %e, "cannot set TCP_NODELAY");
-        }
         let id = shared.next_connection_id();
         let conn = ClientConnection::new(PacketIo::new(stream, max_packet), shared.clone(), id);
         let token = shutdown.clone();

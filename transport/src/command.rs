@@ -2,7 +2,7 @@
 //! frames: column definitions and rows exactly as the upstream sent them, OK/ERR verbatim.
 
 use bytes::BufMut;
-use common::mysql::{command, error_code, status};
+use common::mysql::{command, error_code, put_lenenc_int, status};
 use common::wire::{
     OkInfo, encode_end, encode_err, encode_ok, list_begin, list_finish, list_item_begin,
     list_item_finish,
@@ -215,25 +215,6 @@ fn encode_text_row(sink: &mut FrameSink, row: Row) {
     list_item_finish(buf, item);
 }
 
-/// Writes a MySQL length-encoded integer.
-pub fn put_lenenc_int(buf: &mut impl BufMut, n: u64) {
-    match n {
-        0..=250 => buf.put_u8(n as u8),
-        251..=0xffff => {
-            buf.put_u8(0xfc);
-            buf.put_u16_le(n as u16);
-        }
-        0x1_0000..=0xff_ffff => {
-            buf.put_u8(0xfd);
-            buf.put_uint_le(n, 3);
-        }
-        _ => {
-            buf.put_u8(0xfe);
-            buf.put_u64_le(n);
-        }
-    }
-}
-
 /// The OK fields of an upstream OK packet (`fallback_status` when there is none).
 fn ok_info(ok: Option<&OkPacket<'static>>, fallback_status: u16) -> OkInfo {
     match ok {
@@ -280,14 +261,5 @@ mod tests {
     #[test]
     fn use_statement_quotes_backticks() {
         assert_eq!(use_statement(b"a`b"), b"USE `a``b`".to_vec());
-    }
-
-    #[test]
-    fn lenenc_ints_use_the_right_width() {
-        let mut v = Vec::new();
-        for n in [0u64, 250, 251, 0xffff, 0x1_0000, 0xff_ffff, 0x100_0000] {
-            put_lenenc_int(&mut v, n);
-        }
-        assert_eq!(v.len(), 1 + 1 + 3 + 3 + 4 + 4 + 9);
     }
 }

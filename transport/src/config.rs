@@ -186,6 +186,8 @@ impl TransportConfig {
     }
 }
 
+common::service_config!(TransportConfig);
+
 #[cfg(test)]
 mod tests {
     use common::config::parse_yaml;

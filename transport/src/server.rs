@@ -40,20 +40,9 @@ pub async fn run(
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.cancelled() => break,
+        let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {
+            break;
         };
-        if let Err(e) = stream.set_nodelay(true) {
-            debug!(error = %e, "cannot set TCP_NODELAY");
-        }
         let state = state.clone();
         let service = service_fn(move |req| {
             let state = state.clone();

@@ -2,26 +2,8 @@
 //! (EOF, or OK with a 0xFE header for clients with CLIENT_DEPRECATE_EOF).
 
 use bytes::{BufMut, BytesMut};
+pub use common::mysql::put_lenenc_int;
 use common::wire::OkInfo;
-
-/// Writes a MySQL length-encoded integer.
-pub fn put_lenenc_int(buf: &mut BytesMut, n: u64) {
-    match n {
-        0..=250 => buf.put_u8(n as u8),
-        251..=0xffff => {
-            buf.put_u8(0xfc);
-            buf.put_u16_le(n as u16);
-        }
-        0x1_0000..=0xff_ffff => {
-            buf.put_u8(0xfd);
-            buf.put_uint_le(n, 3);
-        }
-        _ => {
-            buf.put_u8(0xfe);
-            buf.put_u64_le(n);
-        }
-    }
-}
 
 /// OK packet (header 0x00). Like real servers (`net_send_ok`), a non-empty info is written as a
 /// length-encoded string, which is what every client parses.

@@ -1,0 +1,149 @@
+//! The command line both binaries share: `--config` (or `SQLTUNNEL_CONFIG`), `--check`, the
+//! overrides, and the start-up sequence (config, logging, runtime, listener, Ctrl-C).
+
+use std::fmt::Display;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::telemetry::{LogConfig, LogFormat};
+
+/// Command-line options.
+#[derive(Debug, Parser)]
+struct Cli {
+    /// Configuration file (YAML).
+    #[arg(long, env = "SQLTUNNEL_CONFIG")]
+    config: PathBuf,
+    /// Validate the configuration, print what is wrong, and exit.
+    #[arg(long)]
+    check: bool,
+    /// Override `listen`.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Override `log.level`.
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Override `log.format`.
+    #[arg(long, value_parser = ["text", "json"])]
+    log_format: Option<String>,
+}
+
+/// What a binary's configuration offers to the shared start-up.
+pub trait ServiceConfig: Sized {
+    /// Loads and validates a config file.
+    fn load(path: &Path) -> Result<Self, Box<dyn std::error::Error>>;
+    /// The listen address.
+    fn listen(&mut self) -> &mut SocketAddr;
+    /// The log section.
+    fn log(&mut self) -> &mut LogConfig;
+    /// Runtime worker threads.
+    fn worker_threads(&self) -> usize;
+}
+
+/// Implements [`ServiceConfig`] for a config struct with `listen`, `log` and `worker_threads`
+/// fields and an inherent `load(&Path)`.
+#[macro_export]
+macro_rules! service_config {
+    ($config:ty) => {
+        impl $crate::cli::ServiceConfig for $config {
+            fn load(path: &::std::path::Path) -> Result<Self, Box<dyn ::std::error::Error>> {
+                Ok(<$config>::load(path)?)
+            }
+            fn listen(&mut self) -> &mut ::std::net::SocketAddr {
+                &mut self.listen
+            }
+            fn log(&mut self) -> &mut $crate::telemetry::LogConfig {
+                &mut self.log
+            }
+            fn worker_threads(&self) -> usize {
+                self.worker_threads
+            }
+        }
+    };
+}
+
+/// Name, version and one-line description of a binary (from its Cargo metadata).
+#[derive(Debug, Clone, Copy)]
+pub struct Binary {
+    /// Program name.
+    pub name: &'static str,
+    /// Version.
+    pub version: &'static str,
+    /// What it is.
+    pub about: &'static str,
+}
+
+/// Parses the command line and runs `serve` until Ctrl-C or SIGTERM.
+pub fn main<C, F, Fut, E>(bin: Binary, serve: F) -> ExitCode
+where
+    C: ServiceConfig,
+    F: FnOnce(TcpListener, C, CancellationToken) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: Display,
+{
+    let matches = Cli::command().name(bin.name).version(bin.version).about(bin.about).get_matches();
+    let result = Cli::from_arg_matches(&matches)
+        .map_err(|e| e.to_string())
+        .and_then(|cli| start(cli, serve));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}: {e}", bin.name);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start<C, F, Fut, E>(cli: Cli, serve: F) -> Result<(), String>
+where
+    C: ServiceConfig,
+    F: FnOnce(TcpListener, C, CancellationToken) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: Display,
+{
+    let mut config = C::load(&cli.config).map_err(|e| chain(e.as_ref()))?;
+    if cli.check {
+        println!("{}: ok", cli.config.display());
+        return Ok(());
+    }
+    if let Some(listen) = cli.listen {
+        *config.listen() = listen;
+    }
+    if let Some(level) = cli.log_level {
+        config.log().level = level;
+    }
+    if let Some(format) = cli.log_format {
+        config.log().format = if format == "json" { LogFormat::Json } else { LogFormat::Text };
+    }
+    crate::telemetry::init(config.log()).map_err(|e| e.to_string())?;
+    let runtime = crate::runtime::build(config.worker_threads())
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let addr = *config.listen();
+        let listener =
+            crate::runtime::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            crate::runtime::wait_for_signal().await;
+            on_signal.cancel();
+        });
+        serve(listener, config, shutdown).await.map_err(|e| e.to_string())
+    })
+}
+
+/// An error and its causes, joined.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
