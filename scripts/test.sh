@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-ensure_packages mariadb-server mariadb-client nginx openssl python3
+ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java
+command -v javac >/dev/null || ensure_packages default-jdk-headless
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

@@ -117,3 +117,44 @@ async fn many_sessions_run_side_by_side() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn kill_uses_the_handshake_connection_id() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let mut victim = tunnel.connect().await;
+        let mut killer = tunnel.connect().await;
+        let handshake_id = victim.id();
+        let upstream_id: Option<u32> =
+            victim.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        assert_ne!(Some(handshake_id), upstream_id, "ids differ: the sidecar translates KILL");
+        let sleeper = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let result = victim.query_drop("SELECT SLEEP(60)").await;
+            (result, started.elapsed(), victim)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        killer.query_drop(format!("KILL QUERY {handshake_id}")).await.expect("kill query");
+        let (result, elapsed, mut victim) = sleeper.await.expect("sleeper");
+        match result {
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{}", e.message),
+            // MariaDB may also end SLEEP early with result 1 instead of an error.
+            Ok(()) => {}
+            Err(other) => panic!("unexpected {other}"),
+        }
+        assert!(
+            elapsed < std::time::Duration::from_secs(2),
+            "cancelled within a second or so: {elapsed:?}"
+        );
+        let alive: Option<u8> =
+            victim.query_first("SELECT 1").await.expect("KILL QUERY keeps the connection");
+        assert_eq!(alive, Some(1));
+        match killer.query_drop("KILL QUERY 999999").await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!((e.code, e.message.as_str()), (1094, "Unknown thread id: 999999"))
+            }
+            other => panic!("expected 1094, got {other:?}"),
+        }
+    })
+    .await;
+}

@@ -96,6 +96,8 @@ pub mod error_code {
     pub const HANDSHAKE: u16 = 1043;
     /// ER_ACCESS_DENIED_ERROR.
     pub const ACCESS_DENIED: u16 = 1045;
+    /// ER_NO_SUCH_THREAD: unknown thread id (KILL).
+    pub const UNKNOWN_THREAD: u16 = 1094;
     /// ER_UNKNOWN_COM_ERROR: unknown command.
     pub const UNKNOWN_COMMAND: u16 = 1047;
     /// ER_NET_PACKET_TOO_LARGE.

@@ -9,6 +9,7 @@ use common::wire::{OkInfo, OpenSession};
 use tracing::{debug, info, warn};
 
 use crate::Error;
+use crate::kill;
 use crate::protocol::{
     Greeting, PacketIo, Scramble, auth_switch_request, encode_err, encode_ok,
     native_password_matches, parse_client_hello,
@@ -45,6 +46,7 @@ const MAX_LOGIN_PACKET: usize = 64 * 1024;
 /// A logged-in client and its tunnel session.
 struct Session {
     id: String,
+    upstream_connection_id: u32,
     capabilities: u32,
     status: u16,
 }
@@ -81,12 +83,14 @@ impl ClientConnection {
         info!(session = %session.id, "client logged in");
         self.io.set_max_packet(max_packet);
         let gone = self.shared.live.register(&session.id, self.bucket);
+        self.shared.connection_ids.insert(self.connection_id, session.upstream_connection_id);
         let result = tokio::select! {
             result = self.serve(&session) => result,
             // Closing the socket is all a client needs to see its session is lost.
             _ = gone.cancelled() => return,
         };
         self.shared.live.unregister(&session.id);
+        self.shared.connection_ids.remove(self.connection_id);
         match result {
             Ok(()) => debug!(session = %session.id, "client quit"),
             Err(e) => {
@@ -166,7 +170,12 @@ impl ClientConnection {
         encode_ok(&mut buf, &ok);
         self.io.queue_packet(&buf);
         self.io.flush().await?;
-        Ok(Session { id: opened.session_id, capabilities, status: ok.status })
+        Ok(Session {
+            id: opened.session_id,
+            upstream_connection_id: opened.connection_id,
+            capabilities,
+            status: ok.status,
+        })
     }
 
     /// The command loop.
@@ -180,6 +189,9 @@ impl ClientConnection {
             };
             match cmd {
                 command::QUIT => return Ok(()),
+                command::QUERY if kill::parse_kill(&packet[1..]).is_some() => {
+                    status = self.kill(session, &packet[1..], status).await?;
+                }
                 command::QUERY | command::INIT_DB | command::PING | command::FIELD_LIST => {
                     status = self.forward(session, packet, cmd, status).await?;
                 }
@@ -220,6 +232,20 @@ impl ClientConnection {
             }
         };
         relay_answer(&mut self.io, &mut frames, style, status).await
+    }
+
+    /// Runs a `KILL` with the client's connection id translated to the upstream's.
+    async fn kill(&mut self, session: &Session, sql: &[u8], status: u16) -> Result<u16, Error> {
+        let Some(kill) = kill::parse_kill(sql) else { return Ok(status) };
+        let Some(upstream_id) = self.shared.connection_ids.upstream(kill.id) else {
+            let msg = format!("Unknown thread id: {}", kill.id);
+            self.write_error(error_code::UNKNOWN_THREAD, error_code::STATE_GENERAL, msg.as_bytes())
+                .await?;
+            return Ok(status);
+        };
+        let mut packet = vec![command::QUERY];
+        packet.extend_from_slice(&kill.upstream_sql(upstream_id));
+        self.forward(session, Bytes::from(packet), command::QUERY, status).await
     }
 
     async fn write_error(&mut self, code: u16, state: &[u8; 5], msg: &[u8]) -> Result<(), Error> {

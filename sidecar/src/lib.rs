@@ -7,6 +7,7 @@ pub mod connection;
 pub mod error;
 pub mod heartbeat;
 pub mod http;
+pub mod kill;
 pub mod protocol;
 pub mod relay;
 pub mod server;

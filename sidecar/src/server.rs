@@ -15,6 +15,7 @@ use crate::Error;
 use crate::config::SidecarConfig;
 use crate::connection::ClientConnection;
 use crate::heartbeat::{self, LiveSessions};
+use crate::kill::ConnectionIds;
 use crate::protocol::PacketIo;
 use crate::tunnel::TunnelClient;
 
@@ -33,6 +34,8 @@ pub struct Shared {
     pub tunnel: TunnelClient,
     /// Sessions kept alive by heartbeats.
     pub live: LiveSessions,
+    /// Local → upstream connection ids, for `KILL`.
+    pub connection_ids: ConnectionIds,
     /// TLS for clients that send an SSLRequest, when enabled.
     pub client_tls: Option<tokio_rustls::TlsAcceptor>,
     versions: Mutex<HashMap<String, String>>,
@@ -56,6 +59,7 @@ impl Shared {
             config,
             tunnel,
             live: LiveSessions::default(),
+            connection_ids: ConnectionIds::default(),
             client_tls,
             versions: Mutex::new(HashMap::new()),
             version_lookup: tokio::sync::Mutex::new(()),

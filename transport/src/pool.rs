@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use common::mysql::capability;
 use common::wire::OpenSession;
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -18,6 +19,10 @@ use crate::upstream;
 /// A connection parked for less than this is handed out without a ping.
 const TRUST_PARKED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Client flags that change a session; connections differing in them are never shared.
+const SESSION_FLAGS: u32 =
+    capability::FOUND_ROWS | capability::IGNORE_SPACE | capability::INTERACTIVE;
+
 /// What a connection was opened with; only an identical request may reuse it. The password is
 /// kept as a digest, never in clear.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -27,7 +32,8 @@ pub struct PoolKey {
     password_digest: [u8; 20],
     database: Option<String>,
     collation: u8,
-    found_rows: bool,
+    /// Client flags that shape the session (FOUND_ROWS, IGNORE_SPACE, INTERACTIVE).
+    session_flags: u32,
 }
 
 impl PoolKey {
@@ -39,7 +45,7 @@ impl PoolKey {
             password_digest: Sha1::digest(req.password.as_bytes()).into(),
             database: req.database.clone(),
             collation: req.collation,
-            found_rows: req.client_flags & common::mysql::capability::FOUND_ROWS != 0,
+            session_flags: req.client_flags & SESSION_FLAGS,
         }
     }
 }
@@ -182,5 +188,6 @@ async fn reset(conn: &mut Conn, key: &PoolKey) -> mysql_async::Result<()> {
             None => conn.change_user(Default::default()).await?,
         }
     }
+    upstream::apply_session_flags(conn, key.session_flags).await?;
     upstream::apply_collation(conn, key.collation).await
 }

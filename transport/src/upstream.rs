@@ -9,6 +9,8 @@ use mysql_async::{Conn, OptsBuilder, SslOpts};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use common::mysql::capability;
+
 use crate::Error;
 use crate::config::UpstreamConfig;
 
@@ -52,10 +54,30 @@ pub async fn connect(
             });
         }
     };
+    apply_session_flags(&mut conn, req.client_flags)
+        .await
+        .map_err(|e| Error::from_mysql(&upstream.name, e))?;
     apply_collation(&mut conn, req.collation)
         .await
         .map_err(|e| Error::from_mysql(&upstream.name, e))?;
     Ok(conn)
+}
+
+/// Applies what the client's capability flags change in a server session: CLIENT_IGNORE_SPACE
+/// adds IGNORE_SPACE to `sql_mode`, CLIENT_INTERACTIVE makes `wait_timeout` the interactive one.
+/// (`mysql_async` logs in without them; CLIENT_FOUND_ROWS is set at login.)
+pub async fn apply_session_flags(conn: &mut Conn, client_flags: u32) -> mysql_async::Result<()> {
+    let mut sets = Vec::new();
+    if client_flags & capability::IGNORE_SPACE != 0 {
+        sets.push("sql_mode = CONCAT(@@sql_mode, ',IGNORE_SPACE')");
+    }
+    if client_flags & capability::INTERACTIVE != 0 {
+        sets.push("wait_timeout = @@interactive_timeout");
+    }
+    if sets.is_empty() {
+        return Ok(());
+    }
+    conn.query_drop(format!("SET SESSION {}", sets.join(", "))).await
 }
 
 /// Applies the collation from the client's handshake, as a server does at login (nothing to
