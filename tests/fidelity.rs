@@ -158,3 +158,97 @@ async fn kill_uses_the_handshake_connection_id() {
     })
     .await;
 }
+
+/// Session state visible after COM_RESET_CONNECTION, on `conn`.
+async fn state_after_reset(conn: &mut mysql_async::Conn) -> Vec<e2e::Answer> {
+    conn.query_drop("CREATE TABLE IF NOT EXISTS reset_probe (id INT) ENGINE=InnoDB")
+        .await
+        .expect("create");
+    conn.query_drop("SET @v = 1, SESSION sql_mode = 'ANSI'").await.expect("vars");
+    conn.query_drop("CREATE TEMPORARY TABLE reset_tmp (x INT)").await.expect("temp");
+    conn.query_drop("BEGIN").await.expect("begin");
+    conn.query_drop("INSERT INTO reset_probe VALUES (1)").await.expect("insert");
+    assert!(conn.reset().await.expect("COM_RESET_CONNECTION"), "the server side supports it");
+    let mut answers = Vec::new();
+    for sql in [
+        "SELECT @v, @@autocommit, DATABASE(), @@sql_mode, @@character_set_client, @@collation_connection",
+        "SELECT * FROM reset_tmp",
+        "SELECT COUNT(*) FROM reset_probe",
+    ] {
+        answers.push(e2e::answer_of(conn, sql).await);
+    }
+    conn.query_drop("DROP TABLE reset_probe").await.expect("drop");
+    answers
+}
+
+#[tokio::test]
+async fn com_reset_connection_resets_the_upstream_session_as_direct() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let direct_state = state_after_reset(&mut direct().await).await;
+        let tunnel_state = state_after_reset(&mut tunnel.connect().await).await;
+        assert_eq!(direct_state, tunnel_state);
+        assert!(
+            matches!(&tunnel_state[1], e2e::Answer::Err { code: 1146, .. }),
+            "temporary table gone"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn packets_of_16_mib_and_more_cross_in_both_directions() {
+    within(180, async {
+        let tunnel = Tunnel::start().await;
+        let (mut d, mut t) = (direct().await, tunnel.connect().await);
+        // A row payload of exactly 0xFFFFFF bytes (4-byte length prefix + 16,777,211) needs the
+        // empty trailing packet; a larger one spans two packets.
+        for n in [16_777_211u64, 20_000_000] {
+            let sql = format!("SELECT REPEAT('x', {n}) AS big, {n} AS n");
+            let (a, b) = compare_script(&mut d, &mut t, &[&sql]).await;
+            assert_same_answers(&[&sql], &a, &b);
+            let e2e::Answer::Ok { sets, .. } = &b[0] else { panic!("select failed: {:?}", b[0]) };
+            assert_eq!(sets[0].1[0][0].as_ref().map(Vec::len), Some(n as usize));
+        }
+        // Client → server: a COM_QUERY whose payload is exactly 0xFFFFFF bytes, and a bigger one.
+        for len in [16_777_214usize, 17_000_000] {
+            let filler = len - "SELECT LENGTH('')".len();
+            let sql = format!("SELECT LENGTH('{}')", "y".repeat(filler));
+            assert_eq!(sql.len() + 1, len + 1);
+            let (a, b) = compare_script(&mut d, &mut t, &[&sql]).await;
+            assert_eq!(a, b, "answers differ for a {len}-byte query");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn non_utf8_sql_reaches_the_upstream_byte_for_byte() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let mut results = Vec::new();
+        for mut conn in [direct().await, tunnel.connect().await] {
+            conn.query_drop("SET NAMES latin1").await.expect("latin1");
+            conn.query_drop(
+                "CREATE TABLE IF NOT EXISTS latin_probe (v VARCHAR(10) CHARACTER SET latin1)",
+            )
+            .await
+            .expect("create");
+            conn.query_drop("DELETE FROM latin_probe").await.expect("clean");
+            // Byte 0xE9 is "é" in latin1 and not valid UTF-8 on its own.
+            conn.query_drop(&b"INSERT INTO latin_probe VALUES ('caf\xe9')"[..])
+                .await
+                .expect("insert latin1 bytes");
+            let hex: Option<String> =
+                conn.query_first("SELECT HEX(v) FROM latin_probe").await.expect("read");
+            let raw: Option<Vec<u8>> =
+                conn.query_first(&b"SELECT 'd\xe9j\xe0'"[..]).await.expect("select latin1 literal");
+            results.push((hex, raw));
+            conn.query_drop("DROP TABLE latin_probe").await.expect("drop");
+        }
+        assert_eq!(results[0], results[1]);
+        assert_eq!(results[1].0.as_deref(), Some("636166E9"), "stored as latin1 é");
+        assert_eq!(results[1].1.as_deref(), Some(&b"d\xe9j\xe0"[..]));
+    })
+    .await;
+}

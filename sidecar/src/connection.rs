@@ -192,7 +192,11 @@ impl ClientConnection {
                 command::QUERY if kill::parse_kill(&packet[1..]).is_some() => {
                     status = self.kill(session, &packet[1..], status).await?;
                 }
-                command::QUERY | command::INIT_DB | command::PING | command::FIELD_LIST => {
+                command::QUERY
+                | command::INIT_DB
+                | command::PING
+                | command::FIELD_LIST
+                | command::RESET_CONNECTION => {
                     status = self.forward(session, packet, cmd, status).await?;
                 }
                 other => {

@@ -12,6 +12,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
 use mysql_common::packets::{Column, OkPacket};
 
+use crate::pool::PoolKey;
 use crate::sink::{ClientGone, FrameSink};
 
 /// What became of the upstream connection after a command.
@@ -28,6 +29,7 @@ pub async fn execute(
     conn: &mut Conn,
     payload: &[u8],
     sink: &mut FrameSink,
+    key: &PoolKey,
 ) -> Result<Outcome, ClientGone> {
     let Some((&cmd, args)) = payload.split_first() else {
         encode_err(
@@ -49,12 +51,27 @@ pub async fn execute(
             Err(e) => Ok(encode_mysql_error(sink, e)),
         },
         command::FIELD_LIST => field_list(conn, args, sink).await,
+        command::RESET_CONNECTION => match reset_connection(conn, key).await {
+            Ok(()) => {
+                encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
+                Ok(Outcome::Healthy)
+            }
+            Err(e) => Ok(encode_mysql_error(sink, e)),
+        },
         other => {
             let msg = format!("Unknown command 0x{other:02x}");
             encode_err(sink.buf(), error_code::UNKNOWN_COMMAND, b"08S01", msg.as_bytes());
             Ok(Outcome::Healthy)
         }
     }
+}
+
+/// COM_RESET_CONNECTION: the server's reset (transaction, temporary tables, variables), then
+/// what the client's login set up (collation, session flags), as a direct server keeps them.
+async fn reset_connection(conn: &mut Conn, key: &PoolKey) -> mysql_async::Result<()> {
+    conn.reset().await?;
+    crate::upstream::apply_session_flags(conn, key.session_flags()).await?;
+    crate::upstream::apply_collation(conn, key.collation()).await
 }
 
 /// `USE `db`` for COM_INIT_DB, with backticks in the name doubled.

@@ -37,6 +37,16 @@ pub struct PoolKey {
 }
 
 impl PoolKey {
+    /// The session-shaping client flags.
+    pub fn session_flags(&self) -> u32 {
+        self.session_flags
+    }
+
+    /// The login collation.
+    pub fn collation(&self) -> u8 {
+        self.collation
+    }
+
     /// The key of a session request.
     pub fn of(req: &OpenSession) -> Self {
         Self {

@@ -63,7 +63,12 @@ impl CommandRun {
             let mut sink = FrameSink::new(tx.clone());
             let outcome = match lease.guard.as_mut() {
                 Some(conn) => {
-                    with_heartbeats(execute(conn, &payload, &mut sink), &tx, heartbeat).await
+                    with_heartbeats(
+                        execute(conn, &payload, &mut sink, &session.key),
+                        &tx,
+                        heartbeat,
+                    )
+                    .await
                 }
                 None => {
                     let msg =
