@@ -252,3 +252,65 @@ async fn non_utf8_sql_reaches_the_upstream_byte_for_byte() {
     })
     .await;
 }
+
+const MULTI_RESULT_SCRIPT: &[&str] = &[
+    "DROP PROCEDURE IF EXISTS two_sets",
+    "CREATE PROCEDURE two_sets() BEGIN SELECT 1 AS a, 'x' AS b; SELECT 2 AS c UNION SELECT 3; END",
+    "CALL two_sets()",
+    "SELECT 1; SELECT 'second', NULL; DO 1; SELECT 3",
+    "SELECT 1; SELEC 2; SELECT 3",
+    "BEGIN; SELECT 1; COMMIT",
+    "DROP PROCEDURE two_sets",
+];
+
+#[tokio::test]
+async fn multiple_result_sets_match_direct() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let (mut d, mut t) = (direct().await, tunnel.connect().await);
+        let (a, b) = compare_script(&mut d, &mut t, MULTI_RESULT_SCRIPT).await;
+        assert_same_answers(MULTI_RESULT_SCRIPT, &a, &b);
+        let e2e::Answer::Ok { sets, .. } = &b[2] else { panic!("CALL failed: {:?}", b[2]) };
+        assert_eq!(sets.len(), 2, "CALL returned two result sets");
+    })
+    .await;
+}
+
+/// Zeroes the status flags of EOF packets that end column definitions: the tunnel sends the
+/// last status it knows there (see README, known differences); every other byte must match.
+fn without_metadata_eof_status(mut packets: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    for i in 1..packets.len() {
+        let after_definition = packets[i - 1].starts_with(b"\x03def");
+        let p = &mut packets[i];
+        if after_definition && p.first() == Some(&0xfe) && p.len() == 5 {
+            p[3] = 0;
+            p[4] = 0;
+        }
+    }
+    packets
+}
+
+#[tokio::test]
+async fn multiple_result_sets_are_byte_identical_for_clients_without_deprecate_eof() {
+    within(60, async {
+        use e2e::raw::RawClient;
+        let tunnel = Tunnel::start().await;
+        let mut d = RawClient::login(e2e::mysql_port(), e2e::USER, e2e::PASSWORD, e2e::DATABASE).await;
+        let mut t = RawClient::login(tunnel.sidecar.port(), e2e::USER, e2e::PASSWORD, e2e::DATABASE).await;
+        d.command_all(b"\x03DROP PROCEDURE IF EXISTS raw_two_sets").await;
+        d.command_all(b"\x03CREATE PROCEDURE raw_two_sets() BEGIN SELECT 1 AS a, 'x' AS b; SELECT 2 AS c UNION SELECT 3; END").await;
+        for sql in [
+            &b"\x03CALL raw_two_sets()"[..],
+            b"\x03SELECT '', NULL, 1",
+            b"\x03SELECT * FROM information_schema.ENGINES WHERE 1 = 0",
+            b"\x03SELECT 1; SELECT 'two', 2; DO 3",
+            b"\x03SELECT 1; SELEC 2",
+        ] {
+            let direct = without_metadata_eof_status(d.command_all(sql).await);
+            let through = without_metadata_eof_status(t.command_all(sql).await);
+            assert_eq!(direct, through, "packets differ for {:?}", String::from_utf8_lossy(sql));
+        }
+        d.command_all(b"\x03DROP PROCEDURE raw_two_sets").await;
+    })
+    .await;
+}

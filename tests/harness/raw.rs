@@ -5,14 +5,38 @@ use sha1::{Digest, Sha1};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// SERVER_MORE_RESULTS_EXISTS.
+const MORE_RESULTS: u16 = 0x0008;
+
+/// Status flags of an OK packet (lenenc affected rows and insert id come first).
+fn ok_status(p: &[u8]) -> u16 {
+    let skip = |at: usize| match p[at] {
+        0xfc => 3,
+        0xfd => 4,
+        0xfe => 9,
+        _ => 1,
+    };
+    let at = 1 + skip(1);
+    let at = at + skip(at);
+    u16::from_le_bytes([p[at], p[at + 1]])
+}
+
 /// A logged-in raw connection.
 pub struct RawClient {
     stream: TcpStream,
     seq: u8,
 }
 
-/// CLIENT_PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH | CONNECT_WITH_DB | LONG_PASSWORD | TRANSACTIONS.
-const CAPS: u32 = 0x0000_0200 | 0x0000_8000 | 0x0008_0000 | 0x0000_0008 | 0x0000_0001 | 0x0000_2000;
+/// CLIENT_PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH | CONNECT_WITH_DB | LONG_PASSWORD |
+/// TRANSACTIONS | MULTI_STATEMENTS | MULTI_RESULTS — no DEPRECATE_EOF.
+const CAPS: u32 = 0x0000_0200
+    | 0x0000_8000
+    | 0x0008_0000
+    | 0x0000_0008
+    | 0x0000_0001
+    | 0x0000_2000
+    | 0x0001_0000
+    | 0x0002_0000;
 
 impl RawClient {
     /// Connects and logs in with `mysql_native_password`.
@@ -64,6 +88,44 @@ impl RawClient {
         let mut p = vec![0; len];
         self.stream.read_exact(&mut p).await.expect("read payload");
         p
+    }
+
+    /// Sends a command and reads every packet of its answer, all result sets included (this
+    /// client does not set CLIENT_DEPRECATE_EOF: result sets end with EOF packets).
+    pub async fn command_all(&mut self, payload: &[u8]) -> Vec<Vec<u8>> {
+        self.seq = 0;
+        self.write(payload).await;
+        let mut packets = Vec::new();
+        loop {
+            let first = self.read().await;
+            let head = first.first().copied();
+            packets.push(first.clone());
+            let more = match head {
+                Some(0xff) => false,
+                Some(0x00) => ok_status(&first) & MORE_RESULTS != 0,
+                _ => {
+                    let columns = first[0] as usize;
+                    for _ in 0..=columns {
+                        packets.push(self.read().await); // definitions, then their EOF
+                    }
+                    loop {
+                        let p = self.read().await;
+                        let end = p.first() == Some(&0xfe) && p.len() < 9;
+                        let err = p.first() == Some(&0xff);
+                        packets.push(p.clone());
+                        if err {
+                            return packets;
+                        }
+                        if end {
+                            break u16::from_le_bytes([p[3], p[4]]) & MORE_RESULTS != 0;
+                        }
+                    }
+                }
+            };
+            if !more {
+                return packets;
+            }
+        }
     }
 
     /// True when the server has closed the connection (reads end-of-stream within a second,
