@@ -34,6 +34,16 @@ pub mod command {
     pub const STATISTICS: u8 = 0x09;
     /// COM_PING
     pub const PING: u8 = 0x0e;
+    /// COM_STMT_PREPARE
+    pub const STMT_PREPARE: u8 = 0x16;
+    /// COM_STMT_EXECUTE
+    pub const STMT_EXECUTE: u8 = 0x17;
+    /// COM_STMT_SEND_LONG_DATA
+    pub const STMT_SEND_LONG_DATA: u8 = 0x18;
+    /// COM_STMT_CLOSE
+    pub const STMT_CLOSE: u8 = 0x19;
+    /// COM_STMT_RESET
+    pub const STMT_RESET: u8 = 0x1a;
     /// COM_CHANGE_USER
     pub const CHANGE_USER: u8 = 0x11;
     /// COM_RESET_CONNECTION
@@ -100,6 +110,8 @@ pub mod error_code {
     pub const UNKNOWN_THREAD: u16 = 1094;
     /// ER_UNKNOWN_COM_ERROR: unknown command.
     pub const UNKNOWN_COMMAND: u16 = 1047;
+    /// ER_NOT_SUPPORTED_YET.
+    pub const NOT_SUPPORTED_YET: u16 = 1235;
     /// ER_NET_PACKET_TOO_LARGE.
     pub const PACKET_TOO_LARGE: u16 = 1153;
     /// CR_CONNECTION_ERROR-like: the tunnel could not reach the transport or upstream.

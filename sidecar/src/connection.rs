@@ -16,6 +16,7 @@ use crate::protocol::{
 };
 use crate::relay::{ClientStyle, relay_answer};
 use crate::server::Shared;
+use crate::statements::StatementState;
 use crate::tunnel::TunnelConn;
 
 /// Capabilities the sidecar offers.
@@ -54,6 +55,7 @@ struct Session {
 /// A client connection from accept to hang-up.
 pub struct ClientConnection {
     io: PacketIo,
+    statements: StatementState,
     tunnel: TunnelConn,
     shared: Arc<Shared>,
     connection_id: u32,
@@ -67,7 +69,15 @@ impl ClientConnection {
         let host = io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
         let bucket = connection_id as usize % crate::server::AFFINITY_BUCKETS;
         let tunnel = shared.tunnel.connection(shared.affinity(bucket));
-        Self { io, tunnel, shared, connection_id, host, bucket }
+        Self {
+            io,
+            statements: StatementState::default(),
+            tunnel,
+            shared,
+            connection_id,
+            host,
+            bucket,
+        }
     }
 
     /// Serves the connection until the client quits or the connection fails.
@@ -192,12 +202,28 @@ impl ClientConnection {
                 command::QUERY if kill::parse_kill(&packet[1..]).is_some() => {
                     status = self.kill(session, &packet[1..], status).await?;
                 }
+                command::STMT_EXECUTE if self.statements.needs_long_data(&packet) => {
+                    let msg = b"This sqltunnel version does not carry COM_STMT_SEND_LONG_DATA; bind the value directly";
+                    self.write_error(error_code::NOT_SUPPORTED_YET, error_code::STATE_GENERAL, msg)
+                        .await?;
+                }
                 command::QUERY
                 | command::INIT_DB
                 | command::PING
                 | command::FIELD_LIST
-                | command::RESET_CONNECTION => {
+                | command::RESET_CONNECTION
+                | command::STMT_PREPARE
+                | command::STMT_EXECUTE => {
                     status = self.forward(session, packet, cmd, status).await?;
+                }
+                command::STMT_CLOSE => self.statements.close(&packet),
+                command::STMT_SEND_LONG_DATA => self.statements.long_data(&packet),
+                command::STMT_RESET => {
+                    self.statements.reset(&packet);
+                    let mut buf = BytesMut::new();
+                    encode_ok(&mut buf, &OkInfo { status, ..OkInfo::default() });
+                    self.io.queue_packet(&buf);
+                    self.io.flush().await?;
                 }
                 other => {
                     let msg = format!(
@@ -226,7 +252,8 @@ impl ClientConnection {
             deprecate_eof: session.capabilities & cap::DEPRECATE_EOF != 0,
             field_list: cmd == command::FIELD_LIST,
         };
-        let mut frames = match self.tunnel.command(&session.id, &packet).await {
+        let closes = self.statements.take_closes();
+        let mut frames = match self.tunnel.command(&session.id, &packet, &closes).await {
             Ok(frames) => frames,
             Err(e) if e.is_fatal() => return Err(e),
             Err(e) => {

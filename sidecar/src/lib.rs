@@ -11,6 +11,7 @@ pub mod kill;
 pub mod protocol;
 pub mod relay;
 pub mod server;
+pub mod statements;
 pub mod tunnel;
 
 pub use config::SidecarConfig;

@@ -1,7 +1,7 @@
 //! Turns the frames of one answer into MySQL packets for the client: column count and
 //! definitions, rows, terminators (EOF or OK-with-0xFE per CLIENT_DEPRECATE_EOF), OK, ERR.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use common::mysql::status::MORE_RESULTS_EXISTS;
 use common::wire::{Frame, PacketList};
 
@@ -30,12 +30,36 @@ pub async fn relay_answer(
 ) -> Result<u16, Error> {
     let mut scratch = BytesMut::with_capacity(256);
     let mut complete = false;
+    // Definition lists still to come after a prepare's OK (parameters, then columns).
+    let mut prepared_lists = 0;
     while let Some(frame) = frames.next().await? {
-        if complete {
+        let definitions_of_prepare = prepared_lists > 0 && matches!(frame, Frame::Columns(_));
+        if complete && !definitions_of_prepare {
             return Err(Error::StreamBroken("data after the final packet".into()));
         }
         scratch.clear();
         match frame {
+            Frame::Prepared { statement_id, columns, params, warnings } => {
+                scratch.put_u8(0);
+                scratch.put_u32_le(statement_id);
+                scratch.put_u16_le(columns);
+                scratch.put_u16_le(params);
+                scratch.put_u8(0);
+                scratch.put_u16_le(warnings);
+                io.queue_packet(&scratch);
+                prepared_lists = u8::from(columns > 0) + u8::from(params > 0);
+                complete = true;
+            }
+            Frame::Columns(list) if definitions_of_prepare => {
+                prepared_lists -= 1;
+                for def in PacketList::new(list) {
+                    io.queue_packet(&def?);
+                }
+                if !style.deprecate_eof {
+                    encode_eof(&mut scratch, status, 0);
+                    io.queue_packet(&scratch);
+                }
+            }
             Frame::Columns(list) => {
                 let defs: Vec<_> = PacketList::new(list).collect::<Result<_, _>>()?;
                 if !style.field_list {
@@ -80,7 +104,7 @@ pub async fn relay_answer(
             Frame::Heartbeat => {}
         }
     }
-    if !complete {
+    if !complete || prepared_lists > 0 {
         return Err(Error::StreamBroken("the transport's answer ended early".into()));
     }
     io.flush().await?;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::wire::{
-    AFFINITY_HEADER, ApiError, ApiErrorKind, COMMAND_CONTENT_TYPE, DEFAULT_MAX_FRAME,
-    FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer,
-    OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
+    AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
+    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, KeepAlive,
+    KeepAliveAnswer, OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
 };
 
 use tokio_rustls::TlsConnector;
@@ -125,6 +125,7 @@ impl TunnelConn {
         content_type: &str,
         session: Option<&str>,
         body: &[u8],
+        extra_headers: &str,
     ) -> Result<(ResponseHead, &mut HttpConn), Error> {
         let ep = &self.endpoint;
         let mut head = format!(
@@ -138,6 +139,7 @@ impl TunnelConn {
         if let Some(id) = session {
             head.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
         }
+        head.push_str(extra_headers);
         head.push_str("\r\n");
         if self.http.is_none() {
             self.http = ep.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
@@ -208,7 +210,7 @@ impl TunnelConn {
         body: &[u8],
     ) -> Result<T, Error> {
         let url = self.endpoint.url.clone();
-        let (_, conn) = self.send(method, path, JSON_CONTENT_TYPE, None, body).await?;
+        let (_, conn) = self.send(method, path, JSON_CONTENT_TYPE, None, body, "").await?;
         let body = conn
             .body_to_end(MAX_CONTROL_BODY)
             .await
@@ -244,11 +246,18 @@ impl TunnelConn {
         &mut self,
         session: &str,
         payload: &[u8],
+        closes: &[u32],
     ) -> Result<FrameStream<'_>, Error> {
         let url = self.endpoint.url.clone();
         let path = format!("v1/sessions/{session}/command");
+        let extra = if closes.is_empty() {
+            String::new()
+        } else {
+            let ids: Vec<String> = closes.iter().map(u32::to_string).collect();
+            format!("{CLOSE_STATEMENTS_HEADER}: {}\r\n", ids.join(","))
+        };
         let (head, conn) =
-            self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), payload).await?;
+            self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), payload, &extra).await?;
         if head.content_type != FRAMES_CONTENT_TYPE {
             let detail =
                 format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
@@ -264,14 +273,15 @@ impl TunnelConn {
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
     pub async fn close_session(&mut self, session: &str) {
         let path = format!("v1/sessions/{session}");
-        let result = match self.send("DELETE", &path, JSON_CONTENT_TYPE, Some(session), b"").await {
-            Ok((_, conn)) => conn
-                .body_to_end(MAX_CONTROL_BODY)
-                .await
-                .map(drop)
-                .map_err(|e| Error::StreamBroken(e.to_string())),
-            Err(e) => Err(e),
-        };
+        let result =
+            match self.send("DELETE", &path, JSON_CONTENT_TYPE, Some(session), b"", "").await {
+                Ok((_, conn)) => conn
+                    .body_to_end(MAX_CONTROL_BODY)
+                    .await
+                    .map(drop)
+                    .map_err(|e| Error::StreamBroken(e.to_string())),
+                Err(e) => Err(e),
+            };
         if let Err(e) = result {
             tracing::debug!(error = %e, "closing the session failed");
         }

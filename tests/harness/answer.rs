@@ -47,6 +47,65 @@ pub fn column_line(c: &mysql_async::Column) -> String {
     )
 }
 
+/// Prepares `sql`, executes it with `params` (binary protocol) and captures the answer.
+pub async fn exec_answer(conn: &mut Conn, sql: &str, params: Vec<Value>) -> Answer {
+    let stmt = match conn.prep(sql).await {
+        Ok(stmt) => stmt,
+        Err(mysql_async::Error::Server(e)) => {
+            return Answer::Err { code: e.code, state: e.state, message: e.message };
+        }
+        Err(other) => panic!("non-server error preparing {sql:?}: {other}"),
+    };
+    let params = if params.is_empty() {
+        mysql_async::Params::Empty
+    } else {
+        mysql_async::Params::Positional(params)
+    };
+    let answer = match conn.exec_iter(&stmt, params).await {
+        Ok(mut result) => {
+            let columns = result.columns();
+            let rows: Result<Vec<Row>, _> = result.collect().await;
+            match rows {
+                Ok(rows) => {
+                    let meta =
+                        columns.map(|c| c.iter().map(column_line).collect()).unwrap_or_default();
+                    let rows = rows
+                        .into_iter()
+                        .map(|r| {
+                            r.unwrap()
+                                .into_iter()
+                                .map(|v| Some(format!("{v:?}").into_bytes()))
+                                .collect()
+                        })
+                        .collect();
+                    drop(result);
+                    let status = conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
+                    Answer::Ok {
+                        sets: vec![(meta, rows)],
+                        ok: (
+                            conn.affected_rows(),
+                            conn.last_insert_id(),
+                            conn.get_warnings(),
+                            conn.info().into_owned(),
+                            status,
+                        ),
+                    }
+                }
+                Err(mysql_async::Error::Server(e)) => {
+                    Answer::Err { code: e.code, state: e.state, message: e.message }
+                }
+                Err(other) => panic!("non-server error executing {sql:?}: {other}"),
+            }
+        }
+        Err(mysql_async::Error::Server(e)) => {
+            Answer::Err { code: e.code, state: e.state, message: e.message }
+        }
+        Err(other) => panic!("non-server error executing {sql:?}: {other}"),
+    };
+    conn.close(stmt).await.expect("close statement");
+    answer
+}
+
 /// Runs `sql` on `conn` and captures the answer.
 pub async fn answer_of(conn: &mut Conn, sql: &str) -> Answer {
     let server_err = |e: mysql_async::Error| match e {

@@ -18,7 +18,7 @@ use mysql_async::{Conn, OptsBuilder};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use answer::{Answer, answer_of, assert_same_answers, compare_script};
+pub use answer::{Answer, answer_of, assert_same_answers, compare_script, exec_answer};
 
 /// Any free port on loopback.
 const LOOPBACK: SocketAddr =

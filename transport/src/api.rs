@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{
-    FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, OpenSession, Route,
-    SESSION_HEADER, SessionOpened, UpstreamInfo,
+    CLOSE_STATEMENTS_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer,
+    OpenSession, Route, SESSION_HEADER, SessionOpened, UpstreamInfo,
 };
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
@@ -115,6 +115,17 @@ async fn open_session(
     Ok(json(StatusCode::CREATED, &opened))
 }
 
+/// Statement ids listed in `X-Tunnel-Close-Statements` (COM_STMT_CLOSE rides on the next
+/// command instead of costing a round trip of its own).
+fn statements_to_close(headers: &http::HeaderMap) -> Result<Vec<u32>, Error> {
+    let Some(value) = headers.get(CLOSE_STATEMENTS_HEADER) else { return Ok(Vec::new()) };
+    let text = value.to_str().map_err(|_| Error::BadRequest("bad statement list".into()))?;
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().map_err(|_| Error::BadRequest(format!("bad statement id {s:?}"))))
+        .collect()
+}
+
 async fn command(
     state: &AppState,
     id: &str,
@@ -122,9 +133,11 @@ async fn command(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id)?;
     let guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
+    let closes = statements_to_close(req.headers())?;
     let payload = read_body(req, state.config.max_request_bytes).await?;
     Metrics::bump(&state.metrics.commands);
-    let mut run = CommandRun::start(guard, payload, state.config.heartbeat_interval, session);
+    let mut run =
+        CommandRun::start(guard, payload, closes, state.config.heartbeat_interval, session);
     // Run inline until the first chunk: a small answer is then complete and goes out whole.
     let first = std::future::poll_fn(|cx| run.poll_chunk(cx))
         .instrument(debug_span!("command", session = %id))

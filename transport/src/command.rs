@@ -8,11 +8,13 @@ use common::wire::{
     list_item_finish,
 };
 use futures_util::StreamExt;
-use mysql_async::prelude::Queryable;
+use mysql_async::QueryResult;
+use mysql_async::prelude::{Protocol, Queryable};
 use mysql_async::{Conn, Row, Value};
 use mysql_common::packets::{Column, OkPacket};
 
 use crate::pool::PoolKey;
+use crate::session::Session;
 use crate::sink::{ClientGone, FrameSink};
 
 /// What became of the upstream connection after a command.
@@ -29,7 +31,7 @@ pub async fn execute(
     conn: &mut Conn,
     payload: &[u8],
     sink: &mut FrameSink,
-    key: &PoolKey,
+    session: &Session,
 ) -> Result<Outcome, ClientGone> {
     let Some((&cmd, args)) = payload.split_first() else {
         encode_err(
@@ -51,7 +53,9 @@ pub async fn execute(
             Err(e) => Ok(encode_mysql_error(sink, e)),
         },
         command::FIELD_LIST => field_list(conn, args, sink).await,
-        command::RESET_CONNECTION => match reset_connection(conn, key).await {
+        command::STMT_PREPARE => session.statements.prepare(conn, args, sink).await,
+        command::STMT_EXECUTE => session.statements.execute(conn, args, sink).await,
+        command::RESET_CONNECTION => match reset_connection(conn, &session.key).await {
             Ok(()) => {
                 encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
                 Ok(Outcome::Healthy)
@@ -89,10 +93,43 @@ fn use_statement(db: &[u8]) -> Vec<u8> {
 
 /// Runs a text query and streams every result set it produces.
 async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
-    let mut result = match conn.query_iter(sql).await {
+    let result = match conn.query_iter(sql).await {
         Ok(r) => r,
         Err(e) => return Ok(encode_mysql_error(sink, e)),
     };
+    let streamed = stream_sets(result, sink, RowFormat::Text).await?;
+    Ok(finish(conn, sink, streamed))
+}
+
+/// How the rows of a result are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowFormat {
+    /// Text protocol (COM_QUERY): the upstream's bytes.
+    Text,
+    /// Binary protocol (COM_STMT_EXECUTE).
+    Binary,
+}
+
+/// Where streaming a result stopped.
+#[derive(Debug)]
+pub enum Streamed {
+    /// Every set was read; the last one was a row set whose terminator is still to write.
+    Done {
+        /// A row set awaits its `End`.
+        open_row_set: bool,
+        /// Last status flags seen.
+        last_status: u16,
+    },
+    /// An error ended the answer.
+    Failed(Outcome),
+}
+
+/// Streams every result set of `result` as frames.
+pub async fn stream_sets<P: Protocol + Unpin>(
+    mut result: QueryResult<'_, 'static, P>,
+    sink: &mut FrameSink,
+    format: RowFormat,
+) -> Result<Streamed, ClientGone> {
     // A row set's terminator status is known only once the next set (or the end) is read.
     let mut open_row_set = false;
     let mut last_status = status::AUTOCOMMIT;
@@ -104,7 +141,7 @@ async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outc
                 if open_row_set {
                     encode_end(sink.buf(), last_status | status::MORE_RESULTS_EXISTS, 0);
                 }
-                return Ok(encode_mysql_error(sink, e));
+                return Ok(Streamed::Failed(encode_mysql_error(sink, e)));
             }
         };
         let ok = ok_info(set.ok_packet(), last_status);
@@ -118,17 +155,21 @@ async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outc
             encode_ok(sink.buf(), &ok);
             continue;
         }
-        encode_columns(sink, set.columns_ref(), false);
+        let columns = set.columns();
+        encode_columns(sink, &columns, false);
         let mut rows = list_begin(sink.buf(), true);
         while let Some(row) = set.next().await {
             let row = match row {
                 Ok(row) => row,
                 Err(e) => {
                     list_finish(sink.buf(), rows);
-                    return Ok(encode_mysql_error(sink, e));
+                    return Ok(Streamed::Failed(encode_mysql_error(sink, e)));
                 }
             };
-            encode_text_row(sink, row);
+            match format {
+                RowFormat::Text => encode_text_row(sink, row),
+                RowFormat::Binary => crate::binary::encode_row(sink.buf(), row, &columns),
+            }
             if sink.buf().len() >= crate::sink::FLUSH_AT {
                 list_finish(sink.buf(), rows);
                 sink.flush().await?;
@@ -138,12 +179,21 @@ async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outc
         list_finish(sink.buf(), rows);
         open_row_set = true;
     }
-    drop(result);
-    if open_row_set {
-        let ok = ok_info(conn.last_ok_packet(), last_status);
-        encode_end(sink.buf(), ok.status, ok.warnings);
+    Ok(Streamed::Done { open_row_set, last_status })
+}
+
+/// Ends an answer: the last row set's terminator comes from the connection's last OK.
+pub fn finish(conn: &Conn, sink: &mut FrameSink, streamed: Streamed) -> Outcome {
+    match streamed {
+        Streamed::Failed(outcome) => outcome,
+        Streamed::Done { open_row_set, last_status } => {
+            if open_row_set {
+                let ok = ok_info(conn.last_ok_packet(), last_status);
+                encode_end(sink.buf(), ok.status, ok.warnings);
+            }
+            Outcome::Healthy
+        }
     }
-    Ok(Outcome::Healthy)
 }
 
 /// COM_FIELD_LIST: the table's column definitions (what `SELECT * … LIMIT 0` reports).
@@ -173,7 +223,7 @@ async fn field_list(
 }
 
 /// Appends a `Columns` frame; field-list definitions carry an empty default value.
-fn encode_columns(sink: &mut FrameSink, columns: &[Column], field_list: bool) {
+pub fn encode_columns(sink: &mut FrameSink, columns: &[Column], field_list: bool) {
     let buf = sink.buf();
     let mark = list_begin(buf, false);
     for column in columns {
@@ -233,7 +283,7 @@ fn encode_text_row(sink: &mut FrameSink, row: Row) {
 }
 
 /// The OK fields of an upstream OK packet (`fallback_status` when there is none).
-fn ok_info(ok: Option<&OkPacket<'static>>, fallback_status: u16) -> OkInfo {
+pub fn ok_info(ok: Option<&OkPacket<'static>>, fallback_status: u16) -> OkInfo {
     match ok {
         Some(ok) => OkInfo {
             affected_rows: ok.affected_rows(),
@@ -247,7 +297,7 @@ fn ok_info(ok: Option<&OkPacket<'static>>, fallback_status: u16) -> OkInfo {
 }
 
 /// Encodes an upstream error; a non-server error means the connection is broken.
-fn encode_mysql_error(sink: &mut FrameSink, err: mysql_async::Error) -> Outcome {
+pub fn encode_mysql_error(sink: &mut FrameSink, err: mysql_async::Error) -> Outcome {
     match err {
         mysql_async::Error::Server(e) => {
             let mut state = *error_code::STATE_GENERAL;

@@ -3,11 +3,13 @@
 
 pub mod api;
 pub mod auth;
+pub mod binary;
 pub mod body;
 pub mod command;
 pub mod config;
 pub mod error;
 pub mod pool;
+pub mod prepared;
 pub mod reaper;
 pub mod run;
 pub mod server;

@@ -50,10 +50,12 @@ impl Drop for ConnLease {
 }
 
 impl CommandRun {
-    /// Prepares `payload` to run on the leased connection of `session`.
+    /// Prepares `payload` to run on the leased connection of `session`, after closing the
+    /// statements in `closes` (COM_STMT_CLOSE the client sent since its last command).
     pub fn start(
         guard: OwnedMutexGuard<Option<Conn>>,
         payload: Bytes,
+        closes: Vec<u32>,
         heartbeat: Duration,
         session: Arc<Session>,
     ) -> Self {
@@ -63,12 +65,9 @@ impl CommandRun {
             let mut sink = FrameSink::new(tx.clone());
             let outcome = match lease.guard.as_mut() {
                 Some(conn) => {
-                    with_heartbeats(
-                        execute(conn, &payload, &mut sink, &session.key),
-                        &tx,
-                        heartbeat,
-                    )
-                    .await
+                    session.statements.close(conn, &closes).await;
+                    with_heartbeats(execute(conn, &payload, &mut sink, &session), &tx, heartbeat)
+                        .await
                 }
                 None => {
                     let msg =

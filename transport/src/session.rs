@@ -25,6 +25,8 @@ pub struct Session {
     pub born: Instant,
     /// Index of the token that opened it.
     pub token: usize,
+    /// Its prepared statements.
+    pub statements: crate::prepared::Statements,
     /// The upstream connection; `None` once closed. Held for the whole of a command.
     pub conn: Arc<AsyncMutex<Option<Conn>>>,
     origin: Instant,
@@ -97,6 +99,7 @@ impl SessionTable {
             key,
             born,
             token: limits.token,
+            statements: crate::prepared::Statements::default(),
             conn: Arc::new(AsyncMutex::new(Some(conn))),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),

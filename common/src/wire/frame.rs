@@ -13,6 +13,7 @@ const TAG_END: u8 = 3;
 const TAG_OK: u8 = 4;
 const TAG_ERR: u8 = 5;
 const TAG_HEARTBEAT: u8 = 6;
+const TAG_PREPARED: u8 = 7;
 const HEADER_LEN: usize = 5;
 
 /// Default largest frame payload a decoder accepts (a row may be as big as
@@ -61,6 +62,18 @@ pub enum Frame {
     },
     /// Sent while a long command runs so that proxies see traffic; carries nothing.
     Heartbeat,
+    /// COM_STMT_PREPARE succeeded; parameter then column definitions follow as `Columns`
+    /// frames (each only when its count is not zero).
+    Prepared {
+        /// Statement id the client uses.
+        statement_id: u32,
+        /// Result columns.
+        columns: u16,
+        /// Parameters.
+        params: u16,
+        /// Warning count.
+        warnings: u16,
+    },
 }
 
 /// Iterator over a `Columns` or `Rows` payload.
@@ -159,6 +172,21 @@ pub fn encode_err(buf: &mut BytesMut, code: u16, sqlstate: &[u8; 5], message: &[
     buf.put_slice(message);
 }
 
+/// Appends a `Prepared` frame.
+pub fn encode_prepared(
+    buf: &mut BytesMut,
+    statement_id: u32,
+    columns: u16,
+    params: u16,
+    warnings: u16,
+) {
+    header(buf, TAG_PREPARED, 10);
+    buf.put_u32_le(statement_id);
+    buf.put_u16_le(columns);
+    buf.put_u16_le(params);
+    buf.put_u16_le(warnings);
+}
+
 /// Appends a `Heartbeat` frame.
 pub fn encode_heartbeat(buf: &mut BytesMut) {
     header(buf, TAG_HEARTBEAT, 0);
@@ -224,7 +252,13 @@ impl FrameDecoder {
                 Frame::Err { code, sqlstate, message: payload }
             }
             TAG_HEARTBEAT if len == 0 => Frame::Heartbeat,
-            TAG_END | TAG_OK | TAG_ERR | TAG_HEARTBEAT => {
+            TAG_PREPARED if len == 10 => Frame::Prepared {
+                statement_id: payload.get_u32_le(),
+                columns: payload.get_u16_le(),
+                params: payload.get_u16_le(),
+                warnings: payload.get_u16_le(),
+            },
+            TAG_END | TAG_OK | TAG_ERR | TAG_HEARTBEAT | TAG_PREPARED => {
                 return Err(Error::Wire("frame payload has the wrong length for its tag"));
             }
             _ => return Err(Error::Wire("unknown frame tag")),
@@ -277,8 +311,13 @@ mod tests {
         encode_ok(&mut buf, &ok);
         encode_err(&mut buf, 1146, b"42S02", b"Table 't' doesn't exist");
         encode_heartbeat(&mut buf);
+        encode_prepared(&mut buf, 7, 2, 3, 1);
         let frames = decode_all(&buf);
-        assert_eq!(frames.len(), 6);
+        assert_eq!(frames.len(), 7);
+        assert_eq!(
+            frames[6],
+            Frame::Prepared { statement_id: 7, columns: 2, params: 3, warnings: 1 }
+        );
         let Frame::Columns(cols) = &frames[0] else { panic!("columns expected") };
         let cols: Vec<_> = PacketList::new(cols.clone()).map(|r| r.ok()).collect();
         assert_eq!(cols, vec![Some(Bytes::from_static(b"coldef1")), Some(Bytes::new())]);

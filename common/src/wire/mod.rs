@@ -13,7 +13,8 @@ pub use control::{
 };
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, encode_end, encode_err,
-    encode_heartbeat, encode_ok, list_begin, list_finish, list_item_begin, list_item_finish,
+    encode_heartbeat, encode_ok, encode_prepared, list_begin, list_finish, list_item_begin,
+    list_item_finish,
 };
 pub use route::Route;
 
@@ -25,6 +26,8 @@ pub const COMMAND_CONTENT_TYPE: &str = "application/vnd.sqltunnel.command";
 pub const JSON_CONTENT_TYPE: &str = "application/json";
 /// Header carrying the session id on every session request, so both logs can be joined.
 pub const SESSION_HEADER: &str = "x-tunnel-session";
+/// Header listing statement ids (comma-separated) to close before the command runs.
+pub const CLOSE_STATEMENTS_HEADER: &str = "x-tunnel-close-statements";
 /// Header a load balancer may hash on to keep one session on one transport.
 pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
 /// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.
