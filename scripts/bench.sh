@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks, direct connection vs through the tunnel, measured in the same run:
-#   - sysbench oltp_point_select, 1 thread (QPS ratio tunnel/direct)
+#   - sysbench oltp_point_select, 1 thread, text protocol and prepared statements (QPS ratios)
+#   - sysbench oltp_read_only, 1 thread, prepared statements (QPS ratio)
 #   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio tunnel/direct)
 # Each pair runs ROUNDS times (default 3), alternating; medians are printed.
 # Usage: scripts/bench.sh [seconds-per-sysbench-run]
@@ -41,13 +42,13 @@ wait_port "$transport_port"
 wait_port "$sidecar_port"
 
 sb() {
-    local port=$1 mode=$2
-    sysbench oltp_point_select --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=app \
+    local test=$1 port=$2 ps=$3 action=$4
+    sysbench "$test" --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=app \
         --mysql-password=app-pw --mysql-db=tunnel_test --tables=1 --table-size=10000 \
-        --threads=1 --time="$SECONDS_PER_RUN" --db-ps-mode=disable "$mode"
+        --threads=1 --time="$SECONDS_PER_RUN" --db-ps-mode="$ps" "$action"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-qps() { sb "$1" run | awk '/queries:/ { gsub(/\(/, "", $3); print $3 }'; }
+qps() { sb "$1" "$2" "$3" run | awk '/queries:/ { gsub(/\(/, "", $3); print $3 }'; }
 big_select() {
     local port=$1 start end
     start=$(date +%s.%N)
@@ -58,19 +59,27 @@ big_select() {
 }
 
 ensure_packages bc
-sb "$db_port" prepare >/dev/null
+sb oltp_point_select "$db_port" disable prepare >/dev/null
+WORKLOADS=("oltp_point_select disable" "oltp_point_select auto" "oltp_read_only auto")
 for _ in $(seq "$ROUNDS"); do
-    qps "$db_port" >>"$WORK/qps.direct"
-    qps "$sidecar_port" >>"$WORK/qps.tunnel"
+    for i in "${!WORKLOADS[@]}"; do
+        read -r test ps <<<"${WORKLOADS[$i]}"
+        qps "$test" "$db_port" "$ps" >>"$WORK/qps.$i.direct"
+        qps "$test" "$sidecar_port" "$ps" >>"$WORK/qps.$i.tunnel"
+    done
     big_select "$db_port" >>"$WORK/big.direct"
     big_select "$sidecar_port" >>"$WORK/big.tunnel"
 done
 
-qd=$(median <"$WORK/qps.direct"); qt=$(median <"$WORK/qps.tunnel")
 bd=$(median <"$WORK/big.direct"); bt=$(median <"$WORK/big.tunnel")
 echo
-echo "sqltunnel benchmark, $ROUNDS rounds, medians (runs: direct $(paste -sd' ' "$WORK/qps.direct") | tunnel $(paste -sd' ' "$WORK/qps.tunnel"))"
-printf 'oltp_point_select, 1 thread: direct %.0f qps, tunnel %.0f qps, ratio %.2f (target >= 0.5)\n' "$qd" "$qt" "$(echo "$qt / $qd" | bc -l)"
+echo "sqltunnel benchmark, $ROUNDS rounds of ${SECONDS_PER_RUN}s, medians, 1 thread"
+for i in "${!WORKLOADS[@]}"; do
+    read -r test ps <<<"${WORKLOADS[$i]}"
+    qd=$(median <"$WORK/qps.$i.direct"); qt=$(median <"$WORK/qps.$i.tunnel")
+    printf '%-18s ps-mode=%-8s direct %6.0f qps, tunnel %6.0f qps, ratio %.2f   (runs: %s | %s)\n' "$test" "$ps" "$qd" "$qt" \
+        "$(echo "$qt / $qd" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.direct")" "$(paste -sd' ' "$WORK/qps.$i.tunnel")"
+done
 printf '1M-row SELECT:              direct %.2f s,   tunnel %.2f s,   ratio %.2f (target <= 2.0)\n' "$bd" "$bt" "$(echo "$bt / $bd" | bc -l)"
 echo
 echo "== connection set-up (the tunnel's pool reuses parked upstream connections)"
