@@ -77,3 +77,58 @@ async fn statements_are_independent_and_close_without_a_round_trip() {
     })
     .await;
 }
+
+/// PREPARE, SEND_LONG_DATA (two chunks per parameter, no answers), EXECUTE; every packet read.
+async fn long_data_exchange(c: &mut e2e::raw::RawClient) -> Vec<Vec<u8>> {
+    c.write_command(b"\x16SELECT LENGTH(?), MD5(?)").await;
+    let prepared = c.read().await;
+    assert_eq!(prepared[0], 0, "prepare OK: {prepared:?}");
+    let stmt = [prepared[1], prepared[2], prepared[3], prepared[4]];
+    let mut answer = Vec::new();
+    for _ in 0..6 {
+        answer.push(c.read().await); // 2 parameter and 2 column definitions, each list + EOF
+    }
+    for param in [0u8, 1] {
+        for chunk in [&[0xabu8; 40_000][..], b"tail \x00\xff"] {
+            let mut p = vec![0x18];
+            p.extend_from_slice(&stmt);
+            p.extend_from_slice(&[param, 0]);
+            p.extend_from_slice(chunk);
+            c.write_command(&p).await;
+        }
+    }
+    let mut exec = vec![0x17];
+    exec.extend_from_slice(&stmt);
+    exec.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, 0xfc, 0, 0xfc, 0]);
+    c.write_command(&exec).await;
+    for _ in 0..6 {
+        answer.push(c.read().await); // column count, 2 definitions, EOF, the row, EOF
+    }
+    answer
+}
+
+#[tokio::test]
+async fn long_data_rides_with_the_execute() {
+    within(60, async {
+        use e2e::raw::RawClient;
+        let tunnel = Tunnel::start().await;
+        let mut d =
+            RawClient::login(e2e::mysql_port(), e2e::USER, e2e::PASSWORD, e2e::DATABASE).await;
+        let mut t =
+            RawClient::login(tunnel.sidecar.port(), e2e::USER, e2e::PASSWORD, e2e::DATABASE).await;
+        let direct = long_data_exchange(&mut d).await;
+        let through = long_data_exchange(&mut t).await;
+        // The EOF statuses after definitions are the tunnel's last known ones (README).
+        assert_eq!(direct.len(), through.len());
+        for (i, (a, b)) in direct.iter().zip(&through).enumerate() {
+            if a.first() == Some(&0xfe) && a.len() == 5 {
+                continue;
+            }
+            assert_eq!(a, b, "packet {i} differs");
+        }
+        let row = &through[10];
+        let length = u32::from_le_bytes(row[2..6].try_into().expect("LONG"));
+        assert_eq!(length, 40_007, "both chunks of the long data arrived: {row:?}");
+    })
+    .await;
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::{capability as cap, command, error_code, status};
-use common::wire::{OkInfo, OpenSession};
+use common::wire::{OkInfo, OpenSession, encode_long_data};
 use tracing::{debug, info, warn};
 
 use crate::Error;
@@ -202,11 +202,6 @@ impl ClientConnection {
                 command::QUERY if kill::parse_kill(&packet[1..]).is_some() => {
                     status = self.kill(session, &packet[1..], status).await?;
                 }
-                command::STMT_EXECUTE if self.statements.needs_long_data(&packet) => {
-                    let msg = b"This sqltunnel version does not carry COM_STMT_SEND_LONG_DATA; bind the value directly";
-                    self.write_error(error_code::NOT_SUPPORTED_YET, error_code::STATE_GENERAL, msg)
-                        .await?;
-                }
                 command::QUERY
                 | command::INIT_DB
                 | command::PING
@@ -253,15 +248,30 @@ impl ClientConnection {
             field_list: cmd == command::FIELD_LIST,
         };
         let closes = self.statements.take_closes();
-        let mut frames = match self.tunnel.command(&session.id, &packet, &closes).await {
-            Ok(frames) => frames,
-            Err(e) if e.is_fatal() => return Err(e),
-            Err(e) => {
-                let (code, state, msg) = e.to_mysql();
-                self.write_error(code, &state, msg.as_bytes()).await?;
-                return Ok(status);
+        let long_data = if cmd == command::STMT_EXECUTE {
+            self.statements.take_long_data(&packet)
+        } else {
+            None
+        };
+        let body = match &long_data {
+            None => packet,
+            Some(params) => {
+                let mut body = BytesMut::new();
+                encode_long_data(&mut body, params.iter().map(|(p, d)| (*p, d.as_slice())));
+                body.extend_from_slice(&packet);
+                body.freeze()
             }
         };
+        let mut frames =
+            match self.tunnel.command(&session.id, &body, &closes, long_data.is_some()).await {
+                Ok(frames) => frames,
+                Err(e) if e.is_fatal() => return Err(e),
+                Err(e) => {
+                    let (code, state, msg) = e.to_mysql();
+                    self.write_error(code, &state, msg.as_bytes()).await?;
+                    return Ok(status);
+                }
+            };
         relay_answer(&mut self.io, &mut frames, style, status).await
     }
 

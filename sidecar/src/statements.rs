@@ -1,14 +1,14 @@
-//! Client-side bookkeeping of prepared statements: COM_STMT_CLOSE has no answer and rides on
-//! the next request; COM_STMT_SEND_LONG_DATA is not tunnelled yet, so an execute that relies
-//! on it gets a clear error instead of wrong parameters.
+//! Client-side bookkeeping of prepared statements. COM_STMT_CLOSE and COM_STMT_SEND_LONG_DATA
+//! have no answer and cost no round trip: closes ride on the next request, long data on the
+//! execute that uses it.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
 
 /// Per-connection statement state.
 #[derive(Debug, Default)]
 pub struct StatementState {
     pending_closes: Vec<u32>,
-    long_data: HashSet<u32>,
+    long_data: HashMap<u32, BTreeMap<u16, Vec<u8>>>,
 }
 
 /// The statement id at the start of a COM_STMT_* payload (after the command byte).
@@ -25,11 +25,12 @@ impl StatementState {
         }
     }
 
-    /// COM_STMT_SEND_LONG_DATA: remembered, so the next execute of that statement fails clearly.
+    /// COM_STMT_SEND_LONG_DATA: the chunk is appended to the parameter's data.
     pub fn long_data(&mut self, packet: &[u8]) {
-        if let Some(id) = statement_id(packet) {
-            self.long_data.insert(id);
-        }
+        let (Some(id), Some(param)) = (statement_id(packet), packet.get(5..7)) else { return };
+        let param = u16::from_le_bytes([param[0], param[1]]);
+        let data = self.long_data.entry(id).or_default().entry(param).or_default();
+        data.extend_from_slice(&packet[7..]);
     }
 
     /// COM_STMT_RESET: forgets long data sent for the statement.
@@ -39,9 +40,10 @@ impl StatementState {
         }
     }
 
-    /// True when this COM_STMT_EXECUTE needs long data the tunnel did not carry.
-    pub fn needs_long_data(&self, packet: &[u8]) -> bool {
-        statement_id(packet).is_some_and(|id| self.long_data.contains(&id))
+    /// The long data sent for the statement this COM_STMT_EXECUTE runs (consumed: a server
+    /// forgets it after the execute).
+    pub fn take_long_data(&mut self, packet: &[u8]) -> Option<BTreeMap<u16, Vec<u8>>> {
+        statement_id(packet).and_then(|id| self.long_data.remove(&id))
     }
 
     /// Statement ids to close before the next command.
@@ -61,10 +63,14 @@ mod tests {
         s.close(&[0x19, 9, 0, 0, 0]);
         assert_eq!(s.take_closes(), vec![7, 9]);
         assert!(s.take_closes().is_empty());
+        s.long_data(&[0x18, 3, 0, 0, 0, 1, 0, b'a', b'b']);
+        s.long_data(&[0x18, 3, 0, 0, 0, 1, 0, b'c']);
+        let taken = s.take_long_data(&[0x17, 3, 0, 0, 0]).expect("long data");
+        assert_eq!(taken.get(&1).map(Vec::as_slice), Some(&b"abc"[..]));
+        assert!(s.take_long_data(&[0x17, 3, 0, 0, 0]).is_none(), "consumed by the execute");
         s.long_data(&[0x18, 3, 0, 0, 0, 0, 0, b'x']);
-        assert!(s.needs_long_data(&[0x17, 3, 0, 0, 0]));
         s.reset(&[0x1a, 3, 0, 0, 0]);
-        assert!(!s.needs_long_data(&[0x17, 3, 0, 0, 0]));
+        assert!(s.take_long_data(&[0x17, 3, 0, 0, 0]).is_none(), "reset forgets it");
         s.close(&[0x19]);
         assert!(s.take_closes().is_empty(), "truncated packets are ignored");
     }

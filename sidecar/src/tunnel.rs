@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
     DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, KeepAlive,
-    KeepAliveAnswer, OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
+    KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
 };
 
 use tokio_rustls::TlsConnector;
@@ -247,15 +247,18 @@ impl TunnelConn {
         session: &str,
         payload: &[u8],
         closes: &[u32],
+        long_data: bool,
     ) -> Result<FrameStream<'_>, Error> {
         let url = self.endpoint.url.clone();
         let path = format!("v1/sessions/{session}/command");
-        let extra = if closes.is_empty() {
-            String::new()
-        } else {
+        let mut extra = String::new();
+        if !closes.is_empty() {
             let ids: Vec<String> = closes.iter().map(u32::to_string).collect();
-            format!("{CLOSE_STATEMENTS_HEADER}: {}\r\n", ids.join(","))
-        };
+            extra.push_str(&format!("{CLOSE_STATEMENTS_HEADER}: {}\r\n", ids.join(",")));
+        }
+        if long_data {
+            extra.push_str(&format!("{LONG_DATA_HEADER}: 1\r\n"));
+        }
         let (head, conn) =
             self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), payload, &extra).await?;
         if head.content_type != FRAMES_CONTENT_TYPE {

@@ -70,6 +70,12 @@ impl RawClient {
         c
     }
 
+    /// Starts a new command (sequence id 0) and writes its packet.
+    pub async fn write_command(&mut self, payload: &[u8]) {
+        self.seq = 0;
+        self.write(payload).await;
+    }
+
     /// Writes one packet with the current sequence id.
     pub async fn write(&mut self, payload: &[u8]) {
         let mut p = (payload.len() as u32).to_le_bytes();

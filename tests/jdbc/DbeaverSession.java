@@ -82,6 +82,16 @@ public class DbeaverSession {
                 p.setInt(1, 2); p.setString(2, "x");
                 try (ResultSet rs = p.executeQuery()) { line("prepared"); dump(rs, true); }
             }
+            // A BLOB from a stream, as DBeaver's "load from file" does (with server-side prepared
+            // statements Connector/J sends it with COM_STMT_SEND_LONG_DATA).
+            byte[] blob = new byte[60_000];
+            for (int i = 0; i < blob.length; i++) blob[i] = (byte) (i * 31 + 7);
+            try (PreparedStatement p = c.prepareStatement("UPDATE dbeaver_t SET data = ? WHERE id = ?")) {
+                p.setBinaryStream(1, new java.io.ByteArrayInputStream(blob), blob.length);
+                p.setInt(2, 2);
+                line("blob update count " + p.executeUpdate());
+            }
+            query(c, "SELECT LENGTH(data), MD5(data) FROM dbeaver_t WHERE id = 2", true);
             // A transaction and its rollback.
             c.setAutoCommit(false);
             try (Statement s = c.createStatement()) { line("update count " + s.executeUpdate("UPDATE dbeaver_t SET price = 9 WHERE id = 2")); }

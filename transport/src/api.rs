@@ -6,7 +6,8 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::wire::{
     CLOSE_STATEMENTS_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer,
-    OpenSession, Route, SESSION_HEADER, SessionOpened, UpstreamInfo,
+    LONG_DATA_HEADER, OpenSession, Route, SESSION_HEADER, SessionOpened, UpstreamInfo,
+    decode_long_data,
 };
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
@@ -18,7 +19,7 @@ use tracing::{Instrument, debug_span, info, warn};
 use crate::body::ResponseBody;
 use crate::pool::{PoolKey, Upstream};
 use crate::reaper::Timer;
-use crate::run::CommandRun;
+use crate::run::{CommandRun, Extras};
 use crate::session::SessionLimits;
 use crate::state::{AppState, Metrics};
 use crate::{Error, upstream};
@@ -134,10 +135,21 @@ async fn command(
     let session = state.sessions.get(id)?;
     let guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
     let closes = statements_to_close(req.headers())?;
-    let payload = read_body(req, state.config.max_request_bytes).await?;
+    let with_long_data = req.headers().contains_key(LONG_DATA_HEADER);
+    let mut payload = read_body(req, state.config.max_request_bytes).await?;
+    let mut long_data = Vec::new();
+    if with_long_data {
+        (long_data, payload) =
+            decode_long_data(payload).map_err(|e| Error::BadRequest(e.to_string()))?;
+    }
     Metrics::bump(&state.metrics.commands);
-    let mut run =
-        CommandRun::start(guard, payload, closes, state.config.heartbeat_interval, session);
+    let mut run = CommandRun::start(
+        guard,
+        payload,
+        Extras { closes, long_data },
+        state.config.heartbeat_interval,
+        session,
+    );
     // Run inline until the first chunk: a small answer is then complete and goes out whole.
     let first = std::future::poll_fn(|cx| run.poll_chunk(cx))
         .instrument(debug_span!("command", session = %id))

@@ -31,11 +31,13 @@ pub fn statement_id(args: &[u8]) -> Option<u32> {
 }
 
 /// Decodes a COM_STMT_EXECUTE payload for a statement with `params` parameters, using
-/// `bound` when the client did not send the types again.
+/// `bound` when the client did not send the types again. Parameters sent earlier with
+/// COM_STMT_SEND_LONG_DATA (`long_data`) are absent from the packet and taken from there.
 pub fn parse_execute(
     args: &[u8],
     params: usize,
     bound: Option<&[ParamType]>,
+    long_data: &[(u16, bytes::Bytes)],
 ) -> Result<ExecuteRequest, &'static str> {
     let statement_id = statement_id(args).ok_or("execute packet too short")?;
     let mut rest = args.get(9..).ok_or("execute packet too short")?;
@@ -68,6 +70,10 @@ pub fn parse_execute(
     for (i, ty) in in_use.iter().enumerate() {
         if nulls[i / 8] & (1 << (i % 8)) != 0 || ty.0 == ColumnType::MYSQL_TYPE_NULL {
             values.push(Value::NULL);
+            continue;
+        }
+        if let Some((_, data)) = long_data.iter().find(|(p, _)| usize::from(*p) == i) {
+            values.push(Value::Bytes(data.to_vec()));
             continue;
         }
         let value = ValueDeserializer::<BinValue>::deserialize(*ty, &mut buf)
@@ -178,7 +184,7 @@ mod tests {
         p.extend_from_slice(&[0x06, 0, 0x08, 0x80, 0xfd, 0]);
         p.extend_from_slice(&u64::MAX.to_le_bytes());
         p.extend_from_slice(&[2, b'h', b'i']);
-        let req = parse_execute(&p, 3, None).expect("parses");
+        let req = parse_execute(&p, 3, None, &[]).expect("parses");
         assert_eq!(req.statement_id, 7);
         assert_eq!(
             req.values,
@@ -189,9 +195,9 @@ mod tests {
         let mut again = vec![7, 0, 0, 0, 0, 1, 0, 0, 0, 0b001, 0];
         again.extend_from_slice(&9u64.to_le_bytes());
         again.extend_from_slice(&[1, b'x']);
-        let req = parse_execute(&again, 3, Some(&types)).expect("parses");
+        let req = parse_execute(&again, 3, Some(&types), &[]).expect("parses");
         assert_eq!(req.values[1], Value::Int(9), "small unsigned values decode as Int");
-        assert!(parse_execute(&again, 3, None).is_err(), "no types known");
-        assert!(parse_execute(&[1, 2], 1, None).is_err());
+        assert!(parse_execute(&again, 3, None, &[]).is_err(), "no types known");
+        assert!(parse_execute(&[1, 2], 1, None, &[]).is_err());
     }
 }

@@ -32,6 +32,7 @@ pub async fn execute(
     payload: &[u8],
     sink: &mut FrameSink,
     session: &Session,
+    long_data: &[(u16, bytes::Bytes)],
 ) -> Result<Outcome, ClientGone> {
     let Some((&cmd, args)) = payload.split_first() else {
         encode_err(
@@ -54,7 +55,7 @@ pub async fn execute(
         },
         command::FIELD_LIST => field_list(conn, args, sink).await,
         command::STMT_PREPARE => session.statements.prepare(conn, args, sink).await,
-        command::STMT_EXECUTE => session.statements.execute(conn, args, sink).await,
+        command::STMT_EXECUTE => session.statements.execute(conn, args, sink, long_data).await,
         command::RESET_CONNECTION => match reset_connection(conn, &session.key).await {
             Ok(()) => {
                 encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));

@@ -69,6 +69,7 @@ impl Statements {
         conn: &mut Conn,
         args: &[u8],
         sink: &mut FrameSink,
+        long_data: &[(u16, bytes::Bytes)],
     ) -> Result<Outcome, ClientGone> {
         let id = binary::statement_id(args).unwrap_or(0);
         let Some(prepared) = self.lock().get(&id).cloned() else {
@@ -78,14 +79,20 @@ impl Statements {
             return Ok(Outcome::Healthy);
         };
         let params = usize::from(prepared.stmt.num_params());
-        let request = match binary::parse_execute(args, params, prepared.types.as_deref()) {
-            Ok(request) => request,
-            Err(why) => {
-                let msg = format!("Incorrect arguments to mysqld_stmt_execute ({why})");
-                encode_err(sink.buf(), WRONG_ARGUMENTS, error_code::STATE_GENERAL, msg.as_bytes());
-                return Ok(Outcome::Healthy);
-            }
-        };
+        let request =
+            match binary::parse_execute(args, params, prepared.types.as_deref(), long_data) {
+                Ok(request) => request,
+                Err(why) => {
+                    let msg = format!("Incorrect arguments to mysqld_stmt_execute ({why})");
+                    encode_err(
+                        sink.buf(),
+                        WRONG_ARGUMENTS,
+                        error_code::STATE_GENERAL,
+                        msg.as_bytes(),
+                    );
+                    return Ok(Outcome::Healthy);
+                }
+            };
         if let Some(types) = request.types {
             if let Some(p) = self.lock().get_mut(&id) {
                 p.types = Some(types);

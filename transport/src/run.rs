@@ -22,6 +22,15 @@ use crate::sink::{CHANNEL_CHUNKS, FrameSink};
 
 type BoxedRun = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// What rides along with a command.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// Statements the client closed since its last command.
+    pub closes: Vec<u32>,
+    /// COM_STMT_SEND_LONG_DATA for this execute: (parameter, data).
+    pub long_data: Vec<(u16, Bytes)>,
+}
+
 /// The running command and the chunks it has produced so far.
 pub struct CommandRun {
     fut: Option<BoxedRun>,
@@ -51,11 +60,11 @@ impl Drop for ConnLease {
 
 impl CommandRun {
     /// Prepares `payload` to run on the leased connection of `session`, after closing the
-    /// statements in `closes` (COM_STMT_CLOSE the client sent since its last command).
+    /// statements listed in `extras`.
     pub fn start(
         guard: OwnedMutexGuard<Option<Conn>>,
         payload: Bytes,
-        closes: Vec<u32>,
+        extras: Extras,
         heartbeat: Duration,
         session: Arc<Session>,
     ) -> Self {
@@ -65,9 +74,9 @@ impl CommandRun {
             let mut sink = FrameSink::new(tx.clone());
             let outcome = match lease.guard.as_mut() {
                 Some(conn) => {
-                    session.statements.close(conn, &closes).await;
-                    with_heartbeats(execute(conn, &payload, &mut sink, &session), &tx, heartbeat)
-                        .await
+                    session.statements.close(conn, &extras.closes).await;
+                    let run = execute(conn, &payload, &mut sink, &session, &extras.long_data);
+                    with_heartbeats(run, &tx, heartbeat).await
                 }
                 None => {
                     let msg =

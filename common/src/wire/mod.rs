@@ -5,6 +5,7 @@
 
 mod control;
 mod frame;
+mod long_data;
 mod route;
 
 pub use control::{
@@ -16,6 +17,7 @@ pub use frame::{
     encode_heartbeat, encode_ok, encode_prepared, list_begin, list_finish, list_item_begin,
     list_item_finish,
 };
+pub use long_data::{LONG_DATA_HEADER, decode_long_data, encode_long_data};
 pub use route::Route;
 
 /// Content type of a streamed frames body.
