@@ -314,3 +314,35 @@ async fn multiple_result_sets_are_byte_identical_for_clients_without_deprecate_e
     })
     .await;
 }
+
+#[tokio::test]
+async fn com_change_user_switches_login_and_resets_the_session() {
+    within(60, async {
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let sidecar = format!(
+            "{}  - name: reporter\n    password: rep-pw\n    upstream: main\n    upstream_user: app\n    upstream_password: app-pw\n",
+            e2e::sidecar_yaml(&url, e2e::TOKEN)
+        );
+        let tunnel = Tunnel::start_with(listener, &e2e::transport_yaml(e2e::mysql_port()), &sidecar).await;
+        let mut t = tunnel.connect().await;
+        t.query_drop("SET @before = 1").await.expect("set");
+        let old_id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        let wrong = mysql_async::ChangeUserOpts::default().with_user(Some("reporter".into())).with_pass(Some("nope".into()));
+        match t.change_user(wrong).await {
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1045),
+            other => panic!("expected 1045, got {other:?}"),
+        }
+        let opts = mysql_async::ChangeUserOpts::default()
+            .with_user(Some("reporter".into()))
+            .with_pass(Some("rep-pw".into()))
+            .with_db_name(Some("mysql".into()));
+        t.change_user(opts).await.expect("change user");
+        let state: Option<(Option<u32>, Option<String>, u64)> =
+            t.query_first("SELECT @before, DATABASE(), CONNECTION_ID()").await.expect("state");
+        let (before, db, new_id) = state.expect("row");
+        assert_eq!((before, db.as_deref()), (None, Some("mysql")), "a fresh session on the new login's database");
+        assert_ne!(Some(new_id), old_id, "a new upstream session");
+    })
+    .await;
+}

@@ -9,6 +9,7 @@ use common::wire::{OkInfo, OpenSession, encode_long_data};
 use tracing::{debug, info, warn};
 
 use crate::Error;
+use crate::change_user::parse_change_user;
 use crate::kill;
 use crate::protocol::{
     Greeting, PacketIo, Scramble, auth_switch_request, encode_err, encode_ok,
@@ -47,6 +48,7 @@ const MAX_LOGIN_PACKET: usize = 64 * 1024;
 /// A logged-in client and its tunnel session.
 struct Session {
     id: String,
+    collation: u8,
     upstream_connection_id: u32,
     capabilities: u32,
     status: u16,
@@ -85,7 +87,7 @@ impl ClientConnection {
         let max_packet = self.shared.config.max_packet;
         self.io.set_max_packet(MAX_LOGIN_PACKET);
         let login = tokio::time::timeout(self.shared.config.handshake_timeout, self.login()).await;
-        let session = match login {
+        let mut session = match login {
             Ok(Ok(session)) => session,
             Ok(Err(e)) => return self.fail(e).await,
             Err(_) => return self.fail(Error::ClientProtocol("login not completed in time")).await,
@@ -95,7 +97,7 @@ impl ClientConnection {
         let gone = self.shared.live.register(&session.id, self.bucket);
         self.shared.connection_ids.insert(self.connection_id, session.upstream_connection_id);
         let result = tokio::select! {
-            result = self.serve(&session) => result,
+            result = self.serve(&mut session) => result,
             // Closing the socket is all a client needs to see its session is lost.
             _ = gone.cancelled() => return,
         };
@@ -182,6 +184,7 @@ impl ClientConnection {
         self.io.flush().await?;
         Ok(Session {
             id: opened.session_id,
+            collation: hello.collation,
             upstream_connection_id: opened.connection_id,
             capabilities,
             status: ok.status,
@@ -189,7 +192,7 @@ impl ClientConnection {
     }
 
     /// The command loop.
-    async fn serve(&mut self, session: &Session) -> Result<(), Error> {
+    async fn serve(&mut self, session: &mut Session) -> Result<(), Error> {
         let mut status = session.status;
         loop {
             self.io.reset_seq();
@@ -199,6 +202,9 @@ impl ClientConnection {
             };
             match cmd {
                 command::QUIT => return Ok(()),
+                command::CHANGE_USER => {
+                    status = self.change_user(session, &packet[1..], status).await?
+                }
                 command::QUERY if kill::parse_kill(&packet[1..]).is_some() => {
                     status = self.kill(session, &packet[1..], status).await?;
                 }
@@ -273,6 +279,70 @@ impl ClientConnection {
                 }
             };
         relay_answer(&mut self.io, &mut frames, style, status).await
+    }
+
+    /// COM_CHANGE_USER: re-authenticates against `users` (auth switch with a fresh scramble)
+    /// and replaces the tunnel session with one for the new login; a refused login keeps the
+    /// current session, as a server does.
+    async fn change_user(
+        &mut self,
+        session: &mut Session,
+        payload: &[u8],
+        status: u16,
+    ) -> Result<u16, Error> {
+        let request = parse_change_user(payload, session.capabilities)?;
+        let scramble = Scramble::random()?;
+        self.io.queue_packet(&auth_switch_request(&scramble));
+        self.io.flush().await?;
+        let response = self
+            .io
+            .read_packet()
+            .await?
+            .ok_or(Error::ClientProtocol("client hung up during COM_CHANGE_USER"))?;
+        let user = self
+            .shared
+            .config
+            .user(&request.user)
+            .filter(|u| native_password_matches(u.password.expose(), &scramble, &response));
+        let Some(user) = user else {
+            let denied = Error::AccessDenied {
+                user: request.user.clone(),
+                host: self.host.clone(),
+                using_password: !response.is_empty(),
+            };
+            let (code, state, msg) = denied.to_mysql();
+            self.write_error(code, &state, msg.as_bytes()).await?;
+            return Ok(status);
+        };
+        let open = OpenSession {
+            upstream: user.upstream.clone(),
+            user: user.upstream_user().to_owned(),
+            password: user.upstream_password().expose().to_owned(),
+            database: request.database.clone(),
+            client_flags: session.capabilities,
+            collation: request.collation.unwrap_or(session.collation),
+        };
+        let opened = match self.tunnel.open_session(&open).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                let (code, state, msg) = e.to_mysql();
+                self.write_error(code, &state, msg.as_bytes()).await?;
+                return Ok(status);
+            }
+        };
+        self.tunnel.close_session(&session.id).await;
+        self.shared.live.rename(&session.id, &opened.session_id);
+        self.shared.connection_ids.insert(self.connection_id, opened.connection_id);
+        self.statements = StatementState::default();
+        session.id = opened.session_id;
+        session.upstream_connection_id = opened.connection_id;
+        session.collation = open.collation;
+        let ok = OkInfo { status: opened.status | status::AUTOCOMMIT, ..OkInfo::default() };
+        let mut buf = BytesMut::new();
+        encode_ok(&mut buf, &ok);
+        self.io.queue_packet(&buf);
+        self.io.flush().await?;
+        Ok(ok.status)
     }
 
     /// Runs a `KILL` with the client's connection id translated to the upstream's.

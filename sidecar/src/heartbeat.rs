@@ -28,6 +28,14 @@ impl LiveSessions {
         token
     }
 
+    /// Moves a registration (and its token) to a new session id (COM_CHANGE_USER).
+    pub fn rename(&self, old: &str, new: &str) {
+        let mut live = self.lock();
+        if let Some(entry) = live.remove(old) {
+            live.insert(new.to_owned(), entry);
+        }
+    }
+
     /// Forgets a session.
     pub fn unregister(&self, id: &str) {
         self.lock().remove(id);

@@ -1,6 +1,7 @@
 //! sqltunnel sidecar: a local MySQL server that forwards each client command over HTTP to the
 //! transport and relays the answer.
 
+pub mod change_user;
 pub mod client_tls;
 pub mod config;
 pub mod connection;

@@ -1,0 +1,64 @@
+//! COM_CHANGE_USER: the request's fields. The sidecar answers with an auth switch (fresh
+//! scramble), checks the new login against `users`, then replaces the tunnel session.
+
+use bytes::Buf;
+use common::mysql::capability as cap;
+
+use crate::Error;
+
+/// What a COM_CHANGE_USER asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeUser {
+    /// New login name.
+    pub user: String,
+    /// New default database.
+    pub database: Option<String>,
+    /// New collation, when the client sent one.
+    pub collation: Option<u8>,
+}
+
+/// Parses a COM_CHANGE_USER payload (after the command byte).
+pub fn parse_change_user(mut p: &[u8], capabilities: u32) -> Result<ChangeUser, Error> {
+    let bad = Error::ClientProtocol("malformed COM_CHANGE_USER");
+    let user = take_cstr(&mut p).ok_or(bad)?;
+    if capabilities & cap::SECURE_CONNECTION != 0 {
+        let len =
+            usize::from(*p.first().ok_or(Error::ClientProtocol("malformed COM_CHANGE_USER"))?);
+        if p.len() < 1 + len {
+            return Err(Error::ClientProtocol("malformed COM_CHANGE_USER"));
+        }
+        p.advance(1 + len);
+    } else {
+        take_cstr(&mut p).ok_or(Error::ClientProtocol("malformed COM_CHANGE_USER"))?;
+    }
+    let database = take_cstr(&mut p).filter(|d| !d.is_empty());
+    let collation = (p.len() >= 2).then(|| p[0]);
+    Ok(ChangeUser { user, database, collation })
+}
+
+fn take_cstr(p: &mut &[u8]) -> Option<String> {
+    let end = p.iter().position(|&b| b == 0)?;
+    let s = String::from_utf8_lossy(&p[..end]).into_owned();
+    p.advance(end + 1);
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_fields() {
+        let mut p = b"bob\0".to_vec();
+        p.push(20);
+        p.extend_from_slice(&[9; 20]);
+        p.extend_from_slice(b"shop\0\x2d\x00mysql_native_password\0");
+        let c = parse_change_user(&p, cap::SECURE_CONNECTION).expect("parses");
+        assert_eq!(
+            c,
+            ChangeUser { user: "bob".into(), database: Some("shop".into()), collation: Some(45) }
+        );
+        assert!(parse_change_user(b"bob", cap::SECURE_CONNECTION).is_err());
+        assert!(parse_change_user(b"bob\0\x05ab", cap::SECURE_CONNECTION).is_err());
+    }
+}
