@@ -79,17 +79,7 @@ pub async fn exec_answer(conn: &mut Conn, sql: &str, params: Vec<Value>) -> Answ
                         })
                         .collect();
                     drop(result);
-                    let status = conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
-                    Answer::Ok {
-                        sets: vec![(meta, rows)],
-                        ok: (
-                            conn.affected_rows(),
-                            conn.last_insert_id(),
-                            conn.get_warnings(),
-                            conn.info().into_owned(),
-                            status,
-                        ),
-                    }
+                    Answer::Ok { sets: vec![(meta, rows)], ok: ok_fields(conn) }
                 }
                 Err(mysql_async::Error::Server(e)) => {
                     Answer::Err { code: e.code, state: e.state, message: e.message }
@@ -139,17 +129,20 @@ pub async fn answer_of(conn: &mut Conn, sql: &str) -> Answer {
         }
     }
     drop(result);
+    Answer::Ok { sets, ok: ok_fields(conn) }
+}
+
+/// The OK fields a client sees after an answer: affected rows, last insert id, warnings,
+/// info, status flags.
+fn ok_fields(conn: &Conn) -> (u64, Option<u64>, u16, String, u16) {
     let status = conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
-    Answer::Ok {
-        sets,
-        ok: (
-            conn.affected_rows(),
-            conn.last_insert_id(),
-            conn.get_warnings(),
-            conn.info().into_owned(),
-            status,
-        ),
-    }
+    (
+        conn.affected_rows(),
+        conn.last_insert_id(),
+        conn.get_warnings(),
+        conn.info().into_owned(),
+        status,
+    )
 }
 
 fn value_bytes(v: Value) -> Option<Vec<u8>> {
