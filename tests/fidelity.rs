@@ -346,3 +346,46 @@ async fn com_change_user_switches_login_and_resets_the_session() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn client_found_rows_changes_affected_rows_as_direct() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let mut answers = Vec::new();
+        for found_rows in [false, true] {
+            for port in [e2e::mysql_port(), tunnel.sidecar.port()] {
+                let opts = e2e::opts(port, Some(e2e::DATABASE)).client_found_rows(found_rows);
+                let mut c = mysql_async::Conn::new(opts).await.expect("connect");
+                c.query_drop("CREATE TABLE IF NOT EXISTS found_probe (id INT PRIMARY KEY, v INT)")
+                    .await
+                    .expect("create");
+                c.query_drop("REPLACE INTO found_probe VALUES (1, 5)").await.expect("row");
+                c.query_drop("UPDATE found_probe SET v = 5 WHERE id = 1").await.expect("update");
+                answers.push((found_rows, port == e2e::mysql_port(), c.affected_rows()));
+            }
+        }
+        assert_eq!(
+            answers.iter().map(|a| a.2).collect::<Vec<_>>(),
+            vec![0, 0, 1, 1],
+            "{answers:?}"
+        );
+        direct().await.query_drop("DROP TABLE found_probe").await.expect("drop");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_handshake_character_set_is_applied_upstream() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let sql = "SELECT @@character_set_client, @@character_set_results, @@collation_connection, @@max_allowed_packet";
+        for charset in ["latin1", "utf8mb4", "binary"] {
+            let args = [&format!("--default-character-set={charset}")[..], "--batch", "-e", sql];
+            let d = e2e::cli::mariadb_async(e2e::mysql_port(), e2e::USER, e2e::PASSWORD, &args).await;
+            let t = e2e::cli::mariadb_async(tunnel.sidecar.port(), e2e::USER, e2e::PASSWORD, &args).await;
+            assert!(d.success && t.success, "{} {}", d.stderr, t.stderr);
+            assert_eq!(d.stdout, t.stdout, "for {charset}");
+        }
+    })
+    .await;
+}
