@@ -121,3 +121,42 @@ async fn field_list_matches_direct() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn mariadb_admin_status_answers_from_the_upstream() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let status = |port: u16| {
+            tokio::task::spawn_blocking(move || {
+                let out = std::process::Command::new("mariadb-admin")
+                    .args([
+                        "--no-defaults",
+                        "--protocol=TCP",
+                        "-h127.0.0.1",
+                        &format!("-P{port}"),
+                        "-uapp",
+                        "-papp-pw",
+                        "status",
+                    ])
+                    .output()
+                    .expect("mariadb-admin");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+        };
+        let direct = status(mysql_port()).await.expect("direct");
+        let through = status(tunnel.sidecar.port()).await.expect("tunnel");
+        let field = |s: &str, name: &str| -> Option<u64> {
+            s.split("  ")
+                .find_map(|part| part.strip_prefix(&format!("{name}: ")))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        for name in ["Uptime", "Threads", "Questions", "Slow queries", "Opens", "Open tables"] {
+            assert!(field(&through, name).is_some(), "{name} missing from {through:?}");
+        }
+        let (du, tu) =
+            (field(&direct, "Uptime").unwrap_or(0), field(&through, "Uptime").unwrap_or(0));
+        assert!(du.abs_diff(tu) <= 2, "the same server's uptime: {direct} / {through}");
+        assert!(through.contains("Queries per second avg: "), "{through}");
+    })
+    .await;
+}

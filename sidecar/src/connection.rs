@@ -213,6 +213,7 @@ impl ClientConnection {
                 | command::PING
                 | command::FIELD_LIST
                 | command::RESET_CONNECTION
+                | command::STATISTICS
                 | command::STMT_PREPARE
                 | command::STMT_EXECUTE => {
                     status = self.forward(session, packet, cmd, status).await?;
@@ -252,6 +253,7 @@ impl ClientConnection {
         let style = ClientStyle {
             deprecate_eof: session.capabilities & cap::DEPRECATE_EOF != 0,
             field_list: cmd == command::FIELD_LIST,
+            statistics: cmd == command::STATISTICS,
         };
         let closes = self.statements.take_closes();
         let long_data = if cmd == command::STMT_EXECUTE {

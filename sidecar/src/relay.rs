@@ -18,6 +18,8 @@ pub struct ClientStyle {
     pub deprecate_eof: bool,
     /// The command was COM_FIELD_LIST (definitions only, no column count).
     pub field_list: bool,
+    /// The command was COM_STATISTICS (the answer is one bare string packet).
+    pub statistics: bool,
 }
 
 /// Relays one answer. Returns the last status flags seen. An answer that ends before its final
@@ -79,6 +81,7 @@ pub async fn relay_answer(
                 for row in PacketList::new(list) {
                     io.write_packet(&row?).await?;
                 }
+                complete |= style.statistics;
             }
             Frame::End { status: s, warnings } => {
                 status = s;

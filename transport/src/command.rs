@@ -54,6 +54,7 @@ pub async fn execute(
             Err(e) => Ok(encode_mysql_error(sink, e)),
         },
         command::FIELD_LIST => field_list(conn, args, sink).await,
+        command::STATISTICS => statistics(conn, sink).await,
         command::STMT_PREPARE => session.statements.prepare(conn, args, sink).await,
         command::STMT_EXECUTE => session.statements.execute(conn, args, sink, long_data).await,
         command::RESET_CONNECTION => match reset_connection(conn, &session.key).await {
@@ -195,6 +196,38 @@ pub fn finish(conn: &Conn, sink: &mut FrameSink, streamed: Streamed) -> Outcome 
             Outcome::Healthy
         }
     }
+}
+
+/// COM_STATISTICS: the server's status line, built from the upstream's global status in the
+/// server's own format (sent as a one-packet `Rows` frame: the answer is a bare string).
+async fn statistics(conn: &mut Conn, sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
+    let sql = "SHOW GLOBAL STATUS WHERE Variable_name IN \
+               ('Uptime','Threads_connected','Questions','Slow_queries','Opened_tables','Open_tables')";
+    let rows: Vec<(String, u64)> = match conn.query(sql).await {
+        Ok(rows) => rows,
+        Err(e) => return Ok(encode_mysql_error(sink, e)),
+    };
+    let get =
+        |name: &str| rows.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map_or(0, |(_, v)| *v);
+    let uptime = get("Uptime").max(1);
+    let questions = get("Questions");
+    let per_second_milli = questions * 1000 / uptime;
+    let line = format!(
+        "Uptime: {uptime}  Threads: {}  Questions: {questions}  Slow queries: {}  Opens: {}  Open tables: {}  Queries per second avg: {}.{:03}",
+        get("Threads_connected"),
+        get("Slow_queries"),
+        get("Opened_tables"),
+        get("Open_tables"),
+        per_second_milli / 1000,
+        per_second_milli % 1000
+    );
+    let buf = sink.buf();
+    let mark = list_begin(buf, true);
+    let item = list_item_begin(buf);
+    buf.put_slice(line.as_bytes());
+    list_item_finish(buf, item);
+    list_finish(buf, mark);
+    Ok(Outcome::Healthy)
 }
 
 /// COM_FIELD_LIST: the table's column definitions (what `SELECT * … LIMIT 0` reports).
