@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::{capability as cap, command, error_code, status};
-use common::wire::{OkInfo, OpenSession, encode_long_data};
+use common::wire::{OkInfo, encode_long_data};
 use tracing::{debug, info, warn};
 
 use crate::Error;
@@ -167,27 +167,17 @@ impl ClientConnection {
         if !native_password_matches(user.password.expose(), &scramble, &auth_response) {
             return Err(denied());
         }
-        let open = OpenSession {
-            upstream: user.upstream.clone(),
-            user: user.upstream_user().to_owned(),
-            password: user.upstream_password().expose().to_owned(),
-            database: hello.database.clone(),
-            client_flags: capabilities,
-            collation: hello.collation,
-        };
+        let open = user.open_session(hello.database.clone(), capabilities, hello.collation);
         let opened = self.tunnel.open_session(&open).await?;
         self.shared.remember_version(&user.upstream, &opened.server_version);
-        let ok = OkInfo { status: opened.status | status::AUTOCOMMIT, ..OkInfo::default() };
-        let mut buf = BytesMut::new();
-        encode_ok(&mut buf, &ok);
-        self.io.queue_packet(&buf);
-        self.io.flush().await?;
+        let ok_status = opened.status | status::AUTOCOMMIT;
+        self.write_ok(ok_status).await?;
         Ok(Session {
             id: opened.session_id,
             collation: hello.collation,
             upstream_connection_id: opened.connection_id,
             capabilities,
-            status: ok.status,
+            status: ok_status,
         })
     }
 
@@ -222,10 +212,7 @@ impl ClientConnection {
                 command::STMT_SEND_LONG_DATA => self.statements.long_data(&packet),
                 command::STMT_RESET => {
                     self.statements.reset(&packet);
-                    let mut buf = BytesMut::new();
-                    encode_ok(&mut buf, &OkInfo { status, ..OkInfo::default() });
-                    self.io.queue_packet(&buf);
-                    self.io.flush().await?;
+                    self.write_ok(status).await?;
                 }
                 other => {
                     let msg = format!(
@@ -316,14 +303,8 @@ impl ClientConnection {
             self.write_error(code, &state, msg.as_bytes()).await?;
             return Ok(status);
         };
-        let open = OpenSession {
-            upstream: user.upstream.clone(),
-            user: user.upstream_user().to_owned(),
-            password: user.upstream_password().expose().to_owned(),
-            database: request.database.clone(),
-            client_flags: session.capabilities,
-            collation: request.collation.unwrap_or(session.collation),
-        };
+        let collation = request.collation.unwrap_or(session.collation);
+        let open = user.open_session(request.database.clone(), session.capabilities, collation);
         let opened = match self.tunnel.open_session(&open).await {
             Ok(opened) => opened,
             Err(e) => {
@@ -339,12 +320,9 @@ impl ClientConnection {
         session.id = opened.session_id;
         session.upstream_connection_id = opened.connection_id;
         session.collation = open.collation;
-        let ok = OkInfo { status: opened.status | status::AUTOCOMMIT, ..OkInfo::default() };
-        let mut buf = BytesMut::new();
-        encode_ok(&mut buf, &ok);
-        self.io.queue_packet(&buf);
-        self.io.flush().await?;
-        Ok(ok.status)
+        let ok_status = opened.status | status::AUTOCOMMIT;
+        self.write_ok(ok_status).await?;
+        Ok(ok_status)
     }
 
     /// Runs a `KILL` with the client's connection id translated to the upstream's.
@@ -359,6 +337,14 @@ impl ClientConnection {
         let mut packet = vec![command::QUERY];
         packet.extend_from_slice(&kill.upstream_sql(upstream_id));
         self.forward(session, Bytes::from(packet), command::QUERY, status).await
+    }
+
+    /// Sends a plain OK packet with `status`.
+    async fn write_ok(&mut self, status: u16) -> Result<(), Error> {
+        let mut buf = BytesMut::new();
+        encode_ok(&mut buf, &OkInfo { status, ..OkInfo::default() });
+        self.io.queue_packet(&buf);
+        self.io.flush().await
     }
 
     async fn write_error(&mut self, code: u16, state: &[u8; 5], msg: &[u8]) -> Result<(), Error> {

@@ -80,17 +80,23 @@ async fn reset_connection(conn: &mut Conn, key: &PoolKey) -> mysql_async::Result
     crate::upstream::apply_collation(conn, key.collation()).await
 }
 
-/// `USE `db`` for COM_INIT_DB, with backticks in the name doubled.
+/// `USE `db`` for COM_INIT_DB.
 fn use_statement(db: &[u8]) -> Vec<u8> {
-    let mut sql = b"USE `".to_vec();
-    for &b in db {
+    [&b"USE "[..], &quoted_identifier(db)].concat()
+}
+
+/// An identifier in backticks, backticks inside it doubled.
+fn quoted_identifier(name: &[u8]) -> Vec<u8> {
+    let mut quoted = Vec::with_capacity(name.len() + 2);
+    quoted.push(b'`');
+    for &b in name {
         if b == b'`' {
-            sql.push(b'`');
+            quoted.push(b'`');
         }
-        sql.push(b);
+        quoted.push(b);
     }
-    sql.push(b'`');
-    sql
+    quoted.push(b'`');
+    quoted
 }
 
 /// Runs a text query and streams every result set it produces.
@@ -238,7 +244,7 @@ async fn field_list(
 ) -> Result<Outcome, ClientGone> {
     let table = args.split(|&b| b == 0).next().unwrap_or_default();
     let mut sql = b"SELECT * FROM ".to_vec();
-    sql.extend_from_slice(&use_statement(table)[4..]);
+    sql.extend_from_slice(&quoted_identifier(table));
     sql.extend_from_slice(b" LIMIT 0");
     let columns = match conn.query_iter(sql).await {
         Ok(result) => {

@@ -156,12 +156,21 @@ impl Pool {
             return None;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut idle = self.lock();
-        let list = idle.entry(key.clone()).or_default();
-        if list.len() >= self.config.max_idle_per_key {
+        let refused = {
+            let mut idle = self.lock();
+            let list = idle.entry(key.clone()).or_default();
+            if list.len() < self.config.max_idle_per_key {
+                list.push(Idle { upstream, id, parked: Instant::now() });
+                None
+            } else {
+                Some(upstream)
+            }
+        };
+        // Another session filled the key while this one was being reset.
+        if let Some(upstream) = refused {
+            drop(upstream.conn.disconnect().await);
             return None;
         }
-        list.push(Idle { upstream, id, parked: Instant::now() });
         Some((key, id))
     }
 
