@@ -88,3 +88,20 @@ stop_mariadb() {
     [[ -f "$dir/mysqld.launcher.pid" ]] && wait "$(cat "$dir/mysqld.launcher.pid")" 2>/dev/null
     return 0
 }
+
+# install_test_clients DIR
+# Real clients the tests drive, kept under DIR between runs: PyMySQL with cryptography (PyPI)
+# in a virtualenv, and node's mysql2 (npm).
+install_test_clients() {
+    local dir=$1
+    mkdir -p "$dir"
+    if ! "$dir/venv/bin/python" -c 'import pymysql, cryptography' 2>/dev/null; then
+        python3 -m venv "$dir/venv" 2>/dev/null || { ensure_packages python3-venv && python3 -m venv "$dir/venv"; }
+        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check 'PyMySQL>=1.1,<2' 'cryptography>=42'
+    fi
+    if [[ ! -f "$dir/node/node_modules/mysql2/package.json" ]]; then
+        command -v npm >/dev/null || ensure_packages nodejs npm
+        mkdir -p "$dir/node"
+        (cd "$dir/node" && npm install --silent --no-audit --no-fund --no-save 'mysql2@3' >/dev/null)
+    fi
+}

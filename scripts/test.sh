@@ -8,6 +8,9 @@ source scripts/lib.sh
 
 ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java
 command -v javac >/dev/null || ensure_packages default-jdk-headless
+CLIENTS="$PWD/target/test-clients"
+echo "== test clients (PyMySQL, node mysql2) under $CLIENTS"
+install_test_clients "$CLIENTS"
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
@@ -29,6 +32,7 @@ start_mariadb "$WORK/mariadb" "$MYSQL_PORT"
 
 echo "== cargo test"
 set +e
+export SQLTUNNEL_TEST_PYTHON="$CLIENTS/venv/bin/python" SQLTUNNEL_TEST_NODE_MODULES="$CLIENTS/node/node_modules"
 SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e

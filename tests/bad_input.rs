@@ -74,9 +74,14 @@ async fn transport_down_names_the_url() {
         let url = format!("http://127.0.0.1:{}/db-tunnel/", free_port());
         let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
         let (code, msg) = login_error(sidecar.port(), USER, PASSWORD).await;
-        assert_eq!(code, 2003);
+        assert_eq!(code, 1429);
         assert!(msg.contains(&url), "{msg}");
         assert!(msg.contains("cannot reach the sqltunnel transport"), "{msg}");
+        // libmariadb turns a server-sent client-range code (2000-2999) into "Malformed packet":
+        // the mariadb CLI must show the sidecar's own message.
+        let cli =
+            e2e::cli::mariadb_async(sidecar.port(), USER, PASSWORD, &["-e", "SELECT 1"]).await;
+        assert!(cli.stderr.contains("ERROR 1429") && cli.stderr.contains(&url), "{}", cli.stderr);
         shutdown.cancel();
     })
     .await;
@@ -94,7 +99,7 @@ async fn bad_token_is_reported_as_such() {
         )
         .await;
         let (code, msg) = login_error(tunnel.sidecar.port(), USER, PASSWORD).await;
-        assert_eq!(code, 2003);
+        assert_eq!(code, 1429);
         assert!(msg.contains("refused the sidecar's token"), "{msg}");
     })
     .await;
@@ -128,7 +133,7 @@ async fn proxy_html_error_page_becomes_a_clear_error() {
         let url = fake_502_proxy().await;
         let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
         let (code, msg) = login_error(sidecar.port(), USER, PASSWORD).await;
-        assert_eq!(code, 2003);
+        assert_eq!(code, 1429);
         assert!(msg.contains("HTTP 502 Bad Gateway"), "{msg}");
         assert!(msg.contains("not a sqltunnel answer"), "{msg}");
         shutdown.cancel();

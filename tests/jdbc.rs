@@ -1,44 +1,10 @@
 //! MariaDB Connector/J (Debian's libmariadb-java, what DBeaver uses) replays a DBeaver
 //! session; the tunnel's answers must equal the direct connection's, line by line.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use e2e::{Tunnel, mysql_port, within};
 
-const DRIVER: &str = "/usr/share/java/mariadb-java-client.jar";
-
-/// Compiles the Java program once into a temp dir; returns the classpath.
-fn compile() -> String {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("jdbc/DbeaverSession.java");
-    let out = std::env::temp_dir().join(format!("sqltunnel-jdbc-{}", std::process::id()));
-    std::fs::create_dir_all(&out).expect("class dir");
-    let javac = Command::new("javac")
-        .arg("-cp")
-        .arg(DRIVER)
-        .arg("-d")
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .expect("javac (scripts/test.sh installs a JDK)");
-    assert!(javac.status.success(), "javac failed: {}", String::from_utf8_lossy(&javac.stderr));
-    format!("{DRIVER}:{}", out.display())
-}
-
 async fn run(classpath: &str, port: u16, options: &str) -> String {
-    let (cp, opts) = (classpath.to_owned(), options.to_owned());
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("java")
-            .arg("-cp")
-            .arg(cp)
-            .arg("DbeaverSession")
-            .arg(port.to_string())
-            .arg(opts)
-            .output()
-            .expect("java")
-    })
-    .await
-    .expect("java task");
+    let output = e2e::java::run(classpath, "DbeaverSession", &[&port.to_string(), options]).await;
     assert!(
         output.status.success(),
         "the JDBC session failed on port {port}: {}",
@@ -58,7 +24,9 @@ fn without_conn_id(line: &str) -> String {
 #[tokio::test]
 async fn a_dbeaver_like_jdbc_session_matches_direct() {
     within(240, async {
-        let classpath = tokio::task::spawn_blocking(compile).await.expect("compile");
+        let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("DbeaverSession"))
+            .await
+            .expect("compile");
         let tunnel = Tunnel::start().await;
         for options in ["", "useServerPrepStmts=true"] {
             let direct = run(&classpath, mysql_port(), options).await;

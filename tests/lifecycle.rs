@@ -126,7 +126,7 @@ async fn an_expired_session_is_a_lost_connection_and_reconnecting_works() {
         let err = t.query_drop("SELECT 1").await.expect_err("the session expired");
         let text = err.to_string();
         assert!(
-            text.contains("2013")
+            text.contains("1158")
                 || text.to_lowercase().contains("lost")
                 || text.contains("closed")
                 || text.contains("Io"),

@@ -33,7 +33,7 @@ async fn https_tunnel(pki: &TestPki, mtls: bool, sidecar_tls: &str) -> Tunnel {
 async fn login_error(tunnel: &Tunnel) -> String {
     match Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await {
         Err(mysql_async::Error::Server(e)) => {
-            assert_eq!(e.code, 2003);
+            assert_eq!(e.code, 1429);
             e.message
         }
         other => panic!("expected a login error, got {:?}", other.map(|_| ())),
@@ -112,7 +112,7 @@ async fn plain_http_to_an_https_transport_fails_clearly() {
         let url = format!("http://127.0.0.1:{}/", tls.transport.port());
         let sidecar = Tunnel::start_sidecar(&sidecar_yaml(&url, TOKEN), shutdown.clone()).await;
         match Conn::new(opts(sidecar.port(), Some(DATABASE))).await {
-            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 2003, "{}", e.message),
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1429, "{}", e.message),
             other => panic!("expected a login error, got {:?}", other.map(|_| ())),
         }
         shutdown.cancel();

@@ -114,12 +114,12 @@ pub mod error_code {
     pub const NOT_SUPPORTED_YET: u16 = 1235;
     /// ER_NET_PACKET_TOO_LARGE.
     pub const PACKET_TOO_LARGE: u16 = 1153;
-    /// CR_CONNECTION_ERROR-like: the tunnel could not reach the transport or upstream.
-    pub const CONN_HOST_ERROR: u16 = 2003;
-    /// CR_SERVER_GONE_ERROR.
-    pub const SERVER_GONE: u16 = 2006;
-    /// CR_SERVER_LOST.
-    pub const SERVER_LOST: u16 = 2013;
+    /// ER_CONNECT_TO_FOREIGN_DATA_SOURCE: the tunnel could not reach the transport or upstream.
+    /// (Never a client-range code 2000–2999: libmariadb reports a server that sends one as
+    /// "Malformed packet" and drops the message.)
+    pub const CANNOT_REACH: u16 = 1429;
+    /// ER_NET_READ_ERROR: the connection to the upstream or the transport broke.
+    pub const CONNECTION_LOST: u16 = 1158;
     /// SQLSTATE of access errors.
     pub const STATE_ACCESS: &[u8; 5] = b"28000";
     /// SQLSTATE of communication errors.

@@ -1,7 +1,7 @@
 //! Sidecar configuration: YAML schema, defaults in one place, and validation.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::config::{Secret, load_yaml, serde_duration};
@@ -23,6 +23,8 @@ pub struct SidecarConfig {
     pub transport: TransportLink,
     /// Local logins, each mapped to an upstream and its credentials.
     pub users: Vec<UserConfig>,
+    /// Who may log in: `users` entries, and (passthrough) anyone the upstream accepts.
+    pub auth: AuthConfig,
     /// How often live sessions are reported to the transport.
     #[serde(with = "serde_duration")]
     pub heartbeat_interval: Duration,
@@ -45,6 +47,7 @@ impl Default for SidecarConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 3306)),
             transport: TransportLink::default(),
             users: Vec::new(),
+            auth: AuthConfig::default(),
             heartbeat_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
@@ -85,6 +88,30 @@ impl Default for TransportLink {
             tls: ClientTls::default(),
         }
     }
+}
+
+/// The `auth` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `passthrough` or `users`; default: `passthrough` when `users` is empty, else `users`.
+    pub mode: Option<AuthMode>,
+    /// Upstream for passed-through logins (default: the transport's only upstream).
+    pub upstream: Option<String>,
+    /// Accept `mysql_clear_password` (only over TLS or from loopback).
+    pub clear_password: bool,
+    /// PKCS#8 PEM RSA private key for `caching_sha2_password`; default: generated at start.
+    pub rsa_key_file: Option<PathBuf>,
+}
+
+/// How logins are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// `users` entries use them; everyone else logs in with their own database credentials.
+    Passthrough,
+    /// Only `users` entries may log in.
+    Users,
 }
 
 /// A local login.
@@ -171,8 +198,13 @@ impl SidecarConfig {
         if self.transport.token.is_none() {
             return invalid("transport.token (or token_env / token_file) is required".into());
         }
-        if self.users.is_empty() {
-            return invalid("`users` must list at least one login".into());
+        if self.users.is_empty() && !self.passthrough() {
+            return invalid(
+                "auth.mode is `users` but `users` lists no login (list some, or use auth.mode: passthrough)".into(),
+            );
+        }
+        if let Some(path) = &self.auth.rsa_key_file {
+            crate::rsa_key::RsaKey::load(path)?;
         }
         for (i, u) in self.users.iter().enumerate() {
             if u.name.is_empty() || u.upstream.is_empty() {
@@ -189,6 +221,22 @@ impl SidecarConfig {
             return invalid("`max_packet` must be at least 1024".into());
         }
         Ok(())
+    }
+
+    /// True when users without an entry log in with their own database credentials.
+    pub fn passthrough(&self) -> bool {
+        let default = if self.users.is_empty() { AuthMode::Passthrough } else { AuthMode::Users };
+        self.auth.mode.unwrap_or(default) == AuthMode::Passthrough
+    }
+
+    /// The upstream passed-through logins go to (empty: the transport's only one).
+    pub fn passthrough_upstream(&self) -> &str {
+        self.auth.upstream.as_deref().unwrap_or("")
+    }
+
+    /// The upstream whose version the greeting announces.
+    pub fn default_upstream(&self) -> &str {
+        self.users.first().map_or(self.passthrough_upstream(), |u| u.upstream.as_str())
     }
 
     /// The login with this name.
@@ -215,6 +263,23 @@ mod tests {
         assert_eq!(u.upstream_user(), "app");
         assert_eq!(u.upstream_password().expose(), "app-pw");
         assert_eq!(c.heartbeat_interval, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn auth_mode_defaults_follow_users() {
+        let c: SidecarConfig = parse_yaml(MINIMAL).expect("parses");
+        assert!(!c.passthrough());
+        let without_users = MINIMAL.split("users:").next().unwrap_or_default();
+        let c: SidecarConfig = parse_yaml(without_users).expect("parses");
+        assert!(c.passthrough() && c.validate().is_ok());
+        let c: SidecarConfig =
+            parse_yaml(&format!("{without_users}auth:\n  mode: users\n")).expect("parses");
+        assert!(c.validate().is_err());
+        let both = format!("{MINIMAL}auth:\n  mode: passthrough\n  upstream: other\n");
+        let c: SidecarConfig = parse_yaml(&both).expect("parses");
+        assert!(c.passthrough());
+        assert_eq!(c.passthrough_upstream(), "other");
+        assert_eq!(c.default_upstream(), "main");
     }
 
     #[test]

@@ -11,9 +11,10 @@ use tracing::{debug, info, warn};
 use crate::Error;
 use crate::change_user::parse_change_user;
 use crate::kill;
+use crate::login::{Answer, Authenticator};
 use crate::protocol::{
-    Greeting, PacketIo, Scramble, auth_switch_request, encode_err, encode_ok,
-    native_password_matches, parse_client_hello,
+    CACHING_SHA2_PASSWORD, Greeting, NATIVE_PASSWORD, PacketIo, Scramble, encode_err, encode_ok,
+    parse_client_hello,
 };
 use crate::relay::{ClientStyle, relay_answer};
 use crate::server::Shared;
@@ -126,6 +127,11 @@ impl ClientConnection {
                 | if self.shared.client_tls.is_some() { cap::SSL } else { 0 },
             collation: GREETING_COLLATION,
             status: status::AUTOCOMMIT,
+            plugin: if self.shared.config.passthrough() {
+                CACHING_SHA2_PASSWORD
+            } else {
+                NATIVE_PASSWORD
+            },
         };
         self.io.queue_packet(&greeting.encode());
         self.io.flush().await?;
@@ -146,30 +152,17 @@ impl ClientConnection {
             hello = parse_client_hello(&packet)?;
         }
         let capabilities = hello.capabilities & SERVER_CAPABILITIES;
-        let mut auth_response = hello.auth_response.clone();
-        let native = hello.plugin.as_deref().is_none_or(|p| p == "mysql_native_password");
-        if !native {
-            self.io.queue_packet(&auth_switch_request(&scramble));
-            self.io.flush().await?;
-            auth_response = self
-                .io
-                .read_packet()
-                .await?
-                .ok_or(Error::ClientProtocol("client hung up during auth switch"))?
-                .to_vec();
-        }
-        let denied = || Error::AccessDenied {
-            user: hello.user.clone(),
-            host: self.host.clone(),
-            using_password: !auth_response.is_empty(),
-        };
-        let user = self.shared.config.user(&hello.user).ok_or_else(denied)?;
-        if !native_password_matches(user.password.expose(), &scramble, &auth_response) {
-            return Err(denied());
-        }
-        let open = user.open_session(hello.database.clone(), capabilities, hello.collation);
+        let first = Answer { plugin: hello.plugin.as_deref(), response: &hello.auth_response };
+        let identity =
+            self.authenticator(scramble, capabilities).run(&hello.user, Some(first)).await?;
+        let open = identity.open_session(
+            &self.shared,
+            hello.database.clone(),
+            capabilities,
+            hello.collation,
+        );
         let opened = self.tunnel.open_session(&open).await?;
-        self.shared.remember_version(&user.upstream, &opened.server_version);
+        self.shared.remember_version(&open.upstream, &opened.server_version);
         let ok_status = opened.status | status::AUTOCOMMIT;
         self.write_ok(ok_status).await?;
         Ok(Session {
@@ -270,7 +263,7 @@ impl ClientConnection {
         relay_answer(&mut self.io, &mut frames, style, status).await
     }
 
-    /// COM_CHANGE_USER: re-authenticates against `users` (auth switch with a fresh scramble)
+    /// COM_CHANGE_USER: re-authenticates (auth switch with a fresh scramble, then as at login)
     /// and replaces the tunnel session with one for the new login; a refused login keeps the
     /// current session, as a server does.
     async fn change_user(
@@ -281,30 +274,24 @@ impl ClientConnection {
     ) -> Result<u16, Error> {
         let request = parse_change_user(payload, session.capabilities)?;
         let scramble = Scramble::random()?;
-        self.io.queue_packet(&auth_switch_request(&scramble));
-        self.io.flush().await?;
-        let response = self
-            .io
-            .read_packet()
-            .await?
-            .ok_or(Error::ClientProtocol("client hung up during COM_CHANGE_USER"))?;
-        let user = self
-            .shared
-            .config
-            .user(&request.user)
-            .filter(|u| native_password_matches(u.password.expose(), &scramble, &response));
-        let Some(user) = user else {
-            let denied = Error::AccessDenied {
-                user: request.user.clone(),
-                host: self.host.clone(),
-                using_password: !response.is_empty(),
+        let identity =
+            match self.authenticator(scramble, session.capabilities).run(&request.user, None).await
+            {
+                Ok(identity) => identity,
+                Err(e) if e.is_fatal() => return Err(e),
+                Err(e) => {
+                    let (code, state, msg) = e.to_mysql();
+                    self.write_error(code, &state, msg.as_bytes()).await?;
+                    return Ok(status);
+                }
             };
-            let (code, state, msg) = denied.to_mysql();
-            self.write_error(code, &state, msg.as_bytes()).await?;
-            return Ok(status);
-        };
         let collation = request.collation.unwrap_or(session.collation);
-        let open = user.open_session(request.database.clone(), session.capabilities, collation);
+        let open = identity.open_session(
+            &self.shared,
+            request.database.clone(),
+            session.capabilities,
+            collation,
+        );
         let opened = match self.tunnel.open_session(&open).await {
             Ok(opened) => opened,
             Err(e) => {
@@ -339,6 +326,17 @@ impl ClientConnection {
         self.forward(session, Bytes::from(packet), command::QUERY, status).await
     }
 
+    /// An authentication exchange with this client answering `scramble`.
+    fn authenticator(&mut self, scramble: Scramble, capabilities: u32) -> Authenticator<'_> {
+        Authenticator {
+            io: &mut self.io,
+            shared: &self.shared,
+            host: &self.host,
+            scramble,
+            can_switch: capabilities & cap::PLUGIN_AUTH != 0,
+        }
+    }
+
     /// Sends a plain OK packet with `status`.
     async fn write_ok(&mut self, status: u16) -> Result<(), Error> {
         let mut buf = BytesMut::new();
@@ -364,7 +362,9 @@ impl ClientConnection {
 
     async fn fail(mut self, e: Error) {
         match &e {
-            Error::AccessDenied { .. } => info!(peer = %self.host, error = %e, "login refused"),
+            Error::AccessDenied { .. } | Error::CannotPassThrough { .. } | Error::Upstream(_) => {
+                info!(peer = %self.host, error = %e, "login refused")
+            }
             _ => warn!(peer = %self.host, error = %e, "login failed"),
         }
         self.send_error(&e).await;

@@ -31,6 +31,14 @@ pub enum Error {
         /// Whether a password was sent.
         using_password: bool,
     },
+    /// A user without a `users` entry whose password the client cannot hand over.
+    #[error("Access denied for user '{user}': {reason}")]
+    CannotPassThrough {
+        /// Login name.
+        user: String,
+        /// Why, and the fix.
+        reason: String,
+    },
     /// The client wants TLS, which this sidecar does not offer yet.
     #[error(
         "this sqltunnel sidecar does not offer SSL on the client connection; connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl)"
@@ -97,7 +105,9 @@ impl Error {
                 }
                 (e.code, state, e.message.clone())
             }
-            Error::AccessDenied { .. } => (code::ACCESS_DENIED, *code::STATE_ACCESS, msg),
+            Error::AccessDenied { .. } | Error::CannotPassThrough { .. } => {
+                (code::ACCESS_DENIED, *code::STATE_ACCESS, msg)
+            }
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
                 (code::PACKET_TOO_LARGE, *code::STATE_COMM, msg)
             }
@@ -106,11 +116,11 @@ impl Error {
             }
             Error::TransportUnreachable { .. }
             | Error::TokenRefused { .. }
-            | Error::BadAnswer { .. } => (code::CONN_HOST_ERROR, *code::STATE_GENERAL, msg),
+            | Error::BadAnswer { .. } => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
             Error::SessionLost | Error::StreamBroken(_) => {
-                (code::SERVER_LOST, *code::STATE_GENERAL, msg)
+                (code::CONNECTION_LOST, *code::STATE_COMM, msg)
             }
-            Error::Config(_) | Error::Io(_) => (code::SERVER_LOST, *code::STATE_GENERAL, msg),
+            Error::Config(_) | Error::Io(_) => (code::CONNECTION_LOST, *code::STATE_COMM, msg),
         }
     }
 

@@ -17,6 +17,7 @@ use crate::connection::ClientConnection;
 use crate::heartbeat::{self, LiveSessions};
 use crate::kill::ConnectionIds;
 use crate::protocol::PacketIo;
+use crate::rsa_key::RsaKey;
 use crate::tunnel::TunnelClient;
 
 /// Greeting version used only while the transport cannot tell the real one.
@@ -38,6 +39,8 @@ pub struct Shared {
     pub connection_ids: ConnectionIds,
     /// TLS for clients that send an SSLRequest, when enabled.
     pub client_tls: Option<tokio_rustls::TlsAcceptor>,
+    /// RSA key for `caching_sha2_password` passthrough (present in passthrough mode).
+    pub rsa_key: Option<RsaKey>,
     versions: Mutex<HashMap<String, String>>,
     version_lookup: tokio::sync::Mutex<()>,
     next_connection_id: AtomicU32,
@@ -55,12 +58,23 @@ impl Shared {
     pub fn new(config: SidecarConfig) -> Result<Self, Error> {
         let tunnel = TunnelClient::new(&config.transport)?;
         let client_tls = config.client_tls.acceptor()?;
+        let rsa_key = if config.passthrough() {
+            let key = match &config.auth.rsa_key_file {
+                Some(path) => RsaKey::load(path)?,
+                None => RsaKey::generate()?,
+            };
+            info!(fingerprint = key.fingerprint(), "passthrough logins on; RSA public key ready");
+            Some(key)
+        } else {
+            None
+        };
         Ok(Self {
             config,
             tunnel,
             live: LiveSessions::default(),
             connection_ids: ConnectionIds::default(),
             client_tls,
+            rsa_key,
             versions: Mutex::new(HashMap::new()),
             version_lookup: tokio::sync::Mutex::new(()),
             next_connection_id: AtomicU32::new(1),
@@ -70,9 +84,7 @@ impl Shared {
 
     /// The version string to greet with: the default upstream's, asked of the transport once.
     pub async fn greeting_version(&self) -> String {
-        let Some(upstream) = self.config.users.first().map(|u| u.upstream.clone()) else {
-            return FALLBACK_VERSION.into();
-        };
+        let upstream = self.config.default_upstream().to_owned();
         if let Some(v) = self.versions.lock().unwrap_or_else(|p| p.into_inner()).get(&upstream) {
             return v.clone();
         }
@@ -84,6 +96,11 @@ impl Shared {
         let mut conn = self.tunnel.connection(self.affinity(0));
         match tokio::time::timeout(VERSION_LOOKUP_TIMEOUT, conn.upstreams()).await {
             Ok(Ok(list)) => {
+                if let [only] = list.as_slice()
+                    && let Some(v) = &only.server_version
+                {
+                    self.remember_version("", v); // the transport's default upstream
+                }
                 for info in list {
                     if let Some(v) = info.server_version {
                         self.remember_version(&info.name, &v);

@@ -4,6 +4,8 @@
 pub mod answer;
 pub mod certs;
 pub mod cli;
+pub mod clients;
+pub mod java;
 pub mod nginx;
 pub mod processes;
 pub mod raw;
@@ -46,6 +48,26 @@ pub async fn within<F: Future>(secs: u64, fut: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(secs), fut).await.expect("test timed out")
 }
 
+/// Connection options for `user` / `password` at `port`.
+pub fn opts_as(port: u16, user: &str, password: &str, db: Option<&str>) -> OptsBuilder {
+    opts(port, db).user(Some(user)).pass(Some(password))
+}
+
+/// Creates (or recreates) a real MariaDB user with `password`, allowed everything on the test
+/// database, and returns its name.
+pub async fn create_user(name: &str, password: &str) -> String {
+    let mut admin = direct().await;
+    for sql in [
+        format!("DROP USER IF EXISTS '{name}'@'%'"),
+        format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"),
+        format!("GRANT ALL ON {DATABASE}.* TO '{name}'@'%'"),
+    ] {
+        mysql_async::prelude::Queryable::query_drop(&mut admin, sql).await.expect("user admin");
+    }
+    admin.disconnect().await.expect("disconnect");
+    name.to_owned()
+}
+
 /// Connection options for a MySQL server at `port`.
 pub fn opts(port: u16, db: Option<&str>) -> OptsBuilder {
     OptsBuilder::default()
@@ -84,6 +106,17 @@ impl Tunnel {
             &sidecar_yaml(&format!("http://{transport}/"), TOKEN),
         )
         .await
+    }
+
+    /// Starts both halves with a sidecar in passthrough mode (no `users`, client TLS offered with
+    /// a generated certificate) plus `extra` sidecar YAML.
+    pub async fn start_passthrough(extra: &str) -> Tunnel {
+        let transport_listener = common::runtime::bind(LOOPBACK).expect("bind transport");
+        let url = format!("http://{}/", transport_listener.local_addr().expect("addr"));
+        let sidecar = format!(
+            "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {TOKEN}\nclient_tls:\n  enabled: true\n{extra}"
+        );
+        Self::start_with(transport_listener, &transport_yaml(mysql_port()), &sidecar).await
     }
 
     /// Starts a transport from `transport_yaml` on `listener` and a sidecar from `sidecar_yaml`.

@@ -39,8 +39,9 @@ const CAPS: u32 = 0x0000_0200
     | 0x0002_0000;
 
 impl RawClient {
-    /// Connects and logs in with `mysql_native_password`.
-    pub async fn login(port: u16, user: &str, password: &str, db: &str) -> RawClient {
+    /// Connects and reads the greeting: returns the client, the 20-byte scramble and the
+    /// greeting's auth plugin.
+    pub async fn greet(port: u16) -> (RawClient, Vec<u8>, String) {
         let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
         let mut c = RawClient { stream, seq: 0 };
         let greeting = c.read().await;
@@ -48,23 +49,42 @@ impl RawClient {
         let p = &greeting[nul + 1..];
         let mut scramble = p[4..12].to_vec();
         scramble.extend_from_slice(&p[31..43]);
-        let h1 = Sha1::digest(password.as_bytes());
-        let h2 = Sha1::digest(h1);
-        let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
-        let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
+        let plugin = String::from_utf8_lossy(&p[44..]).trim_end_matches('\0').to_owned();
+        (c, scramble, plugin)
+    }
+
+    /// A HandshakeResponse41 with capabilities `caps` (protocol 4.1 and secure connection are
+    /// always set).
+    pub fn hello(caps: u32, user: &str, auth: &[u8], db: &str, plugin: &str) -> Vec<u8> {
+        let caps = caps | 0x0000_0200 | 0x0000_8000 | if db.is_empty() { 0 } else { 0x0000_0008 };
         let mut hello = Vec::new();
-        hello.extend_from_slice(&CAPS.to_le_bytes());
+        hello.extend_from_slice(&caps.to_le_bytes());
         hello.extend_from_slice(&(1u32 << 24).to_le_bytes());
         hello.push(45);
         hello.extend_from_slice(&[0; 23]);
         hello.extend_from_slice(user.as_bytes());
         hello.push(0);
-        hello.push(20);
-        hello.extend_from_slice(&token);
-        hello.extend_from_slice(db.as_bytes());
-        hello.push(0);
-        hello.extend_from_slice(b"mysql_native_password\0");
-        c.write(&hello).await;
+        hello.push(auth.len() as u8);
+        hello.extend_from_slice(auth);
+        if !db.is_empty() {
+            hello.extend_from_slice(db.as_bytes());
+            hello.push(0);
+        }
+        if caps & 0x0008_0000 != 0 {
+            hello.extend_from_slice(plugin.as_bytes());
+            hello.push(0);
+        }
+        hello
+    }
+
+    /// Connects and logs in with `mysql_native_password`.
+    pub async fn login(port: u16, user: &str, password: &str, db: &str) -> RawClient {
+        let (mut c, scramble, _) = RawClient::greet(port).await;
+        let h1 = Sha1::digest(password.as_bytes());
+        let h2 = Sha1::digest(h1);
+        let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
+        let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
+        c.write(&RawClient::hello(CAPS, user, &token, db, "mysql_native_password")).await;
         let ok = c.read().await;
         assert_eq!(ok[0], 0, "login OK, got {ok:?}");
         c

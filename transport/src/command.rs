@@ -352,8 +352,8 @@ pub fn encode_mysql_error(sink: &mut FrameSink, err: mysql_async::Error) -> Outc
             let msg = format!("Lost connection to the upstream server during query ({other})");
             encode_err(
                 sink.buf(),
-                error_code::SERVER_LOST,
-                error_code::STATE_GENERAL,
+                error_code::CONNECTION_LOST,
+                error_code::STATE_COMM,
                 msg.as_bytes(),
             );
             Outcome::Broken

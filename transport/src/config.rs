@@ -181,8 +181,12 @@ impl TransportConfig {
     }
 
     /// The upstream with this name, if configured.
+    /// An empty name means the only upstream, when there is exactly one.
     pub fn upstream(&self, name: &str) -> Option<&UpstreamConfig> {
-        self.upstreams.iter().find(|u| u.name == name)
+        match self.upstreams.as_slice() {
+            [only] if name.is_empty() => Some(only),
+            all => all.iter().find(|u| u.name == name),
+        }
     }
 }
 

@@ -37,7 +37,7 @@ pub enum Error {
         limit: usize,
     },
     /// Upstream name not configured.
-    #[error("upstream {0:?} is not configured on this transport")]
+    #[error("{}", unknown_upstream(.0))]
     UnknownUpstream(String),
     /// Too many sessions.
     #[error("too many sessions (max_sessions = {0})")]
@@ -98,5 +98,13 @@ impl Error {
             _ => None,
         };
         (status, ApiError { error: kind, message: self.to_string(), mysql })
+    }
+}
+
+fn unknown_upstream(name: &str) -> String {
+    if name.is_empty() {
+        "no upstream named and this transport has not exactly one: set auth.upstream in the sidecar's config".into()
+    } else {
+        format!("upstream {name:?} is not configured on this transport")
     }
 }

@@ -81,7 +81,12 @@ impl CommandRun {
                 None => {
                     let msg =
                         b"MySQL server has gone away (the upstream connection was lost earlier)";
-                    encode_err(sink.buf(), error_code::SERVER_GONE, error_code::STATE_GENERAL, msg);
+                    encode_err(
+                        sink.buf(),
+                        error_code::CONNECTION_LOST,
+                        error_code::STATE_COMM,
+                        msg,
+                    );
                     Ok(Outcome::Healthy)
                 }
             };

@@ -1,14 +1,11 @@
-//! The connection phase: the server greeting (HandshakeV10), the client's HandshakeResponse41,
-//! and the AuthSwitchRequest sent when a client starts with another plugin.
+//! The connection phase: the server greeting (HandshakeV10) and the client's
+//! HandshakeResponse41.
 
 use bytes::{Buf, BufMut, BytesMut};
 use common::mysql::capability as cap;
 
 use super::auth::Scramble;
 use crate::Error;
-
-/// The plugin the sidecar verifies local logins with.
-pub const NATIVE_PASSWORD: &str = "mysql_native_password";
 
 /// What the sidecar announces in its greeting.
 #[derive(Debug, Clone)]
@@ -25,6 +22,8 @@ pub struct Greeting {
     pub collation: u8,
     /// Status flags.
     pub status: u16,
+    /// Auth plugin the scramble is meant for.
+    pub plugin: &'static str,
 }
 
 impl Greeting {
@@ -45,7 +44,7 @@ impl Greeting {
         p.put_bytes(0, 10);
         p.put_slice(&self.scramble.0[8..]);
         p.put_u8(0);
-        p.put_slice(NATIVE_PASSWORD.as_bytes());
+        p.put_slice(self.plugin.as_bytes());
         p.put_u8(0);
         p
     }
@@ -118,17 +117,6 @@ pub fn parse_client_hello(payload: &[u8]) -> Result<ClientHello, Error> {
         hello.plugin = Some(take_cstr(&mut p).ok_or(bad("plugin name not terminated"))?);
     }
     Ok(hello)
-}
-
-/// AuthSwitchRequest asking the client to answer `scramble` with `mysql_native_password`.
-pub fn auth_switch_request(scramble: &Scramble) -> BytesMut {
-    let mut p = BytesMut::with_capacity(48);
-    p.put_u8(0xfe);
-    p.put_slice(NATIVE_PASSWORD.as_bytes());
-    p.put_u8(0);
-    p.put_slice(&scramble.0);
-    p.put_u8(0);
-    p
 }
 
 fn take_cstr(p: &mut &[u8]) -> Option<String> {
@@ -214,6 +202,7 @@ mod tests {
             capabilities: cap::PROTOCOL_41 | cap::PLUGIN_AUTH,
             collation: 45,
             status: 2,
+            plugin: crate::protocol::NATIVE_PASSWORD,
         };
         let p = g.encode();
         assert_eq!(p[0], 10);

@@ -7,7 +7,11 @@ mod handshake;
 mod packet;
 mod response;
 
-pub use auth::{Scramble, native_password_matches};
-pub use handshake::{ClientHello, Greeting, auth_switch_request, parse_client_hello};
+pub use auth::{
+    CACHING_SHA2_PASSWORD, CLEAR_PASSWORD, NATIVE_PASSWORD, PERFORM_FULL_AUTHENTICATION,
+    REQUEST_PUBLIC_KEY, Scramble, auth_more_data, auth_switch_request, clear_password,
+    native_password_matches, unmask_password,
+};
+pub use handshake::{ClientHello, Greeting, parse_client_hello};
 pub use packet::{MAX_PAYLOAD, PacketIo};
 pub use response::{encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};

@@ -1,0 +1,32 @@
+//! Java programs under `tests/jdbc/`, compiled with `javac` against MariaDB Connector/J from
+//! Debian's libmariadb-java, and run with `java`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The driver jar `libmariadb-java` installs.
+const DRIVER: &str = "/usr/share/java/mariadb-java-client.jar";
+
+/// Compiles `tests/jdbc/<class>.java` into a temp dir; returns the classpath to run it with.
+pub fn compile(class: &str) -> String {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("jdbc/{class}.java"));
+    let out = std::env::temp_dir().join(format!("sqltunnel-jdbc-{}-{class}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("class dir");
+    let javac = Command::new("javac")
+        .arg("-cp")
+        .arg(DRIVER)
+        .arg("-d")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("javac (scripts/test.sh installs a JDK)");
+    assert!(javac.status.success(), "javac failed: {}", String::from_utf8_lossy(&javac.stderr));
+    format!("{DRIVER}:{}", out.display())
+}
+
+/// Runs `class` with `args` off the async runtime.
+pub async fn run(classpath: &str, class: &str, args: &[&str]) -> Output {
+    let mut command = Command::new("java");
+    command.arg("-cp").arg(classpath).arg(class).args(args);
+    tokio::task::spawn_blocking(move || command.output().expect("java")).await.expect("java task")
+}

@@ -1,0 +1,312 @@
+//! Passthrough logins: clients log in with their own database credentials — the sidecar obtains
+//! the password through `caching_sha2_password` full authentication (RSA-encrypted, or in clear
+//! inside TLS) or `mysql_clear_password`, and the upstream decides. Every client's outcome is
+//! compared with a direct login: mysql_async, PyMySQL, Connector/J, node mysql2, the mariadb CLI.
+
+use e2e::cli::mariadb_async;
+use e2e::raw::RawClient;
+use e2e::{DATABASE, Tunnel, clients, create_user, mysql_port, opts_as, within};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, SslOpts};
+
+const PASSWORD: &str = "Pass-through-1";
+
+/// Who the server says we are, or the error code and message of the login.
+type Outcome = Result<(String, Option<String>), (u16, String)>;
+
+async fn mysql_async_login(port: u16, user: &str, pw: &str, db: &str, tls: bool) -> Outcome {
+    let ssl = SslOpts::default().with_danger_accept_invalid_certs(true);
+    let opts = opts_as(port, user, pw, Some(db)).ssl_opts(tls.then_some(ssl));
+    match Conn::new(opts).await {
+        Ok(mut c) => {
+            let row: (String, Option<String>) = c
+                .query_first("SELECT CURRENT_USER(), DATABASE()")
+                .await
+                .expect("query")
+                .expect("row");
+            c.disconnect().await.expect("disconnect");
+            Ok(row)
+        }
+        Err(mysql_async::Error::Server(e)) => Err((e.code, e.message)),
+        Err(other) => Err((0, other.to_string())),
+    }
+}
+
+#[tokio::test]
+async fn mysql_async_logins_and_their_errors_equal_direct() {
+    within(60, async {
+        let user = create_user("pt_async", PASSWORD).await;
+        let tunnel = Tunnel::start_passthrough("").await;
+        let cases = [
+            (PASSWORD, DATABASE),
+            ("wrong-password", DATABASE),
+            (PASSWORD, "no_such_database_pt"),
+            (PASSWORD, "mysql"),
+        ];
+        for tls in [false, true] {
+            for (pw, db) in cases {
+                let direct = mysql_async_login(mysql_port(), &user, pw, db, false).await;
+                let through = mysql_async_login(tunnel.sidecar.port(), &user, pw, db, tls).await;
+                assert_eq!(through, direct, "{user}/{pw}/{db} tls={tls}");
+            }
+        }
+        assert_eq!(
+            mysql_async_login(tunnel.sidecar.port(), &user, PASSWORD, DATABASE, false).await,
+            Ok((format!("{user}@%"), Some(DATABASE.to_owned())))
+        );
+        let denied = mysql_async_login(tunnel.sidecar.port(), &user, "x", DATABASE, false).await;
+        assert!(matches!(denied, Err((1045, _))), "{denied:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn change_user_passes_through_and_a_refusal_is_the_upstreams() {
+    within(60, async {
+        let first = create_user("pt_change1", PASSWORD).await;
+        let second = create_user("pt_change2", "Second-pw-2").await;
+        let tunnel = Tunnel::start_passthrough("").await;
+        let port = tunnel.sidecar.port();
+        let mut c =
+            Conn::new(opts_as(port, &first, PASSWORD, Some(DATABASE))).await.expect("login");
+        c.query_drop("SET @kept = 1").await.expect("set");
+        let wrong = mysql_async::ChangeUserOpts::default()
+            .with_user(Some(second.clone()))
+            .with_pass(Some("wrong".to_owned()));
+        let err = c.change_user(wrong).await.expect_err("wrong password refused");
+        assert!(err.to_string().contains("1045"), "{err}");
+        let mut c =
+            Conn::new(opts_as(port, &first, PASSWORD, Some(DATABASE))).await.expect("login");
+        let right = mysql_async::ChangeUserOpts::default()
+            .with_user(Some(second.clone()))
+            .with_pass(Some("Second-pw-2".to_owned()))
+            .with_db_name(Some(DATABASE.to_owned()));
+        c.change_user(right).await.expect("change user");
+        let now: Option<String> = c.query_first("SELECT CURRENT_USER()").await.expect("query");
+        assert_eq!(now, Some(format!("{second}@%")));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pymysql_logs_in_over_rsa_and_over_tls_as_it_does_directly() {
+    within(90, async {
+        let user = create_user("pt_pymysql", PASSWORD).await;
+        let tunnel = Tunnel::start_passthrough("").await;
+        let port = tunnel.sidecar.port().to_string();
+        let direct_port = mysql_port().to_string();
+        for mode in ["plain", "tls"] {
+            for (pw, db) in
+                [(PASSWORD, DATABASE), ("wrong-pw", DATABASE), (PASSWORD, "no_such_db_pymysql")]
+            {
+                let args =
+                    |p: &str| [p.to_owned(), user.clone(), pw.into(), db.into(), mode.into()];
+                let run = |a: [String; 5]| async move {
+                    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+                    clients::python("pymysql_login.py", &refs).await
+                };
+                let through: serde_json::Value =
+                    serde_json::from_str(&run(args(&port)).await).expect("json");
+                let direct: serde_json::Value =
+                    serde_json::from_str(&run(args(&direct_port)).await).expect("json");
+                assert_eq!(through, direct, "{mode} {pw} {db}");
+                if pw == PASSWORD && db == DATABASE {
+                    assert_eq!(through["user"], format!("{user}@%"));
+                    assert_eq!(through["tls"], mode == "tls", "{through}");
+                }
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn connector_j_logs_in_with_ssl_and_with_public_key_retrieval() {
+    within(120, async {
+        let user = create_user("pt_jdbc", PASSWORD).await;
+        let tunnel = Tunnel::start_passthrough("").await;
+        let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("PassthroughLogin"))
+            .await
+            .expect("compile");
+        let login = |port: u16, pw: &'static str, options: &'static str| {
+            let (classpath, user) = (classpath.clone(), user.clone());
+            async move {
+                let args =
+                    [port.to_string(), user, pw.to_owned(), DATABASE.to_owned(), options.into()];
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = e2e::java::run(&classpath, "PassthroughLogin", &refs).await;
+                String::from_utf8_lossy(&out.stdout).trim().to_owned()
+            }
+        };
+        let expected = format!("user | {user}@% | {DATABASE}");
+        for options in
+            ["useSSL=true&trustServerCertificate=true", "useSSL=false&allowPublicKeyRetrieval=true"]
+        {
+            assert_eq!(
+                login(tunnel.sidecar.port(), PASSWORD, options).await,
+                expected,
+                "{options}"
+            );
+            let direct = login(mysql_port(), "wrong", options).await;
+            let through = login(tunnel.sidecar.port(), "wrong", options).await;
+            assert!(through.starts_with("error | 1045 | 28000 |"), "{through}");
+            assert_eq!(strip_conn(&through), strip_conn(&direct), "{options}");
+        }
+    })
+    .await;
+}
+
+/// Drops what differs between two servers in Connector/J's messages: `(port=N)`, `(conn=N)`.
+fn strip_conn(line: &str) -> String {
+    let mut out = line.to_owned();
+    for tag in ["(port=", "(conn="] {
+        if let Some(a) = out.find(tag)
+            && let Some(b) = out[a..].find(')')
+        {
+            out.replace_range(a..a + b + 1, "");
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn node_mysql2_logs_in_and_changes_user_as_it_does_directly() {
+    within(90, async {
+        let first = create_user("pt_node1", PASSWORD).await;
+        let second = create_user("pt_node2", "Node-second-2").await;
+        let tunnel = Tunnel::start_passthrough("").await;
+        let run = |port: u16| {
+            let args = [
+                port.to_string(),
+                first.clone(),
+                PASSWORD.to_owned(),
+                second.clone(),
+                "Node-second-2".to_owned(),
+                DATABASE.to_owned(),
+            ];
+            async move {
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                clients::node("mysql2_change_user.js", &refs).await
+            }
+        };
+        let through = run(tunnel.sidecar.port()).await;
+        let direct = run(mysql_port()).await;
+        assert!(through.contains(&format!("\"u\":\"{second}@%\"")), "{through}");
+        assert!(through.contains("\"error\":1045"), "{through}");
+        assert_eq!(through, direct);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mariadb_cli_passes_through_and_a_users_entry_still_works() {
+    within(90, async {
+        let user = create_user("pt_cli", PASSWORD).await;
+        let entry = "auth:\n  mode: passthrough\n  clear_password: true\nusers:\n  - name: local\n    password: local-pw\n    upstream: main\n    upstream_user: app\n    upstream_password: app-pw\n";
+        let tunnel = Tunnel::start_passthrough(entry).await;
+        let port = tunnel.sidecar.port();
+        let sql = ["-N", "-e", "SELECT CURRENT_USER()", DATABASE];
+        for extra in [&["--skip-ssl"][..], &["--ssl"], &["--default-auth=mysql_clear_password"]] {
+            let args: Vec<&str> = extra.iter().chain(sql.iter()).copied().collect();
+            let run = mariadb_async(port, &user, PASSWORD, &args).await;
+            assert!(run.success, "{extra:?}: {}", run.stderr);
+            assert_eq!(run.stdout.trim(), format!("{user}@%"), "{extra:?}");
+        }
+        let local = mariadb_async(port, "local", "local-pw", &sql).await;
+        assert_eq!(local.stdout.trim(), "app@%", "{}", local.stderr);
+        let wrong = mariadb_async(port, &user, "nope", &sql).await;
+        let direct = mariadb_async(mysql_port(), &user, "nope", &sql).await;
+        assert!(wrong.stderr.contains("ERROR 1045 (28000)"), "{}", wrong.stderr);
+        assert_eq!(wrong.stderr, direct.stderr);
+    })
+    .await;
+}
+
+/// Reads the RSA public key the way a client without TLS asks for it.
+async fn fetch_public_key(port: u16) -> String {
+    let (mut c, _, plugin) = RawClient::greet(port).await;
+    assert_eq!(plugin, "caching_sha2_password");
+    let plugin_auth = 0x0008_0000 | 0x0020_0000;
+    c.write(&RawClient::hello(plugin_auth, "someone", &[7; 32], "", "caching_sha2_password")).await;
+    assert_eq!(c.read().await, [0x01, 0x04], "perform full authentication");
+    c.write(&[0x02]).await;
+    let key = c.read().await;
+    assert_eq!(key[0], 0x01);
+    String::from_utf8(key[1..].to_vec()).expect("PEM")
+}
+
+#[tokio::test]
+async fn the_public_key_is_stable_and_a_configured_key_is_served() {
+    within(60, async {
+        let tunnel = Tunnel::start_passthrough("").await;
+        let first = fetch_public_key(tunnel.sidecar.port()).await;
+        assert!(first.starts_with("-----BEGIN PUBLIC KEY-----\n"), "{first}");
+        assert_eq!(fetch_public_key(tunnel.sidecar.port()).await, first);
+
+        let dir = std::env::temp_dir().join(format!("sqltunnel-rsa-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key = dir.join("key.pem");
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl").args(args).output().expect("openssl");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let key_path = key.to_str().expect("utf-8 path");
+        openssl(&[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            key_path,
+        ]);
+        let expected = openssl(&["pkey", "-in", key_path, "-pubout"]);
+        let configured =
+            Tunnel::start_passthrough(&format!("auth:\n  rsa_key_file: {key_path}\n")).await;
+        assert_eq!(fetch_public_key(configured.sidecar.port()).await, expected);
+        let user = create_user("pt_keyfile", PASSWORD).await;
+        let login =
+            mysql_async_login(configured.sidecar.port(), &user, PASSWORD, DATABASE, false).await;
+        assert_eq!(login, Ok((format!("{user}@%"), Some(DATABASE.to_owned()))));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn clients_that_cannot_hand_over_a_password_are_told_the_fix() {
+    within(30, async {
+        let tunnel = Tunnel::start_passthrough("").await;
+        let port = tunnel.sidecar.port();
+        // No CLIENT_PLUGIN_AUTH: the sidecar cannot ask for caching_sha2_password.
+        let (mut c, _, _) = RawClient::greet(port).await;
+        c.write(&RawClient::hello(0, "nobody", &[1; 20], "", "")).await;
+        let err = c.read().await;
+        let text = String::from_utf8_lossy(&err);
+        assert_eq!(&err[..3], &[0xff, 0x15, 0x04], "1045: {text}");
+        assert!(text.contains("`users` entry"), "{text}");
+        // A password in clear without TLS is refused, with what to do instead.
+        let (mut c, _, _) = RawClient::greet(port).await;
+        let plugin_auth = 0x0008_0000;
+        c.write(&RawClient::hello(plugin_auth, "nobody", &[7; 32], "", "caching_sha2_password"))
+            .await;
+        assert_eq!(c.read().await, [0x01, 0x04]);
+        c.write(b"secret\0").await;
+        let err = c.read().await;
+        let text = String::from_utf8_lossy(&err);
+        assert_eq!(err[0], 0xff, "{text}");
+        assert!(text.contains("TLS") && text.contains("public key"), "{text}");
+        // A ciphertext that does not decrypt is refused too.
+        let (mut c, _, _) = RawClient::greet(port).await;
+        c.write(&RawClient::hello(plugin_auth, "nobody", &[7; 32], "", "caching_sha2_password"))
+            .await;
+        assert_eq!(c.read().await, [0x01, 0x04]);
+        c.write(&[0x5a; 256]).await;
+        let text = String::from_utf8_lossy(&c.read().await).into_owned();
+        assert!(text.contains("does not decrypt"), "{text}");
+        // The sidecar still serves everyone else.
+        let user = create_user("pt_after_bad", PASSWORD).await;
+        assert!(mysql_async_login(port, &user, PASSWORD, DATABASE, false).await.is_ok());
+    })
+    .await;
+}
