@@ -48,6 +48,8 @@ pub mod command {
     pub const CHANGE_USER: u8 = 0x11;
     /// COM_RESET_CONNECTION
     pub const RESET_CONNECTION: u8 = 0x1f;
+    /// COM_SET_OPTION (multi-statements on/off).
+    pub const SET_OPTION: u8 = 0x1b;
 }
 
 /// Capability flags.
@@ -108,6 +110,8 @@ pub mod error_code {
     pub const ACCESS_DENIED: u16 = 1045;
     /// ER_NO_SUCH_THREAD: unknown thread id (KILL).
     pub const UNKNOWN_THREAD: u16 = 1094;
+    /// ER_PARSE_ERROR: SQL syntax error.
+    pub const PARSE_ERROR: u16 = 1064;
     /// ER_UNKNOWN_COM_ERROR: unknown command.
     pub const UNKNOWN_COMMAND: u16 = 1047;
     /// ER_NOT_SUPPORTED_YET.

@@ -14,12 +14,12 @@ use crate::kill;
 use crate::login::{Answer, Authenticator};
 use crate::protocol::{
     CACHING_SHA2_PASSWORD, Greeting, NATIVE_PASSWORD, PacketIo, Scramble, encode_err, encode_ok,
-    parse_client_hello,
+    encode_result_end, parse_client_hello,
 };
 use crate::relay::{ClientStyle, relay_answer};
 use crate::server::Shared;
 use crate::statements::StatementState;
-use crate::tunnel::TunnelConn;
+use crate::tunnel::{Riders, TunnelConn};
 
 /// Capabilities the sidecar offers.
 pub const SERVER_CAPABILITIES: u32 = cap::LONG_PASSWORD
@@ -53,6 +53,8 @@ struct Session {
     upstream_connection_id: u32,
     capabilities: u32,
     status: u16,
+    /// CLIENT_MULTI_STATEMENTS, as negotiated and then set by COM_SET_OPTION.
+    multi_statements: bool,
 }
 
 /// A client connection from accept to hang-up.
@@ -171,6 +173,7 @@ impl ClientConnection {
             upstream_connection_id: opened.connection_id,
             capabilities,
             status: ok_status,
+            multi_statements: capabilities & cap::MULTI_STATEMENTS != 0,
         })
     }
 
@@ -203,6 +206,9 @@ impl ClientConnection {
                 }
                 command::STMT_CLOSE => self.statements.close(&packet),
                 command::STMT_SEND_LONG_DATA => self.statements.long_data(&packet),
+                command::SET_OPTION => {
+                    status = self.set_option(session, &packet[1..], status).await?
+                }
                 command::STMT_RESET => {
                     self.statements.reset(&packet);
                     self.write_ok(status).await?;
@@ -250,16 +256,20 @@ impl ClientConnection {
                 body.freeze()
             }
         };
-        let mut frames =
-            match self.tunnel.command(&session.id, &body, &closes, long_data.is_some()).await {
-                Ok(frames) => frames,
-                Err(e) if e.is_fatal() => return Err(e),
-                Err(e) => {
-                    let (code, state, msg) = e.to_mysql();
-                    self.write_error(code, &state, msg.as_bytes()).await?;
-                    return Ok(status);
-                }
-            };
+        let riders = Riders {
+            closes: &closes,
+            long_data: long_data.is_some(),
+            single_statement: cmd == command::QUERY && !session.multi_statements,
+        };
+        let mut frames = match self.tunnel.command(&session.id, &body, &riders).await {
+            Ok(frames) => frames,
+            Err(e) if e.is_fatal() => return Err(e),
+            Err(e) => {
+                let (code, state, msg) = e.to_mysql();
+                self.write_error(code, &state, msg.as_bytes()).await?;
+                return Ok(status);
+            }
+        };
         relay_answer(&mut self.io, &mut frames, style, status).await
     }
 
@@ -310,6 +320,31 @@ impl ClientConnection {
         let ok_status = opened.status | status::AUTOCOMMIT;
         self.write_ok(ok_status).await?;
         Ok(ok_status)
+    }
+
+    /// COM_SET_OPTION: multi-statements on (0) or off (1), enforced on the following queries;
+    /// answered with EOF as a server does.
+    async fn set_option(
+        &mut self,
+        session: &mut Session,
+        args: &[u8],
+        status: u16,
+    ) -> Result<u16, Error> {
+        match args {
+            [0 | 1, 0] => {
+                session.multi_statements = args[0] == 0;
+                let mut buf = BytesMut::new();
+                let deprecate_eof = session.capabilities & cap::DEPRECATE_EOF != 0;
+                encode_result_end(&mut buf, status, 0, deprecate_eof);
+                self.io.queue_packet(&buf);
+                self.io.flush().await?;
+            }
+            _ => {
+                let msg = b"Unknown command";
+                self.write_error(error_code::UNKNOWN_COMMAND, error_code::STATE_COMM, msg).await?;
+            }
+        }
+        Ok(status)
     }
 
     /// Runs a `KILL` with the client's connection id translated to the upstream's.

@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
     DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, KeepAlive,
-    KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, SESSION_HEADER, SessionOpened, UpstreamInfo,
+    KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, SESSION_HEADER, SINGLE_STATEMENT_HEADER,
+    SessionOpened, UpstreamInfo,
 };
 
 use tokio_rustls::TlsConnector;
@@ -246,18 +247,20 @@ impl TunnelConn {
         &mut self,
         session: &str,
         payload: &[u8],
-        closes: &[u32],
-        long_data: bool,
+        riders: &Riders<'_>,
     ) -> Result<FrameStream<'_>, Error> {
         let url = self.endpoint.url.clone();
         let path = format!("v1/sessions/{session}/command");
         let mut extra = String::new();
-        if !closes.is_empty() {
-            let ids: Vec<String> = closes.iter().map(u32::to_string).collect();
+        if !riders.closes.is_empty() {
+            let ids: Vec<String> = riders.closes.iter().map(u32::to_string).collect();
             extra.push_str(&format!("{CLOSE_STATEMENTS_HEADER}: {}\r\n", ids.join(",")));
         }
-        if long_data {
+        if riders.long_data {
             extra.push_str(&format!("{LONG_DATA_HEADER}: 1\r\n"));
+        }
+        if riders.single_statement {
+            extra.push_str(&format!("{SINGLE_STATEMENT_HEADER}: 1\r\n"));
         }
         let (head, conn) =
             self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), payload, &extra).await?;
@@ -337,4 +340,15 @@ impl FrameStream<'_> {
             }
         }
     }
+}
+
+/// What rides on a command request besides the packet.
+#[derive(Debug, Default)]
+pub struct Riders<'a> {
+    /// Statements the client closed since its last command.
+    pub closes: &'a [u32],
+    /// The body starts with this execute's COM_STMT_SEND_LONG_DATA.
+    pub long_data: bool,
+    /// A COM_QUERY from a client with multi-statements off.
+    pub single_statement: bool,
 }

@@ -29,7 +29,7 @@ pub struct RawClient {
 
 /// CLIENT_PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH | CONNECT_WITH_DB | LONG_PASSWORD |
 /// TRANSACTIONS | MULTI_STATEMENTS | MULTI_RESULTS — no DEPRECATE_EOF.
-const CAPS: u32 = 0x0000_0200
+pub const CAPS: u32 = 0x0000_0200
     | 0x0000_8000
     | 0x0008_0000
     | 0x0000_0008
@@ -79,12 +79,23 @@ impl RawClient {
 
     /// Connects and logs in with `mysql_native_password`.
     pub async fn login(port: u16, user: &str, password: &str, db: &str) -> RawClient {
+        RawClient::login_with_caps(port, user, password, db, CAPS).await
+    }
+
+    /// Connects and logs in with `mysql_native_password` and capabilities `caps`.
+    pub async fn login_with_caps(
+        port: u16,
+        user: &str,
+        password: &str,
+        db: &str,
+        caps: u32,
+    ) -> RawClient {
         let (mut c, scramble, _) = RawClient::greet(port).await;
         let h1 = Sha1::digest(password.as_bytes());
         let h2 = Sha1::digest(h1);
         let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
         let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
-        c.write(&RawClient::hello(CAPS, user, &token, db, "mysql_native_password")).await;
+        c.write(&RawClient::hello(caps, user, &token, db, "mysql_native_password")).await;
         let ok = c.read().await;
         assert_eq!(ok[0], 0, "login OK, got {ok:?}");
         c

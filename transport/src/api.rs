@@ -6,8 +6,8 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::wire::{
     CLOSE_STATEMENTS_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer,
-    LONG_DATA_HEADER, OpenSession, Route, SESSION_HEADER, SessionOpened, UpstreamInfo,
-    decode_long_data,
+    LONG_DATA_HEADER, OpenSession, Route, SESSION_HEADER, SINGLE_STATEMENT_HEADER, SessionOpened,
+    UpstreamInfo, decode_long_data,
 };
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
@@ -136,6 +136,7 @@ async fn command(
     let guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
     let closes = statements_to_close(req.headers())?;
     let with_long_data = req.headers().contains_key(LONG_DATA_HEADER);
+    let single_statement = req.headers().contains_key(SINGLE_STATEMENT_HEADER);
     let mut payload = read_body(req, state.config.max_request_bytes).await?;
     let mut long_data = Vec::new();
     if with_long_data {
@@ -146,7 +147,7 @@ async fn command(
     let mut run = CommandRun::start(
         guard,
         payload,
-        Extras { closes, long_data },
+        Extras { closes, long_data, single_statement },
         state.config.heartbeat_interval,
         session,
     );

@@ -14,8 +14,10 @@ use mysql_async::{Conn, Row, Value};
 use mysql_common::packets::{Column, OkPacket};
 
 use crate::pool::PoolKey;
+use crate::run::Extras;
 use crate::session::Session;
 use crate::sink::{ClientGone, FrameSink};
+use crate::statement_text::{may_hold_several_statements, statement_end};
 
 /// What became of the upstream connection after a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +34,7 @@ pub async fn execute(
     payload: &[u8],
     sink: &mut FrameSink,
     session: &Session,
-    long_data: &[(u16, bytes::Bytes)],
+    extras: &Extras,
 ) -> Result<Outcome, ClientGone> {
     let Some((&cmd, args)) = payload.split_first() else {
         encode_err(
@@ -44,6 +46,7 @@ pub async fn execute(
         return Ok(Outcome::Healthy);
     };
     match cmd {
+        command::QUERY if extras.single_statement => single_statement_query(conn, args, sink).await,
         command::QUERY => query(conn, args, sink).await,
         command::INIT_DB => query(conn, &use_statement(args), sink).await,
         command::PING => match conn.ping().await {
@@ -56,7 +59,9 @@ pub async fn execute(
         command::FIELD_LIST => field_list(conn, args, sink).await,
         command::STATISTICS => statistics(conn, sink).await,
         command::STMT_PREPARE => session.statements.prepare(conn, args, sink).await,
-        command::STMT_EXECUTE => session.statements.execute(conn, args, sink, long_data).await,
+        command::STMT_EXECUTE => {
+            session.statements.execute(conn, args, sink, &extras.long_data).await
+        }
         command::RESET_CONNECTION => match reset_connection(conn, &session.key).await {
             Ok(()) => {
                 encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
@@ -100,6 +105,36 @@ fn quoted_identifier(name: &[u8]) -> Vec<u8> {
 }
 
 /// Runs a text query and streams every result set it produces.
+/// COM_QUERY for a client with multi-statements off. The upstream connection always allows
+/// them (mysql_async sets the flag and cannot send COM_SET_OPTION), so text that may hold more
+/// than one statement is first parsed upstream as one prepared statement, never executed: the
+/// server's own parse error (1064, same text as for the query) refuses it, as the server would.
+async fn single_statement_query(
+    conn: &mut Conn,
+    sql: &[u8],
+    sink: &mut FrameSink,
+) -> Result<Outcome, ClientGone> {
+    let mut sql = sql;
+    if may_hold_several_statements(sql) {
+        match conn.prep(sql).await {
+            Ok(statement) => {
+                if let Err(e) = conn.close(statement).await {
+                    return Ok(encode_mysql_error(sink, e));
+                }
+                // One statement: trailing comments must not become an extra empty result.
+                sql = statement_end(sql).map_or(sql, |end| &sql[..end]);
+            }
+            Err(mysql_async::Error::Server(e)) if e.code == error_code::PARSE_ERROR => {
+                return Ok(encode_mysql_error(sink, mysql_async::Error::Server(e)));
+            }
+            // Not preparable (a compound CREATE PROCEDURE…): the server parsed it as one.
+            Err(mysql_async::Error::Server(_)) => {}
+            Err(e) => return Ok(encode_mysql_error(sink, e)),
+        }
+    }
+    query(conn, sql, sink).await
+}
+
 async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
     let result = match conn.query_iter(sql).await {
         Ok(r) => r,

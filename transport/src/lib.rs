@@ -16,6 +16,7 @@ pub mod server;
 pub mod session;
 pub mod sink;
 pub mod state;
+pub mod statement_text;
 pub mod upstream;
 
 pub use config::TransportConfig;

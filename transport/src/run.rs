@@ -29,6 +29,8 @@ pub struct Extras {
     pub closes: Vec<u32>,
     /// COM_STMT_SEND_LONG_DATA for this execute: (parameter, data).
     pub long_data: Vec<(u16, Bytes)>,
+    /// The client has multi-statements off: a query holding several is refused.
+    pub single_statement: bool,
 }
 
 /// The running command and the chunks it has produced so far.
@@ -75,7 +77,7 @@ impl CommandRun {
             let outcome = match lease.guard.as_mut() {
                 Some(conn) => {
                     session.statements.close(conn, &extras.closes).await;
-                    let run = execute(conn, &payload, &mut sink, &session, &extras.long_data);
+                    let run = execute(conn, &payload, &mut sink, &session, &extras);
                     with_heartbeats(run, &tx, heartbeat).await
                 }
                 None => {

@@ -30,6 +30,9 @@ pub const JSON_CONTENT_TYPE: &str = "application/json";
 pub const SESSION_HEADER: &str = "x-tunnel-session";
 /// Header listing statement ids (comma-separated) to close before the command runs.
 pub const CLOSE_STATEMENTS_HEADER: &str = "x-tunnel-close-statements";
+/// Header on a COM_QUERY from a client with multi-statements off: the text must be refused, as
+/// the server would, if it holds more than one statement.
+pub const SINGLE_STATEMENT_HEADER: &str = "x-tunnel-single-statement";
 /// Header a load balancer may hash on to keep one session on one transport.
 pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
 /// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.
