@@ -57,6 +57,9 @@ sqltunnel is running.
 
   mariadb -h127.0.0.1 -P$sidecar_port -uapp -papp-pw tunnel_test
 
+Any other database user logs in with its own password (auth.mode: passthrough); in DBeaver
+set the driver property allowPublicKeyRetrieval=true (or enable SSL).
+
 Logs: $WORK/transport.log, $WORK/sidecar.log. Press Ctrl-C to stop.
 INFO
 wait

@@ -139,6 +139,46 @@ async fn a_5mb_insert_is_refused_clearly_by_default_nginx_and_works_with_the_exa
 }
 
 #[tokio::test]
+async fn a_6mb_local_infile_goes_through_nginx_defaults_in_pieces() {
+    within(120, async {
+        let (tunnel, nginx) = behind_nginx(defaults, "").await;
+        let path =
+            std::env::temp_dir().join(format!("sqltunnel-nginx-infile-{}.csv", std::process::id()));
+        let rows = 100_000;
+        let text: String = (0..rows).map(|i| format!("{i},{}\n", "x".repeat(50))).collect();
+        std::fs::write(&path, &text).expect("csv");
+        let path = path.to_str().expect("utf-8 path").to_owned();
+        let mut d = direct().await;
+        d.query_drop("DROP TABLE IF EXISTS nginx_infile").await.expect("drop");
+        d.query_drop("CREATE TABLE nginx_infile (id INT PRIMARY KEY, v TEXT)")
+            .await
+            .expect("create");
+        let handler = mysql_async::WhiteListFsHandler::new(&[path.as_str()][..]);
+        let opts = opts(tunnel.sidecar.port(), Some(DATABASE)).local_infile_handler(Some(handler));
+        let mut t = Conn::new(opts).await.expect("login");
+        let sql = format!(
+            "LOAD DATA LOCAL INFILE '{path}' INTO TABLE nginx_infile FIELDS TERMINATED BY ','"
+        );
+        if let Err(e) = t.query_drop(sql).await {
+            panic!(
+                "the load must pass nginx's 1 MiB body limit in pieces: {e}\n{}",
+                nginx.access_log()
+            );
+        }
+        assert_eq!(t.affected_rows(), rows);
+        let (n, bytes): (u64, u64) = d
+            .query_first("SELECT COUNT(*), SUM(LENGTH(v)) FROM nginx_infile")
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!((n, bytes), (rows, rows * 50));
+        let uploads = nginx.access_log().matches("/infile ").count();
+        assert!(uploads >= 6, "{} bytes in pieces: {uploads} upload requests", text.len());
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn nginx_502_is_a_clear_error_and_the_sidecar_recovers() {
     within(120, async {
         let transport_port = free_port();

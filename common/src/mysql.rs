@@ -66,6 +66,8 @@ pub mod capability {
     pub const ODBC: u32 = 0x0000_0040;
     /// CLIENT_IGNORE_SPACE
     pub const IGNORE_SPACE: u32 = 0x0000_0100;
+    /// CLIENT_LOCAL_FILES: the client can send files for LOAD DATA LOCAL INFILE.
+    pub const LOCAL_FILES: u32 = 0x0000_0080;
     /// CLIENT_PROTOCOL_41
     pub const PROTOCOL_41: u32 = 0x0000_0200;
     /// CLIENT_INTERACTIVE
@@ -110,6 +112,8 @@ pub mod error_code {
     pub const ACCESS_DENIED: u16 = 1045;
     /// ER_NO_SUCH_THREAD: unknown thread id (KILL).
     pub const UNKNOWN_THREAD: u16 = 1094;
+    /// ER_UNKNOWN_ERROR.
+    pub const UNKNOWN_ERROR: u16 = 1105;
     /// ER_PARSE_ERROR: SQL syntax error.
     pub const PARSE_ERROR: u16 = 1064;
     /// ER_UNKNOWN_COM_ERROR: unknown command.

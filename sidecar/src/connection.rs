@@ -10,6 +10,7 @@ use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::change_user::parse_change_user;
+use crate::infile::InfileTarget;
 use crate::kill;
 use crate::login::{Answer, Authenticator};
 use crate::protocol::{
@@ -28,6 +29,7 @@ pub const SERVER_CAPABILITIES: u32 = cap::LONG_PASSWORD
     | cap::CONNECT_WITH_DB
     | cap::ODBC
     | cap::IGNORE_SPACE
+    | cap::LOCAL_FILES
     | cap::PROTOCOL_41
     | cap::INTERACTIVE
     | cap::TRANSACTIONS
@@ -270,7 +272,12 @@ impl ClientConnection {
                 return Ok(status);
             }
         };
-        relay_answer(&mut self.io, &mut frames, style, status).await
+        let infile = InfileTarget {
+            tunnel: &self.shared.tunnel,
+            affinity: self.shared.affinity(self.bucket),
+            session: &session.id,
+        };
+        relay_answer(&mut self.io, &mut frames, style, status, infile).await
     }
 
     /// COM_CHANGE_USER: re-authenticates (auth switch with a fresh scramble, then as at login)

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod error;
 pub mod heartbeat;
 pub mod http;
+pub mod infile;
 pub mod kill;
 pub mod login;
 pub mod protocol;

@@ -6,6 +6,7 @@ use common::mysql::status::MORE_RESULTS_EXISTS;
 use common::wire::{Frame, PacketList};
 
 use crate::Error;
+use crate::infile::InfileTarget;
 use crate::protocol::{
     PacketIo, encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int,
 };
@@ -29,6 +30,7 @@ pub async fn relay_answer(
     frames: &mut FrameStream<'_>,
     style: ClientStyle,
     mut status: u16,
+    infile: InfileTarget<'_>,
 ) -> Result<u16, Error> {
     let mut scratch = BytesMut::with_capacity(256);
     let mut complete = false;
@@ -105,6 +107,7 @@ pub async fn relay_answer(
                 complete = true;
             }
             Frame::Heartbeat => {}
+            Frame::Infile(file_name) => infile.transfer(io, &file_name).await?,
         }
     }
     if !complete || prepared_lists > 0 {

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
-    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, JSON_CONTENT_TYPE, KeepAlive,
-    KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, SESSION_HEADER, SINGLE_STATEMENT_HEADER,
-    SessionOpened, UpstreamInfo,
+    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE,
+    KeepAlive, KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, SESSION_HEADER,
+    SINGLE_STATEMENT_HEADER, SessionOpened, UpstreamInfo,
 };
 
 use tokio_rustls::TlsConnector;
@@ -274,6 +274,24 @@ impl TunnelConn {
             });
         }
         Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
+    }
+
+    /// Uploads one piece of a LOAD DATA LOCAL file; `last` ends the file. Returns once the
+    /// transport has handed the piece to the upstream.
+    pub async fn infile_piece(
+        &mut self,
+        session: &str,
+        piece: &[u8],
+        last: bool,
+    ) -> Result<(), Error> {
+        let path = format!("v1/sessions/{session}/infile");
+        let extra = format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" });
+        let (_, conn) =
+            self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), piece, &extra).await?;
+        conn.body_to_end(MAX_CONTROL_BODY)
+            .await
+            .map(drop)
+            .map_err(|e| Error::StreamBroken(e.to_string()))
     }
 
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.

@@ -1,4 +1,4 @@
-"""Runs queries with PyMySQL (multi-statements off unless asked) and prints one JSON line per
+"""Runs queries with PyMySQL (multi-statements and local infile off unless asked) and prints one JSON line per
 query: its result sets, or its error."""
 
 import json
@@ -10,7 +10,8 @@ from pymysql.constants import CLIENT
 port, user, password, database, multi = sys.argv[1:6]
 flags = CLIENT.MULTI_STATEMENTS if multi == "multi" else 0
 conn = pymysql.connect(host="127.0.0.1", port=int(port), user=user, password=password,
-                       database=database, client_flag=flags, ssl_disabled=True)
+                       database=database, client_flag=flags, ssl_disabled=True,
+                       local_infile=multi == "infile")
 for sql in sys.argv[6:]:
     cur = conn.cursor()
     try:

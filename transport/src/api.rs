@@ -1,13 +1,13 @@
 //! HTTP endpoints: authentication, routing, and one handler per route.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use common::mysql::capability::LOCAL_FILES;
 use common::wire::{
-    CLOSE_STATEMENTS_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer,
-    LONG_DATA_HEADER, OpenSession, Route, SESSION_HEADER, SINGLE_STATEMENT_HEADER, SessionOpened,
-    UpstreamInfo, decode_long_data,
+    CLOSE_STATEMENTS_HEADER, FRAMES_CONTENT_TYPE, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive,
+    KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, Route, SESSION_HEADER, SINGLE_STATEMENT_HEADER,
+    SessionOpened, UpstreamInfo, decode_long_data,
 };
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
@@ -44,6 +44,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
         Route::OpenSession => open_session(&state, req, token).await,
         Route::KeepAlive => keep_alive(&state, req).await,
         Route::Command(id) => command(&state, &id, req).await,
+        Route::Infile(id) => infile(&state, &id, req).await,
         Route::CloseSession(id) => Ok(close_session(&state, &id).await),
         Route::Metrics => Ok(text(state.render_metrics())),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
@@ -94,10 +95,10 @@ async fn open_session(
         Some(pooled) => pooled,
         None => {
             state.pool.record_miss();
-            let conn = upstream::connect(upstream, &open, state.config.connect_timeout).await?;
-            Upstream { conn, born: Instant::now() }
+            upstream::connect(upstream, &open, state.config.connect_timeout).await?
         }
     };
+    upstream_conn.infile.set_client_allows(open.client_flags & LOCAL_FILES != 0);
     let connection_id = upstream_conn.conn.id();
     let status = upstream_conn.conn.last_ok_packet().map_or(0, |ok| ok.status_flags().bits());
     let server_version = state.server_version(upstream).await?;
@@ -125,6 +126,27 @@ fn statements_to_close(headers: &http::HeaderMap) -> Result<Vec<u32>, Error> {
         .filter(|s| !s.trim().is_empty())
         .map(|s| s.trim().parse().map_err(|_| Error::BadRequest(format!("bad statement id {s:?}"))))
         .collect()
+}
+
+/// A piece of the file a LOAD DATA LOCAL INFILE asked for (`X-Tunnel-Infile: more|end`),
+/// handed to the waiting upstream connection; answered once the upstream has room for it.
+async fn infile(
+    state: &AppState,
+    id: &str,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
+    let session = state.sessions.get(id)?;
+    session.touch();
+    let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
+        Some(b"end") => true,
+        Some(b"more") => false,
+        _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
+    };
+    let piece = read_body(req, state.config.max_request_bytes).await?;
+    session.infile.upload(piece, last).await?;
+    let mut response = Response::new(ResponseBody::from(Bytes::new()));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    Ok(response)
 }
 
 async fn command(
@@ -164,7 +186,13 @@ async fn command(
         Some(chunk) => ResponseBody::Stream(Box::new(run), Some(chunk)),
         None => ResponseBody::from(Bytes::new()),
     };
+    let streamed = matches!(body, ResponseBody::Stream(..));
     let mut response = Response::new(body);
+    if streamed {
+        // A streamed answer may carry a frame the sidecar must act on at once (an infile
+        // request, heartbeats): proxies that buffer by default (nginx) pass it on unbuffered.
+        response.headers_mut().insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    }
     response
         .headers_mut()
         .insert(CONTENT_TYPE, http::HeaderValue::from_static(FRAMES_CONTENT_TYPE));
@@ -192,7 +220,7 @@ async fn close_session(state: &Arc<AppState>, id: &str) -> Response<ResponseBody
         let state = state.clone();
         tokio::spawn(async move {
             let Some(conn) = session.conn.lock().await.take() else { return };
-            let upstream = Upstream { conn, born: session.born };
+            let upstream = Upstream { conn, born: session.born, infile: session.infile.clone() };
             if let Some(ticket) = state.pool.park(session.key.clone(), upstream).await {
                 drop(state.reaper.send(Timer::Idle(ticket)));
             }

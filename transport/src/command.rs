@@ -4,15 +4,20 @@
 use bytes::BufMut;
 use common::mysql::{command, error_code, put_lenenc_int, status};
 use common::wire::{
-    OkInfo, encode_end, encode_err, encode_ok, list_begin, list_finish, list_item_begin,
-    list_item_finish,
+    ListMark, OkInfo, encode_end, encode_err, encode_infile, encode_ok, list_begin, list_finish,
+    list_item_begin, list_item_finish,
 };
+use std::task::Poll;
+
 use futures_util::StreamExt;
 use mysql_async::QueryResult;
 use mysql_async::prelude::{Protocol, Queryable};
 use mysql_async::{Conn, Row, Value};
 use mysql_common::packets::{Column, OkPacket};
 
+use crate::infile::{
+    CAPABILITY_DISABLED, CAPABILITY_DISABLED_CODE, InfileBridge, InfileEvent, InfileEvents,
+};
 use crate::pool::PoolKey;
 use crate::run::Extras;
 use crate::session::Session;
@@ -46,9 +51,11 @@ pub async fn execute(
         return Ok(Outcome::Healthy);
     };
     match cmd {
-        command::QUERY if extras.single_statement => single_statement_query(conn, args, sink).await,
-        command::QUERY => query(conn, args, sink).await,
-        command::INIT_DB => query(conn, &use_statement(args), sink).await,
+        command::QUERY if extras.single_statement => {
+            single_statement_query(conn, args, sink, &session.infile).await
+        }
+        command::QUERY => query(conn, args, sink, Some(&session.infile)).await,
+        command::INIT_DB => query(conn, &use_statement(args), sink, None).await,
         command::PING => match conn.ping().await {
             Ok(()) => {
                 encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
@@ -113,6 +120,7 @@ async fn single_statement_query(
     conn: &mut Conn,
     sql: &[u8],
     sink: &mut FrameSink,
+    infile: &InfileBridge,
 ) -> Result<Outcome, ClientGone> {
     let mut sql = sql;
     if may_hold_several_statements(sql) {
@@ -132,16 +140,90 @@ async fn single_statement_query(
             Err(e) => return Ok(encode_mysql_error(sink, e)),
         }
     }
-    query(conn, sql, sink).await
+    query(conn, sql, sink, Some(infile)).await
 }
 
-async fn query(conn: &mut Conn, sql: &[u8], sink: &mut FrameSink) -> Result<Outcome, ClientGone> {
-    let result = match conn.query_iter(sql).await {
+/// COM_QUERY. The upstream may ask for a local file while any of its results is read
+/// (LOAD DATA LOCAL INFILE): `infile` answers in order with the rest of the output.
+async fn query(
+    conn: &mut Conn,
+    sql: &[u8],
+    sink: &mut FrameSink,
+    infile: Option<&InfileBridge>,
+) -> Result<Outcome, ClientGone> {
+    let mut events = infile.map(InfileBridge::open);
+    let next = conn.query_iter(sql);
+    let result = serving_infile(next, events.as_mut(), sink, &mut Pending::Nothing, 0).await?;
+    let result = match result {
         Ok(r) => r,
         Err(e) => return Ok(encode_mysql_error(sink, e)),
     };
-    let streamed = stream_sets(result, sink, RowFormat::Text).await?;
+    if events.as_mut().is_some_and(|e| std::mem::take(&mut e.refused)) {
+        return Ok(refuse_infile(sink));
+    }
+    let streamed = stream_sets(result, sink, RowFormat::Text, events.as_mut()).await?;
+    drop(events);
     Ok(finish(conn, sink, streamed))
+}
+
+/// Awaits `next` (a read from the upstream) while answering its file requests: what is open
+/// is closed first (a rows frame, then the row set: another result, the load's, follows), then
+/// the `Infile` frame goes out with everything before it — the sidecar relays all of that
+/// before it asks its client for the file.
+async fn serving_infile<F: std::future::Future>(
+    next: F,
+    events: Option<&mut InfileEvents<'_>>,
+    sink: &mut FrameSink,
+    pending: &mut Pending,
+    last_status: u16,
+) -> Result<F::Output, ClientGone> {
+    let Some(events) = events else { return Ok(next.await) };
+    tokio::pin!(next);
+    loop {
+        tokio::select! {
+            biased;
+            event = events.rx.recv() => match event {
+                Some(event) => answer_infile(event, events, sink, pending, last_status).await?,
+                None => return Ok(next.await),
+            },
+            output = &mut next => return Ok(output),
+        }
+    }
+}
+
+/// Acts on one infile event: a file request closes what is open and sends the `Infile` frame
+/// with everything before it; a refusal is remembered for the load's OK.
+async fn answer_infile(
+    event: InfileEvent,
+    events: &mut InfileEvents<'_>,
+    sink: &mut FrameSink,
+    pending: &mut Pending,
+    last_status: u16,
+) -> Result<(), ClientGone> {
+    match event {
+        InfileEvent::File(name) => {
+            let open = pending.take();
+            if let Pending::Rows(mark) = open {
+                list_finish(sink.buf(), mark);
+            }
+            if !matches!(open, Pending::Nothing) {
+                encode_end(sink.buf(), last_status | status::MORE_RESULTS_EXISTS, 0);
+            }
+            encode_infile(sink.buf(), &name);
+            sink.flush().await
+        }
+        InfileEvent::Refused => {
+            events.refused = true;
+            Ok(())
+        }
+    }
+}
+
+/// The load's OK after a refusal becomes the server's error (the upstream got an empty file).
+fn refuse_infile(sink: &mut FrameSink) -> Outcome {
+    let msg = CAPABILITY_DISABLED.as_bytes();
+    encode_err(sink.buf(), CAPABILITY_DISABLED_CODE, error_code::STATE_GENERAL, msg);
+    Outcome::Healthy
 }
 
 /// How the rows of a result are encoded.
@@ -172,27 +254,35 @@ pub async fn stream_sets<P: Protocol + Unpin>(
     mut result: QueryResult<'_, 'static, P>,
     sink: &mut FrameSink,
     format: RowFormat,
+    mut infile: Option<&mut InfileEvents<'_>>,
 ) -> Result<Streamed, ClientGone> {
     // A row set's terminator status is known only once the next set (or the end) is read.
-    let mut open_row_set = false;
+    let mut pending = Pending::Nothing;
     let mut last_status = status::AUTOCOMMIT;
     loop {
-        let mut set = match result.stream::<Row>().await {
-            Ok(Some(set)) => set,
-            Ok(None) => break,
-            Err(e) => {
-                if open_row_set {
+        let next = result.stream::<Row>();
+        let next =
+            serving_infile(next, infile.as_deref_mut(), sink, &mut pending, last_status).await?;
+        let refused = infile.as_mut().is_some_and(|e| std::mem::take(&mut e.refused));
+        let mut set = match next {
+            Ok(Some(set)) if !refused => set,
+            Ok(None) if !refused => break,
+            failed => {
+                if pending.take().is_row_set_end() {
                     encode_end(sink.buf(), last_status | status::MORE_RESULTS_EXISTS, 0);
                 }
-                return Ok(Streamed::Failed(encode_mysql_error(sink, e)));
+                let outcome = match failed {
+                    Err(e) => encode_mysql_error(sink, e),
+                    Ok(_) => refuse_infile(sink),
+                };
+                return Ok(Streamed::Failed(outcome));
             }
         };
         let ok = ok_info(set.ok_packet(), last_status);
         last_status = ok.status;
-        if open_row_set {
+        if pending.take().is_row_set_end() {
             let warnings = if set.columns_ref().is_empty() { 0 } else { ok.warnings };
             encode_end(sink.buf(), ok.status | status::MORE_RESULTS_EXISTS, warnings);
-            open_row_set = false;
         }
         if set.columns_ref().is_empty() {
             encode_ok(sink.buf(), &ok);
@@ -200,29 +290,81 @@ pub async fn stream_sets<P: Protocol + Unpin>(
         }
         let columns = set.columns();
         encode_columns(sink, &columns, false);
-        let mut rows = list_begin(sink.buf(), true);
-        while let Some(row) = set.next().await {
+        pending = Pending::Rows(list_begin(sink.buf(), true));
+        loop {
+            // mysql_async reads the next result's header right after the last row: the
+            // upstream may ask for a file here.
+            let row = match infile.as_deref_mut() {
+                None => set.next().await,
+                Some(events) => {
+                    let step = std::future::poll_fn(|cx| {
+                        if let Poll::Ready(Some(event)) = events.rx.poll_recv(cx) {
+                            return Poll::Ready(Err(event));
+                        }
+                        set.poll_next_unpin(cx).map(Ok)
+                    })
+                    .await;
+                    match step {
+                        Ok(row) => row,
+                        Err(event) => {
+                            answer_infile(event, events, sink, &mut pending, last_status).await?;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let Some(row) = row else { break };
             let row = match row {
                 Ok(row) => row,
                 Err(e) => {
-                    list_finish(sink.buf(), rows);
+                    if let Pending::Rows(mark) = pending.take() {
+                        list_finish(sink.buf(), mark);
+                    }
                     return Ok(Streamed::Failed(encode_mysql_error(sink, e)));
                 }
             };
+            if !matches!(pending, Pending::Rows(_)) {
+                pending = Pending::Rows(list_begin(sink.buf(), true));
+            }
             match format {
                 RowFormat::Text => encode_text_row(sink, row),
                 RowFormat::Binary => crate::binary::encode_row(sink.buf(), row, &columns),
             }
             if sink.buf().len() >= crate::sink::FLUSH_AT {
-                list_finish(sink.buf(), rows);
+                if let Pending::Rows(mark) = pending.take() {
+                    list_finish(sink.buf(), mark);
+                }
                 sink.flush().await?;
-                rows = list_begin(sink.buf(), true);
+                pending = Pending::Rows(list_begin(sink.buf(), true));
             }
         }
-        list_finish(sink.buf(), rows);
-        open_row_set = true;
+        if let Pending::Rows(mark) = pending.take() {
+            list_finish(sink.buf(), mark);
+            pending = Pending::RowSetEnd;
+        }
     }
-    Ok(Streamed::Done { open_row_set, last_status })
+    Ok(Streamed::Done { open_row_set: pending.is_row_set_end(), last_status })
+}
+
+/// Output still open while the next upstream packet is read.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    /// Nothing.
+    Nothing,
+    /// A rows frame is being filled.
+    Rows(ListMark),
+    /// A row set awaits its terminator.
+    RowSetEnd,
+}
+
+impl Pending {
+    fn take(&mut self) -> Pending {
+        std::mem::replace(self, Pending::Nothing)
+    }
+
+    fn is_row_set_end(self) -> bool {
+        matches!(self, Pending::RowSetEnd)
+    }
 }
 
 /// Ends an answer: the last row set's terminator comes from the connection's last OK.

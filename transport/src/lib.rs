@@ -8,6 +8,7 @@ pub mod body;
 pub mod command;
 pub mod config;
 pub mod error;
+pub mod infile;
 pub mod pool;
 pub mod prepared;
 pub mod reaper;

@@ -67,6 +67,8 @@ pub struct Upstream {
     pub conn: Conn,
     /// When it was opened (for `max_lifetime`).
     pub born: Instant,
+    /// Its LOCAL INFILE handler's link to the session using it.
+    pub infile: std::sync::Arc<crate::infile::InfileBridge>,
 }
 
 #[derive(Debug)]

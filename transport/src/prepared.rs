@@ -107,7 +107,7 @@ impl Statements {
             Ok(result) => result,
             Err(e) => return Ok(encode_mysql_error(sink, e)),
         };
-        let streamed = stream_sets(result, sink, RowFormat::Binary).await?;
+        let streamed = stream_sets(result, sink, RowFormat::Binary, None).await?;
         Ok(finish(conn, sink, streamed))
     }
 

@@ -29,6 +29,8 @@ pub struct Session {
     pub statements: crate::prepared::Statements,
     /// The upstream connection; `None` once closed. Held for the whole of a command.
     pub conn: Arc<AsyncMutex<Option<Conn>>>,
+    /// LOCAL INFILE requests of the connection, answered through this session.
+    pub infile: Arc<crate::infile::InfileBridge>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -82,7 +84,7 @@ impl SessionTable {
         upstream: crate::pool::Upstream,
         limits: SessionLimits,
     ) -> Result<Arc<Session>, (Error, Conn)> {
-        let crate::pool::Upstream { conn, born } = upstream;
+        let crate::pool::Upstream { conn, born, infile } = upstream;
         let id = match new_session_id() {
             Ok(id) => id,
             Err(e) => return Err((e, conn)),
@@ -101,6 +103,7 @@ impl SessionTable {
             token: limits.token,
             statements: crate::prepared::Statements::default(),
             conn: Arc::new(AsyncMutex::new(Some(conn))),
+            infile,
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
         });

@@ -1,7 +1,7 @@
 //! Upstream connections: opening a `mysql_async::Conn` for a session, and reading a server's
 //! version string from its greeting.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::wire::OpenSession;
 use mysql_async::prelude::Queryable;
@@ -13,6 +13,8 @@ use common::mysql::capability;
 
 use crate::Error;
 use crate::config::UpstreamConfig;
+use crate::infile::InfileBridge;
+use crate::pool::Upstream;
 
 /// CLIENT_FOUND_ROWS capability bit.
 const CLIENT_FOUND_ROWS: u32 = 0x0000_0002;
@@ -26,9 +28,10 @@ pub async fn connect(
     upstream: &UpstreamConfig,
     req: &OpenSession,
     timeout: Duration,
-) -> Result<Conn, Error> {
+) -> Result<Upstream, Error> {
     let (host, port) = split_address(&upstream.address)
         .ok_or_else(|| Error::UnknownUpstream(upstream.name.clone()))?;
+    let infile = InfileBridge::new();
     let opts = OptsBuilder::default()
         .ip_or_hostname(host)
         .tcp_port(port)
@@ -36,6 +39,7 @@ pub async fn connect(
         .pass(Some(req.password.clone()))
         .db_name(req.database.clone())
         .tcp_nodelay(true)
+        .local_infile_handler(Some(infile.handler()))
         .stmt_cache_size(0)
         .prefer_socket(false)
         .client_found_rows(req.client_flags & CLIENT_FOUND_ROWS != 0)
@@ -60,7 +64,7 @@ pub async fn connect(
     apply_collation(&mut conn, req.collation)
         .await
         .map_err(|e| Error::from_mysql(&upstream.name, e))?;
-    Ok(conn)
+    Ok(Upstream { conn, born: Instant::now(), infile })
 }
 
 /// Applies what the client's capability flags change in a server session: CLIENT_IGNORE_SPACE

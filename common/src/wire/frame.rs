@@ -14,6 +14,7 @@ const TAG_OK: u8 = 4;
 const TAG_ERR: u8 = 5;
 const TAG_HEARTBEAT: u8 = 6;
 const TAG_PREPARED: u8 = 7;
+const TAG_INFILE: u8 = 8;
 const HEADER_LEN: usize = 5;
 
 /// Default largest frame payload a decoder accepts (a row may be as big as
@@ -62,6 +63,9 @@ pub enum Frame {
     },
     /// Sent while a long command runs so that proxies see traffic; carries nothing.
     Heartbeat,
+    /// The upstream asks for a local file (LOAD DATA LOCAL INFILE): the client is to send it,
+    /// and the sidecar uploads it to `…/sessions/{id}/infile`. Carries the file name.
+    Infile(Bytes),
     /// COM_STMT_PREPARE succeeded; parameter then column definitions follow as `Columns`
     /// frames (each only when its count is not zero).
     Prepared {
@@ -192,6 +196,12 @@ pub fn encode_heartbeat(buf: &mut BytesMut) {
     header(buf, TAG_HEARTBEAT, 0);
 }
 
+/// Appends an infile request frame naming the file the upstream asks for.
+pub fn encode_infile(buf: &mut BytesMut, file_name: &[u8]) {
+    header(buf, TAG_INFILE, file_name.len());
+    buf.put_slice(file_name);
+}
+
 /// Incremental decoder: feed body chunks with [`FrameDecoder::extend`], take frames with
 /// [`FrameDecoder::next_frame`].
 #[derive(Debug)]
@@ -252,6 +262,7 @@ impl FrameDecoder {
                 Frame::Err { code, sqlstate, message: payload }
             }
             TAG_HEARTBEAT if len == 0 => Frame::Heartbeat,
+            TAG_INFILE => Frame::Infile(payload),
             TAG_PREPARED if len == 10 => Frame::Prepared {
                 statement_id: payload.get_u32_le(),
                 columns: payload.get_u16_le(),
@@ -312,8 +323,10 @@ mod tests {
         encode_err(&mut buf, 1146, b"42S02", b"Table 't' doesn't exist");
         encode_heartbeat(&mut buf);
         encode_prepared(&mut buf, 7, 2, 3, 1);
+        encode_infile(&mut buf, b"/tmp/data.csv");
         let frames = decode_all(&buf);
-        assert_eq!(frames.len(), 7);
+        assert_eq!(frames.len(), 8);
+        assert_eq!(frames[7], Frame::Infile(Bytes::from_static(b"/tmp/data.csv")));
         assert_eq!(
             frames[6],
             Frame::Prepared { statement_id: 7, columns: 2, params: 3, warnings: 1 }

@@ -14,8 +14,8 @@ pub use control::{
 };
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, encode_end, encode_err,
-    encode_heartbeat, encode_ok, encode_prepared, list_begin, list_finish, list_item_begin,
-    list_item_finish,
+    encode_heartbeat, encode_infile, encode_ok, encode_prepared, list_begin, list_finish,
+    list_item_begin, list_item_finish,
 };
 pub use long_data::{LONG_DATA_HEADER, decode_long_data, encode_long_data};
 pub use route::Route;
@@ -33,6 +33,8 @@ pub const CLOSE_STATEMENTS_HEADER: &str = "x-tunnel-close-statements";
 /// Header on a COM_QUERY from a client with multi-statements off: the text must be refused, as
 /// the server would, if it holds more than one statement.
 pub const SINGLE_STATEMENT_HEADER: &str = "x-tunnel-single-statement";
+/// Header on an infile upload: `more` (other pieces follow) or `end` (the file is complete).
+pub const INFILE_HEADER: &str = "x-tunnel-infile";
 /// Header a load balancer may hash on to keep one session on one transport.
 pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
 /// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.

@@ -13,6 +13,8 @@ pub enum Route {
     KeepAlive,
     /// `POST …/v1/sessions/{id}/command`
     Command(String),
+    /// `POST …/v1/sessions/{id}/infile`: a piece of the file a LOAD DATA LOCAL asked for.
+    Infile(String),
     /// `DELETE …/v1/sessions/{id}`
     CloseSession(String),
     /// `GET /metrics`
@@ -44,6 +46,9 @@ impl Route {
             ["sessions", id, "command"] if valid_id(id) => {
                 (Route::Command((*id).to_owned()), method == "POST")
             }
+            ["sessions", id, "infile"] if valid_id(id) => {
+                (Route::Infile((*id).to_owned()), method == "POST")
+            }
             _ => return Route::NotFound,
         };
         if allowed { route } else { Route::MethodNotAllowed }
@@ -70,6 +75,10 @@ mod tests {
         assert_eq!(
             Route::parse("DELETE", "/v1/sessions/abc123"),
             Route::CloseSession("abc123".into())
+        );
+        assert_eq!(
+            Route::parse("POST", "/p/v1/sessions/abc123/infile"),
+            Route::Infile("abc123".into())
         );
         assert_eq!(Route::parse("GET", "/metrics"), Route::Metrics);
         assert_eq!(Route::parse("POST", "/p/v1/keepalive"), Route::KeepAlive);
