@@ -2,6 +2,7 @@
 //! client's own database credentials, which it hands over through `caching_sha2_password` full
 //! authentication (clear inside TLS, RSA-encrypted otherwise) or `mysql_clear_password`.
 
+use common::config::Secret;
 use common::wire::OpenSession;
 use tracing::debug;
 
@@ -24,7 +25,7 @@ pub enum Identity {
         /// Login name.
         user: String,
         /// The password the client handed over (kept only until the session is open).
-        password: String,
+        password: Secret,
     },
 }
 
@@ -42,7 +43,7 @@ impl Identity {
             Identity::Passthrough { user, password } => OpenSession {
                 upstream: shared.config.passthrough_upstream().to_owned(),
                 user: user.clone(),
-                password: password.clone(),
+                password: password.expose().to_owned(),
                 database,
                 client_flags,
                 collation,
@@ -108,7 +109,7 @@ impl Authenticator<'_> {
         };
         let password = String::from_utf8(password)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        Ok(Identity::Passthrough { user: user.to_owned(), password })
+        Ok(Identity::Passthrough { user: user.to_owned(), password: Secret::new(password) })
     }
 
     /// `caching_sha2_password` after the client's scramble answer: the sidecar has no cache, so

@@ -12,6 +12,7 @@ pub mod infile;
 pub mod pool;
 pub mod prepared;
 pub mod reaper;
+pub mod results;
 pub mod run;
 pub mod server;
 pub mod session;

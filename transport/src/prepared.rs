@@ -11,7 +11,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Statement};
 
 use crate::binary::{self, ParamType};
-use crate::command::{Outcome, RowFormat, encode_columns, encode_mysql_error, finish, stream_sets};
+use crate::command::Outcome;
+use crate::results::{RowFormat, encode_columns, encode_mysql_error, finish, stream_sets};
 use crate::sink::{ClientGone, FrameSink};
 
 /// ER_UNKNOWN_STMT_HANDLER.
