@@ -265,12 +265,7 @@ impl ClientConnection {
         };
         let mut frames = match self.tunnel.command(&session.id, &body, &riders).await {
             Ok(frames) => frames,
-            Err(e) if e.is_fatal() => return Err(e),
-            Err(e) => {
-                let (code, state, msg) = e.to_mysql();
-                self.write_error(code, &state, msg.as_bytes()).await?;
-                return Ok(status);
-            }
+            Err(e) => return self.answer_error(e, status).await,
         };
         let infile = InfileTarget {
             tunnel: &self.shared.tunnel,
@@ -295,12 +290,7 @@ impl ClientConnection {
             match self.authenticator(scramble, session.capabilities).run(&request.user, None).await
             {
                 Ok(identity) => identity,
-                Err(e) if e.is_fatal() => return Err(e),
-                Err(e) => {
-                    let (code, state, msg) = e.to_mysql();
-                    self.write_error(code, &state, msg.as_bytes()).await?;
-                    return Ok(status);
-                }
+                Err(e) => return self.answer_error(e, status).await,
             };
         let collation = request.collation.unwrap_or(session.collation);
         let open = identity.open_session(
@@ -311,11 +301,7 @@ impl ClientConnection {
         );
         let opened = match self.tunnel.open_session(&open).await {
             Ok(opened) => opened,
-            Err(e) => {
-                let (code, state, msg) = e.to_mysql();
-                self.write_error(code, &state, msg.as_bytes()).await?;
-                return Ok(status);
-            }
+            Err(e) => return self.answer_error(e, status).await,
         };
         self.tunnel.close_session(&session.id).await;
         self.shared.live.rename(&session.id, &opened.session_id);
@@ -392,6 +378,17 @@ impl ClientConnection {
         encode_err(&mut buf, code, state, msg);
         self.io.queue_packet(&buf);
         self.io.flush().await
+    }
+
+    /// A command's error: one the connection survives is sent to the client (and the session
+    /// goes on with `status`); a fatal one ends the connection.
+    async fn answer_error(&mut self, e: Error, status: u16) -> Result<u16, Error> {
+        if e.is_fatal() {
+            return Err(e);
+        }
+        let (code, state, msg) = e.to_mysql();
+        self.write_error(code, &state, msg.as_bytes()).await?;
+        Ok(status)
     }
 
     /// Sends the client the error that ends its connection, if the socket still works.

@@ -144,9 +144,7 @@ async fn infile(
     };
     let piece = read_body(req, state.config.max_request_bytes).await?;
     session.infile.upload(piece, last).await?;
-    let mut response = Response::new(ResponseBody::from(Bytes::new()));
-    *response.status_mut() = StatusCode::NO_CONTENT;
-    Ok(response)
+    Ok(no_content())
 }
 
 async fn command(
@@ -226,6 +224,10 @@ async fn close_session(state: &Arc<AppState>, id: &str) -> Response<ResponseBody
             }
         });
     }
+    no_content()
+}
+
+fn no_content() -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::from(Bytes::new()));
     *response.status_mut() = StatusCode::NO_CONTENT;
     response
