@@ -8,9 +8,12 @@ use common::wire::{Frame, PacketList};
 use crate::Error;
 use crate::infile::InfileTarget;
 use crate::protocol::{
-    PacketIo, encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int,
+    PacketIo, QueuedPacket, encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int,
 };
 use crate::tunnel::FrameStream;
+
+/// Offset of the status flags in an EOF payload (`0xfe`, warnings u16, status u16).
+const EOF_STATUS_AT: usize = 3;
 
 /// How the client wants answers shaped.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +39,9 @@ pub async fn relay_answer(
     let mut complete = false;
     // Definition lists still to come after a prepare's OK (parameters, then columns).
     let mut prepared_lists = 0;
+    // The EOF after column definitions: a server puts the result set's final status there, which
+    // the tunnel learns only at `End`; patched then if it has not been sent yet.
+    let mut metadata_eof: Option<QueuedPacket> = None;
     while let Some(frame) = frames.next().await? {
         let definitions_of_prepare = prepared_lists > 0 && matches!(frame, Frame::Columns(_));
         if complete && !definitions_of_prepare {
@@ -76,7 +82,7 @@ pub async fn relay_answer(
                 if !style.deprecate_eof && !style.field_list {
                     scratch.clear();
                     encode_eof(&mut scratch, status, 0);
-                    io.queue_packet(&scratch);
+                    metadata_eof = Some(io.queue_packet_marked(&scratch));
                 }
             }
             Frame::Rows(list) => {
@@ -87,6 +93,9 @@ pub async fn relay_answer(
             }
             Frame::End { status: s, warnings } => {
                 status = s;
+                if let Some(eof) = metadata_eof.take() {
+                    io.patch_queued(eof, EOF_STATUS_AT, &s.to_le_bytes());
+                }
                 if style.field_list {
                     encode_eof(&mut scratch, s, warnings);
                 } else {

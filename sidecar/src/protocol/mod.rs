@@ -13,5 +13,5 @@ pub use auth::{
     native_password_matches, unmask_password,
 };
 pub use handshake::{ClientHello, Greeting, parse_client_hello};
-pub use packet::{MAX_PAYLOAD, PacketIo};
+pub use packet::{MAX_PAYLOAD, PacketIo, QueuedPacket};
 pub use response::{encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};

@@ -26,6 +26,16 @@ pub struct PacketIo {
     wbuf: BytesMut,
     seq: u8,
     max_packet: usize,
+    /// Times the write buffer was sent: a [`QueuedPacket`] from an earlier round is gone.
+    flushes: u64,
+}
+
+/// A small packet still in the write buffer, which may be patched until the next flush.
+#[derive(Debug, Clone, Copy)]
+pub struct QueuedPacket {
+    flushes: u64,
+    at: usize,
+    len: usize,
 }
 
 impl PacketIo {
@@ -38,6 +48,7 @@ impl PacketIo {
             wbuf: BytesMut::with_capacity(16 * 1024),
             seq: 0,
             max_packet,
+            flushes: 0,
         }
     }
 
@@ -141,6 +152,25 @@ impl PacketIo {
         }
     }
 
+    /// Queues a packet shorter than 16 MiB and remembers where it is.
+    pub fn queue_packet_marked(&mut self, payload: &[u8]) -> QueuedPacket {
+        let at = self.wbuf.len() + 4;
+        self.queue_packet(payload);
+        QueuedPacket { flushes: self.flushes, at, len: payload.len().min(MAX_PAYLOAD - 1) }
+    }
+
+    /// Overwrites bytes of a queued packet's payload from `offset`; false (nothing changed)
+    /// once the packet has been sent or when the bytes do not fit in it.
+    pub fn patch_queued(&mut self, packet: QueuedPacket, offset: usize, bytes: &[u8]) -> bool {
+        let fits = offset + bytes.len() <= packet.len;
+        if packet.flushes != self.flushes || !fits {
+            return false;
+        }
+        let start = packet.at + offset;
+        self.wbuf[start..start + bytes.len()].copy_from_slice(bytes);
+        true
+    }
+
     fn put_header(&mut self, len: usize) {
         self.wbuf.put_uint_le(len as u64, 3);
         self.wbuf.put_u8(self.seq);
@@ -150,6 +180,7 @@ impl PacketIo {
     /// Writes everything queued.
     pub async fn flush(&mut self) -> Result<(), Error> {
         if !self.wbuf.is_empty() {
+            self.flushes += 1;
             self.stream.write_all(&self.wbuf).await?;
             self.wbuf.clear();
         }
@@ -204,6 +235,20 @@ mod tests {
         assert_eq!(got.len(), big.len());
         assert_eq!(io.seq, 2);
         drop(writer.await);
+    }
+
+    #[tokio::test]
+    async fn queued_packets_can_be_patched_until_flushed() {
+        let (mut io, mut client) = pair().await;
+        let eof = io.queue_packet_marked(&[0xfe, 0, 0, 2, 0]);
+        io.queue_packet(b"row");
+        assert!(io.patch_queued(eof, 3, &[0x22, 0]));
+        assert!(!io.patch_queued(eof, 4, &[1, 1]), "past the end");
+        io.flush().await.expect("flush");
+        assert!(!io.patch_queued(eof, 3, &[0, 0]), "already sent");
+        let mut wire = [0u8; 16];
+        client.read_exact(&mut wire).await.expect("read");
+        assert_eq!(&wire[..9], &[5, 0, 0, 0, 0xfe, 0, 0, 0x22, 0]);
     }
 
     #[tokio::test]
