@@ -225,3 +225,40 @@ async fn transport_answers_bad_requests_with_machine_readable_4xx() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn stray_infile_uploads_are_refused_and_the_session_goes_on() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+        let open = format!(
+            r#"{{"upstream":"main","user":"{USER}","password":"{PASSWORD}","client_flags":0,"collation":45}}"#
+        );
+        let request = format!(
+            "POST /v1/sessions HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{open}",
+            open.len()
+        );
+        let (status, body) = raw_http(tunnel.transport, &request).await;
+        assert_eq!(status, 201, "{body}");
+        let opened: serde_json::Value = serde_json::from_str(&body).expect("json");
+        let id = opened["session_id"].as_str().expect("session id").to_owned();
+        let upload = |header: &str| {
+            format!(
+                "POST /v1/sessions/{id}/infile HTTP/1.1\r\nHost: t\r\n{auth}{header}Content-Length: 4\r\nConnection: close\r\n\r\n1,a\n"
+            )
+        };
+        for header in ["", "X-Tunnel-Infile: sideways\r\n", "X-Tunnel-Infile: end\r\n"] {
+            let (status, body) = raw_http(tunnel.transport, &upload(header)).await;
+            assert_eq!(status, 400, "{header:?}: {body}");
+            let json: serde_json::Value = serde_json::from_str(&body).expect("json");
+            assert_eq!(json["error"], "bad_request", "{body}");
+        }
+        let command = format!(
+            "POST /v1/sessions/{id}/command HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 9\r\nConnection: close\r\n\r\n\x03SELECT 1"
+        );
+        let (status, _) = raw_http(tunnel.transport, &command).await;
+        assert_eq!(status, 200, "the session still runs commands");
+        assert_still_serving(&tunnel).await;
+    })
+    .await;
+}
