@@ -156,3 +156,72 @@ async fn mysql_async_loads_and_the_session_goes_on() {
     })
     .await;
 }
+
+const LOCAL_FILES: u32 = 0x0000_0080;
+
+/// A raw client that starts a LOAD DATA LOCAL into `table`, sends `rows` rows of the file
+/// and then neither ends it nor hangs up.
+async fn start_partial_load(port: u16, table: &str, rows: usize) -> e2e::raw::RawClient {
+    use e2e::raw::{CAPS, RawClient};
+    let mut c =
+        RawClient::login_with_caps(port, USER, PASSWORD, DATABASE, CAPS | LOCAL_FILES).await;
+    let sql = format!(
+        "\x03LOAD DATA LOCAL INFILE 'part.csv' INTO TABLE {table} FIELDS TERMINATED BY ','"
+    );
+    c.write_command(sql.as_bytes()).await;
+    assert_eq!(c.read().await, b"\xfbpart.csv", "the server asks for the file");
+    let data: String = (0..rows).map(|i| format!("{i},partial\n")).collect();
+    for chunk in data.as_bytes().chunks(4096) {
+        c.write(chunk).await;
+    }
+    c
+}
+
+async fn count(table: &str) -> u64 {
+    let sql = format!("SELECT COUNT(*) FROM {table}");
+    direct().await.query_first(sql).await.expect("count").expect("row")
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_file_loads_nothing_as_directly() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        for (port, table) in
+            [(mysql_port(), "inf_hangup_direct"), (tunnel.sidecar.port(), "inf_hangup_tunnel")]
+        {
+            fresh_table(table).await;
+            let c = start_partial_load(port, table, 20_000).await;
+            drop(c);
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            assert_eq!(count(table).await, 0, "{table}: the statement was rolled back");
+        }
+        let mut t = tunnel.connect().await;
+        assert_eq!(t.query_first::<u64, _>("SELECT 1").await.expect("query"), Some(1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stalled_file_is_cancelled_without_loading_part_of_it() {
+    within(60, async {
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let transport = e2e::transport_yaml(mysql_port()).replace("session_timeout: 30s", "session_timeout: 2s");
+        let tunnel = Tunnel::start_with(listener, &transport, &e2e::sidecar_yaml(&url, e2e::TOKEN)).await;
+        fresh_table("inf_stall").await;
+        let _stalled = start_partial_load(tunnel.sidecar.port(), "inf_stall", 20_000).await;
+        let mut d = direct().await;
+        let loading = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'LOAD DATA LOCAL%inf_stall%'";
+        let mut gone = false;
+        for _ in 0..50 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            if d.query_first::<u64, _>(loading).await.expect("processlist") == Some(0) {
+                gone = true;
+                break;
+            }
+        }
+        assert!(gone, "the stalled load was cancelled upstream");
+        assert_eq!(count("inf_stall").await, 0, "nothing of the partial file was loaded");
+    })
+    .await;
+}

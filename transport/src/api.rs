@@ -95,7 +95,8 @@ async fn open_session(
         Some(pooled) => pooled,
         None => {
             state.pool.record_miss();
-            upstream::connect(upstream, &open, state.config.connect_timeout).await?
+            let timeouts = (state.config.connect_timeout, state.config.session_timeout);
+            upstream::connect(upstream, &open, timeouts.0, timeouts.1).await?
         }
     };
     upstream_conn.infile.set_client_allows(open.client_flags & LOCAL_FILES != 0);

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use mysql_async::{InfileData, LocalInfileError};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, InfileData, LocalInfileError, Opts};
 use tokio::sync::mpsc;
 
 use crate::Error;
@@ -19,8 +20,6 @@ use crate::Error;
 pub const CAPABILITY_DISABLED: &str = "The used command is not allowed because the MariaDB server or client has disabled the local infile capability";
 /// ER_LOAD_INFILE_CAPABILITY_DISABLED.
 pub const CAPABILITY_DISABLED_CODE: u16 = 4166;
-/// How long the upstream waits for the sidecar's next piece before the load is abandoned.
-const PIECE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Pieces buffered between the upload request and the upstream connection.
 const PIECES_IN_FLIGHT: usize = 4;
 
@@ -35,19 +34,31 @@ pub enum InfileEvent {
 }
 
 /// The link between one upstream connection's infile requests and the session using it.
-#[derive(Debug, Default)]
 pub struct InfileBridge {
     state: Mutex<BridgeState>,
+    /// How long a transfer may wait for its next piece.
+    piece_timeout: Duration,
+    /// How to reach the upstream from a second connection (to cancel a stalled load).
+    side_door: Opts,
 }
 
 #[derive(Debug, Default)]
 struct BridgeState {
     /// The session's client set CLIENT_LOCAL_FILES.
     client_allows: bool,
+    /// The connection's id on the upstream server.
+    connection_id: u32,
     /// The running command's events.
     events: Option<mpsc::UnboundedSender<InfileEvent>>,
     /// Where uploaded pieces go while a file is being received.
     upload: Option<mpsc::Sender<Bytes>>,
+}
+
+/// Leaves out `side_door`: it holds the upstream password.
+impl std::fmt::Debug for InfileBridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InfileBridge").field("state", &self.state).finish_non_exhaustive()
+    }
 }
 
 /// A running query's side of the bridge; closes it when dropped.
@@ -69,9 +80,15 @@ impl Drop for InfileEvents<'_> {
 }
 
 impl InfileBridge {
-    /// A new bridge; install [`InfileBridge::handler`] in the connection's options.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+    /// A new bridge; install [`InfileBridge::handler`] in the connection's options, which are
+    /// `side_door` plus the handler.
+    pub fn new(piece_timeout: Duration, side_door: Opts) -> Arc<Self> {
+        Arc::new(Self { state: Mutex::default(), piece_timeout, side_door })
+    }
+
+    /// Records the connection's id once it is connected.
+    pub fn set_connection_id(&self, id: u32) {
+        self.lock().connection_id = id;
     }
 
     /// The `mysql_async` handler: `file_name` is what the upstream asks for.
@@ -134,17 +151,25 @@ impl InfileBridge {
         let (tx, rx) = mpsc::channel(PIECES_IN_FLIGHT);
         state.upload = Some(tx);
         drop(events.send(InfileEvent::File(file_name.to_vec())));
-        futures_util::stream::unfold(rx, |mut rx| async move {
-            match tokio::time::timeout(PIECE_TIMEOUT, rx.recv()).await {
-                Ok(Some(piece)) => Some((Ok(piece), rx)),
+        let stall = Stall {
+            timeout: self.piece_timeout,
+            side_door: self.side_door.clone(),
+            connection_id: state.connection_id,
+        };
+        futures_util::stream::unfold((rx, stall), |(mut rx, stall)| async move {
+            match tokio::time::timeout(stall.timeout, rx.recv()).await {
+                Ok(Some(piece)) => Some((Ok(piece), (rx, stall))),
                 Ok(None) => None,
                 Err(_) => {
+                    // Ending the file now would load what arrived so far: the statement is
+                    // killed first, so the server rolls it back, as when its own client stalls.
+                    stall.cancel_statement().await;
+                    rx.close();
                     let e = io::Error::new(
                         io::ErrorKind::TimedOut,
                         "the client's file stopped arriving",
                     );
-                    rx.close();
-                    Some((Err(e), rx))
+                    Some((Err(e), (rx, stall)))
                 }
             }
         })
@@ -153,6 +178,34 @@ impl InfileBridge {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a waiting transfer needs to give up cleanly.
+struct Stall {
+    timeout: Duration,
+    side_door: Opts,
+    connection_id: u32,
+}
+
+impl Stall {
+    /// `KILL QUERY` on the loading connection, from a second one with the same login.
+    async fn cancel_statement(&self) {
+        let kill = async {
+            let mut conn = Conn::new(self.side_door.clone()).await?;
+            conn.query_drop(format!("KILL QUERY {}", self.connection_id)).await?;
+            conn.disconnect().await
+        };
+        match tokio::time::timeout(self.timeout, kill).await {
+            Ok(Ok(())) => {
+                tracing::info!(
+                    connection_id = self.connection_id,
+                    "stalled LOAD DATA LOCAL cancelled"
+                )
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot cancel a stalled LOAD DATA LOCAL"),
+            Err(_) => tracing::warn!("cannot cancel a stalled LOAD DATA LOCAL: no answer"),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use common::wire::OpenSession;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder, SslOpts};
+use mysql_async::{Conn, Opts, OptsBuilder, SslOpts};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -23,15 +23,16 @@ const LOGIN_COLLATION: u8 = 45;
 /// Largest greeting packet we are willing to read when probing.
 const MAX_GREETING: usize = 1024;
 
-/// Opens the upstream connection of a new session, as the client asked for it.
+/// Opens the upstream connection of a new session, as the client asked for it. A LOAD DATA
+/// LOCAL transfer whose next piece takes longer than `infile_timeout` is abandoned.
 pub async fn connect(
     upstream: &UpstreamConfig,
     req: &OpenSession,
     timeout: Duration,
+    infile_timeout: Duration,
 ) -> Result<Upstream, Error> {
     let (host, port) = split_address(&upstream.address)
         .ok_or_else(|| Error::UnknownUpstream(upstream.name.clone()))?;
-    let infile = InfileBridge::new();
     let opts = OptsBuilder::default()
         .ip_or_hostname(host)
         .tcp_port(port)
@@ -39,7 +40,6 @@ pub async fn connect(
         .pass(Some(req.password.clone()))
         .db_name(req.database.clone())
         .tcp_nodelay(true)
-        .local_infile_handler(Some(infile.handler()))
         .stmt_cache_size(0)
         .prefer_socket(false)
         .client_found_rows(req.client_flags & CLIENT_FOUND_ROWS != 0)
@@ -49,6 +49,10 @@ pub async fn connect(
                 .with_root_certs(roots)
                 .with_danger_skip_domain_validation(tls.skip_domain_validation)
         }));
+    // The bridge keeps options without its own handler (no reference cycle) to cancel a stalled
+    // transfer from a second connection.
+    let infile = InfileBridge::new(infile_timeout, Opts::from(opts.clone()));
+    let opts = opts.local_infile_handler(Some(infile.handler()));
     let mut conn = match tokio::time::timeout(timeout, Conn::new(opts)).await {
         Ok(result) => result.map_err(|e| Error::from_mysql(&upstream.name, e))?,
         Err(_) => {
@@ -64,6 +68,7 @@ pub async fn connect(
     apply_collation(&mut conn, req.collation)
         .await
         .map_err(|e| Error::from_mysql(&upstream.name, e))?;
+    infile.set_connection_id(conn.id());
     Ok(Upstream { conn, born: Instant::now(), infile })
 }
 
