@@ -33,7 +33,7 @@ start_mariadb "$WORK/mariadb" "$MYSQL_PORT"
 echo "== cargo test"
 set +e
 export SQLTUNNEL_TEST_PYTHON="$CLIENTS/venv/bin/python" SQLTUNNEL_TEST_NODE_MODULES="$CLIENTS/node/node_modules"
-SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
+SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run, summed over every test binary.

@@ -36,7 +36,11 @@ fn defaults(transport: u16, port: u16) -> String {
     default_config(transport, port, "")
 }
 
+/// The scripts create and drop the same tables: tests running them take turns.
+static SCRIPT_TABLES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn core_scripts_match(tunnel: &Tunnel) {
+    let _turn = SCRIPT_TABLES.lock().await;
     for script in [TYPES_SCRIPT, DML_SCRIPT, ERROR_SCRIPT] {
         let (mut d, mut t) = (direct().await, tunnel.connect().await);
         let (a, b) = compare_script(&mut d, &mut t, script).await;

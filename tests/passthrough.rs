@@ -310,3 +310,33 @@ async fn clients_that_cannot_hand_over_a_password_are_told_the_fix() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_mariadb_ed25519_user_logs_in_through_passthrough() {
+    within(60, async {
+        let mut admin = e2e::direct().await;
+        let plugins =
+            "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'ed25519'";
+        if admin.query_first::<u64, _>(plugins).await.expect("plugins") == Some(0) {
+            admin.query_drop("INSTALL SONAME 'auth_ed25519'").await.expect("install ed25519");
+        }
+        for sql in [
+            "DROP USER IF EXISTS 'pt_ed25519'@'%'",
+            "CREATE USER 'pt_ed25519'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('Ed-pw-25519')",
+            "GRANT ALL ON tunnel_test.* TO 'pt_ed25519'@'%'",
+        ] {
+            admin.query_drop(sql).await.expect("user");
+        }
+        let tunnel = Tunnel::start_passthrough("").await;
+        for pw in ["Ed-pw-25519", "not-it"] {
+            let direct = mysql_async_login(mysql_port(), "pt_ed25519", pw, DATABASE, false).await;
+            let through =
+                mysql_async_login(tunnel.sidecar.port(), "pt_ed25519", pw, DATABASE, false).await;
+            assert_eq!(through, direct, "{pw}");
+        }
+        let ok =
+            mysql_async_login(tunnel.sidecar.port(), "pt_ed25519", "Ed-pw-25519", DATABASE, true);
+        assert_eq!(ok.await, Ok(("pt_ed25519@%".to_owned(), Some(DATABASE.to_owned()))));
+    })
+    .await;
+}
