@@ -151,11 +151,14 @@ pub async fn stream_sets<P: Protocol + Unpin>(
             let row = match infile.as_deref_mut() {
                 None => set.next().await,
                 Some(events) => {
-                    let step = std::future::poll_fn(|cx| {
-                        if let Poll::Ready(Some(event)) = events.rx.poll_recv(cx) {
-                            return Poll::Ready(Err(event));
-                        }
-                        set.poll_next_unpin(cx).map(Ok)
+                    // Rows first: the events channel is looked at only while the upstream
+                    // has nothing to give (it asks for a file and waits for it).
+                    let step = std::future::poll_fn(|cx| match set.poll_next_unpin(cx) {
+                        Poll::Ready(row) => Poll::Ready(Ok(row)),
+                        Poll::Pending => match events.rx.poll_recv(cx) {
+                            Poll::Ready(Some(event)) => Poll::Ready(Err(event)),
+                            _ => Poll::Pending,
+                        },
                     })
                     .await;
                     match step {
