@@ -51,14 +51,13 @@ async fn wrong_password_and_unknown_user_get_1045() {
 #[tokio::test]
 async fn upstream_refusal_is_relayed_unchanged() {
     within(60, async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let sidecar = sidecar_yaml(&url, TOKEN).replace(
-            "    upstream: main\n",
-            "    upstream: main\n    upstream_password: not-the-password\n",
-        );
-        let tunnel =
-            Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
+        let tunnel = Tunnel::start_custom(&e2e::transport_yaml(mysql_port()), |url| {
+            sidecar_yaml(url, TOKEN).replace(
+                "    upstream: main\n",
+                "    upstream: main\n    upstream_password: not-the-password\n",
+            )
+        })
+        .await;
         let (code, msg) = login_error(tunnel.sidecar.port(), USER, PASSWORD).await;
         let direct = login_error(mysql_port(), USER, "not-the-password").await;
         assert_eq!(code, 1045);
@@ -90,13 +89,9 @@ async fn transport_down_names_the_url() {
 #[tokio::test]
 async fn bad_token_is_reported_as_such() {
     within(60, async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let tunnel = Tunnel::start_with(
-            listener,
-            &e2e::transport_yaml(mysql_port()),
-            &sidecar_yaml(&url, "wrong-token-9"),
-        )
+        let tunnel = Tunnel::start_custom(&e2e::transport_yaml(mysql_port()), |url| {
+            sidecar_yaml(url, "wrong-token-9")
+        })
         .await;
         let (code, msg) = login_error(tunnel.sidecar.port(), USER, PASSWORD).await;
         assert_eq!(code, 1429);
@@ -169,11 +164,10 @@ async fn garbage_instead_of_a_handshake_closes_only_that_connection() {
 #[tokio::test]
 async fn oversized_packet_gets_1153_and_the_server_carries_on() {
     within(60, async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let sidecar = format!("{}max_packet: 4096\n", sidecar_yaml(&url, TOKEN));
-        let tunnel =
-            Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
+        let tunnel = Tunnel::start_custom(&e2e::transport_yaml(mysql_port()), |url| {
+            format!("{}max_packet: 4096\n", sidecar_yaml(url, TOKEN))
+        })
+        .await;
         let mut conn = tunnel.connect().await;
         let big = format!("SELECT '{}'", "x".repeat(10_000));
         match conn.query_drop(big).await {

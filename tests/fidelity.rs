@@ -308,13 +308,13 @@ async fn multiple_result_sets_are_byte_identical_for_clients_without_deprecate_e
 #[tokio::test]
 async fn com_change_user_switches_login_and_resets_the_session() {
     within(60, async {
-        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let sidecar = format!(
-            "{}  - name: reporter\n    password: rep-pw\n    upstream: main\n    upstream_user: app\n    upstream_password: app-pw\n",
-            e2e::sidecar_yaml(&url, e2e::TOKEN)
-        );
-        let tunnel = Tunnel::start_with(listener, &e2e::transport_yaml(e2e::mysql_port()), &sidecar).await;
+        let tunnel = Tunnel::start_custom(&e2e::transport_yaml(e2e::mysql_port()), |url| {
+            format!(
+                "{}  - name: reporter\n    password: rep-pw\n    upstream: main\n    upstream_user: app\n    upstream_password: app-pw\n",
+                e2e::sidecar_yaml(url, e2e::TOKEN)
+            )
+        })
+        .await;
         let mut t = tunnel.connect().await;
         t.query_drop("SET @before = 1").await.expect("set");
         let old_id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");

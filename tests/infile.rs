@@ -204,10 +204,8 @@ async fn a_client_that_hangs_up_mid_file_loads_nothing_as_directly() {
 #[tokio::test]
 async fn a_stalled_file_is_cancelled_without_loading_part_of_it() {
     within(60, async {
-        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
         let transport = e2e::transport_yaml(mysql_port()).replace("session_timeout: 30s", "session_timeout: 2s");
-        let tunnel = Tunnel::start_with(listener, &transport, &e2e::sidecar_yaml(&url, e2e::TOKEN)).await;
+        let tunnel = Tunnel::start_custom(&transport, |url| e2e::sidecar_yaml(url, e2e::TOKEN)).await;
         fresh_table("inf_stall").await;
         let _stalled = start_partial_load(tunnel.sidecar.port(), "inf_stall", 20_000).await;
         let mut d = direct().await;

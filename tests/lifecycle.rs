@@ -7,16 +7,15 @@ use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{DATABASE, TOKEN, Tunnel, direct, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tokio::net::TcpListener;
 
 /// An in-process tunnel with a short session timeout and the given sidecar heartbeat.
 async fn short_lived_tunnel(session_timeout: &str, heartbeat: &str) -> Tunnel {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/", listener.local_addr().expect("addr"));
     let transport = e2e::transport_yaml(mysql_port())
         .replace("session_timeout: 30s", &format!("session_timeout: {session_timeout}"));
-    let sidecar = format!("{}heartbeat_interval: {heartbeat}\n", sidecar_yaml(&url, TOKEN));
-    Tunnel::start_with(listener, &transport, &sidecar).await
+    Tunnel::start_custom(&transport, |url| {
+        format!("{}heartbeat_interval: {heartbeat}\n", sidecar_yaml(url, TOKEN))
+    })
+    .await
 }
 
 async fn upstream_ids(conn: &mut Conn) -> Vec<u64> {

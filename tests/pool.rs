@@ -7,16 +7,13 @@ use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{DATABASE, TOKEN, Tunnel, direct, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tokio::net::TcpListener;
 
 /// Concurrent clients in the big test.
 const CLIENTS: u64 = 1000;
 
 async fn pooled_tunnel(pool: &str) -> Tunnel {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}/", listener.local_addr().expect("addr"));
     let transport = format!("{}pool:\n{pool}", e2e::transport_yaml(mysql_port()));
-    Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await
+    Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await
 }
 
 async fn processlist(d: &mut Conn) -> Vec<u64> {
@@ -167,8 +164,6 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
 #[tokio::test]
 async fn each_token_has_its_own_session_limit() {
     within(60, async {
-        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
         let transport = format!(
             "{}pool:\n  max_sessions_per_token: 1\n",
             e2e::transport_yaml(mysql_port()).replace(
@@ -176,9 +171,9 @@ async fn each_token_has_its_own_session_limit() {
                 &format!("tokens: [{TOKEN}, other-team-token]")
             )
         );
-        let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
+        let tunnel = Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await;
         let other = Tunnel::start_sidecar(
-            &sidecar_yaml(&url, "other-team-token"),
+            &sidecar_yaml(&format!("http://{}/", tunnel.transport), "other-team-token"),
             tokio_util::sync::CancellationToken::new(),
         )
         .await;

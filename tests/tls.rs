@@ -129,18 +129,18 @@ fn mysql_ca() -> String {
 /// A tunnel whose local login `app` maps to the upstream user `app_tls` (REQUIRE SSL), with
 /// `upstream_tls` added to the upstream's config.
 async fn tunnel_to_tls_user(upstream_tls: &str) -> Tunnel {
-    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let url = format!("http://{}/", listener.local_addr().expect("addr"));
     let port = mysql_port();
     let transport = e2e::transport_yaml(port).replace(
         &format!("    address: 127.0.0.1:{port}\n"),
         &format!("    address: 127.0.0.1:{port}\n{upstream_tls}"),
     );
-    let sidecar = sidecar_yaml(&url, TOKEN).replace(
-        "    upstream: main\n",
-        "    upstream: main\n    upstream_user: app_tls\n    upstream_password: app-tls-pw\n",
-    );
-    Tunnel::start_with(listener, &transport, &sidecar).await
+    Tunnel::start_custom(&transport, |url| {
+        sidecar_yaml(url, TOKEN).replace(
+            "    upstream: main\n",
+            "    upstream: main\n    upstream_user: app_tls\n    upstream_password: app-tls-pw\n",
+        )
+    })
+    .await
 }
 
 #[tokio::test]
@@ -167,10 +167,10 @@ async fn the_transport_reaches_the_upstream_over_tls_when_configured() {
 
 /// An in-process tunnel whose sidecar offers TLS to its clients with `client_tls`.
 async fn tunnel_with_client_tls(client_tls: &str) -> Tunnel {
-    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let url = format!("http://{}/", listener.local_addr().expect("addr"));
-    let sidecar = format!("{}client_tls:\n{client_tls}", sidecar_yaml(&url, TOKEN));
-    Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await
+    Tunnel::start_custom(&e2e::transport_yaml(mysql_port()), |url| {
+        format!("{}client_tls:\n{client_tls}", sidecar_yaml(url, TOKEN))
+    })
+    .await
 }
 
 #[tokio::test]

@@ -111,12 +111,23 @@ impl Tunnel {
     /// Starts both halves with a sidecar in passthrough mode (no `users`, client TLS offered with
     /// a generated certificate) plus `extra` sidecar YAML.
     pub async fn start_passthrough(extra: &str) -> Tunnel {
-        let transport_listener = common::runtime::bind(LOOPBACK).expect("bind transport");
-        let url = format!("http://{}/", transport_listener.local_addr().expect("addr"));
-        let sidecar = format!(
-            "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {TOKEN}\nclient_tls:\n  enabled: true\n{extra}"
-        );
-        Self::start_with(transport_listener, &transport_yaml(mysql_port()), &sidecar).await
+        Self::start_custom(&transport_yaml(mysql_port()), |url| {
+            format!(
+                "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {TOKEN}\nclient_tls:\n  enabled: true\n{extra}"
+            )
+        })
+        .await
+    }
+
+    /// Starts a transport from `transport_yaml` on a free port and a sidecar from the YAML that
+    /// `sidecar_yaml` makes of the transport's URL.
+    pub async fn start_custom(
+        transport_yaml: &str,
+        sidecar_yaml: impl FnOnce(&str) -> String,
+    ) -> Tunnel {
+        let listener = common::runtime::bind(LOOPBACK).expect("bind transport");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        Self::start_with(listener, transport_yaml, &sidecar_yaml(&url)).await
     }
 
     /// Starts a transport from `transport_yaml` on `listener` and a sidecar from `sidecar_yaml`.
