@@ -122,29 +122,26 @@ async fn field_list_matches_direct() {
     .await;
 }
 
+/// Runs `mariadb-admin` with `commands`; returns (success, stdout, stderr).
+async fn mariadb_admin(port: u16, commands: &[&str]) -> (bool, String, String) {
+    let mut command = std::process::Command::new("mariadb-admin");
+    command
+        .args(["--no-defaults", "--protocol=TCP", "-h127.0.0.1", "-uapp", "-papp-pw"])
+        .arg(format!("-P{port}"))
+        .args(commands);
+    let out = tokio::task::spawn_blocking(move || command.output().expect("mariadb-admin"))
+        .await
+        .expect("mariadb-admin task");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
 #[tokio::test]
 async fn mariadb_admin_status_answers_from_the_upstream() {
     within(60, async {
         let tunnel = Tunnel::start().await;
-        let status = |port: u16| {
-            tokio::task::spawn_blocking(move || {
-                let out = std::process::Command::new("mariadb-admin")
-                    .args([
-                        "--no-defaults",
-                        "--protocol=TCP",
-                        "-h127.0.0.1",
-                        &format!("-P{port}"),
-                        "-uapp",
-                        "-papp-pw",
-                        "status",
-                    ])
-                    .output()
-                    .expect("mariadb-admin");
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            })
-        };
-        let direct = status(mysql_port()).await.expect("direct");
-        let through = status(tunnel.sidecar.port()).await.expect("tunnel");
+        let direct = mariadb_admin(mysql_port(), &["status"]).await.1;
+        let through = mariadb_admin(tunnel.sidecar.port(), &["status"]).await.1;
         let field = |s: &str, name: &str| -> Option<u64> {
             s.split("  ")
                 .find_map(|part| part.strip_prefix(&format!("{name}: ")))
@@ -157,6 +154,63 @@ async fn mariadb_admin_status_answers_from_the_upstream() {
             (field(&direct, "Uptime").unwrap_or(0), field(&through, "Uptime").unwrap_or(0));
         assert!(du.abs_diff(tu) <= 2, "the same server's uptime: {direct} / {through}");
         assert!(through.contains("Queries per second avg: "), "{through}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mariadb_admin_flush_refresh_and_processlist_work_as_directly() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        // `refresh` is COM_REFRESH; the flush-* commands are FLUSH statements.
+        for commands in [
+            &["refresh"][..],
+            &["flush-tables", "flush-status", "flush-hosts", "flush-privileges"],
+            &["flush-logs"],
+            &["ping"],
+        ] {
+            let direct = mariadb_admin(mysql_port(), commands).await;
+            let through = mariadb_admin(tunnel.sidecar.port(), commands).await;
+            assert!(through.0, "{commands:?}: {}", through.2);
+            assert_eq!((through.0, &through.1, &through.2), (direct.0, &direct.1, &direct.2));
+        }
+        let list = mariadb_admin(tunnel.sidecar.port(), &["processlist"]).await;
+        assert!(list.0 && list.1.contains("| Id ") && list.1.contains("processlist"), "{list:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn com_process_info_and_com_process_kill_act_as_on_a_server() {
+    within(60, async {
+        use e2e::raw::RawClient;
+        let tunnel = Tunnel::start().await;
+        // COM_PROCESS_INFO answers SHOW PROCESSLIST's result set: same column definitions.
+        let columns = |packets: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+            packets.into_iter().skip(1).take_while(|p| p.first() != Some(&0xfe)).collect()
+        };
+        let mut d = RawClient::login(mysql_port(), USER, PASSWORD, DATABASE).await;
+        let mut t = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
+        let direct = columns(d.command_all(b"\x0a").await);
+        let through = columns(t.command_all(b"\x0a").await);
+        assert_eq!(direct.len(), 9, "{direct:?}");
+        assert_eq!(through, direct);
+        // COM_PROCESS_KILL with the greeting id of another tunnel connection ends that one.
+        let mut victim = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
+        let id = victim.greeting_connection_id();
+        let mut kill = vec![0x0c];
+        kill.extend_from_slice(&id.to_le_bytes());
+        let answer = t.command_until_eof(&kill).await;
+        assert_eq!(answer[0][0], 0x00, "OK: {answer:?}");
+        let after = victim.command_all(b"\x03SELECT 1").await;
+        assert_eq!(
+            after.last().and_then(|p| p.first()),
+            Some(&0xff),
+            "the victim is gone: {after:?}"
+        );
+        let unknown = t.command_until_eof(&[0x0c, 0xff, 0xff, 0xff, 0x7f]).await;
+        let direct_unknown = d.command_until_eof(&[0x0c, 0xff, 0xff, 0xff, 0x7f]).await;
+        assert_eq!(unknown, direct_unknown, "unknown id: the server's 1094");
     })
     .await;
 }

@@ -48,6 +48,14 @@ pub mod command {
     pub const CHANGE_USER: u8 = 0x11;
     /// COM_RESET_CONNECTION
     pub const RESET_CONNECTION: u8 = 0x1f;
+    /// COM_REFRESH (FLUSH by flags).
+    pub const REFRESH: u8 = 0x07;
+    /// COM_SHUTDOWN.
+    pub const SHUTDOWN: u8 = 0x08;
+    /// COM_PROCESS_INFO (the process list as a result set).
+    pub const PROCESS_INFO: u8 = 0x0a;
+    /// COM_PROCESS_KILL (kill a connection by id).
+    pub const PROCESS_KILL: u8 = 0x0c;
     /// COM_SET_OPTION (multi-statements on/off).
     pub const SET_OPTION: u8 = 0x1b;
 }

@@ -194,7 +194,12 @@ impl ClientConnection {
                     status = self.change_user(session, &packet[1..], status).await?
                 }
                 command::QUERY if kill::parse_kill(&packet[1..]).is_some() => {
-                    status = self.kill(session, &packet[1..], status).await?;
+                    let kill = kill::parse_kill(&packet[1..]);
+                    status = self.kill(session, kill, status).await?;
+                }
+                command::PROCESS_KILL => {
+                    let kill = kill::process_kill(&packet[1..]);
+                    status = self.kill(session, kill, status).await?;
                 }
                 command::QUERY
                 | command::INIT_DB
@@ -202,6 +207,9 @@ impl ClientConnection {
                 | command::FIELD_LIST
                 | command::RESET_CONNECTION
                 | command::STATISTICS
+                | command::REFRESH
+                | command::SHUTDOWN
+                | command::PROCESS_INFO
                 | command::STMT_PREPARE
                 | command::STMT_EXECUTE => {
                     status = self.forward(session, packet, cmd, status).await?;
@@ -341,8 +349,15 @@ impl ClientConnection {
     }
 
     /// Runs a `KILL` with the client's connection id translated to the upstream's.
-    async fn kill(&mut self, session: &Session, sql: &[u8], status: u16) -> Result<u16, Error> {
-        let Some(kill) = kill::parse_kill(sql) else { return Ok(status) };
+    async fn kill(
+        &mut self,
+        session: &Session,
+        kill: Option<kill::Kill>,
+        status: u16,
+    ) -> Result<u16, Error> {
+        let Some(kill) = kill else {
+            return Err(Error::ClientProtocol("malformed COM_PROCESS_KILL"));
+        };
         let Some(upstream_id) = self.shared.connection_ids.upstream(kill.id) else {
             let msg = format!("Unknown thread id: {}", kill.id);
             self.write_error(error_code::UNKNOWN_THREAD, error_code::STATE_GENERAL, msg.as_bytes())

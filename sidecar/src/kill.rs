@@ -1,4 +1,4 @@
-//! `KILL [QUERY | CONNECTION] n` translation. Clients know the connection id of the sidecar's
+//! `KILL [QUERY | CONNECTION] n` (and COM_PROCESS_KILL) translation. Clients know the connection id of the sidecar's
 //! greeting, not the upstream's; `KILL n` is rewritten to the upstream id of the sidecar's
 //! connection `n`, so Connector/J's `Statement.cancel()` cancels the right query and never a
 //! stranger's thread. An id the sidecar does not know gets the server's error 1094.
@@ -62,6 +62,12 @@ pub fn parse_kill(sql: &[u8]) -> Option<Kill> {
         return word.parse().ok().map(|id| Kill { query_only, id });
     }
     None
+}
+
+/// COM_PROCESS_KILL's payload: the connection id to kill (the whole connection).
+pub fn process_kill(payload: &[u8]) -> Option<Kill> {
+    let id: [u8; 4] = payload.get(..4)?.try_into().ok()?;
+    Some(Kill { query_only: false, id: u32::from_le_bytes(id) })
 }
 
 impl Kill {

@@ -25,6 +25,7 @@ fn ok_status(p: &[u8]) -> u16 {
 pub struct RawClient {
     stream: TcpStream,
     seq: u8,
+    connection_id: u32,
 }
 
 /// CLIENT_PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH | CONNECT_WITH_DB | LONG_PASSWORD |
@@ -43,10 +44,11 @@ impl RawClient {
     /// greeting's auth plugin.
     pub async fn greet(port: u16) -> (RawClient, Vec<u8>, String) {
         let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-        let mut c = RawClient { stream, seq: 0 };
+        let mut c = RawClient { stream, seq: 0, connection_id: 0 };
         let greeting = c.read().await;
         let nul = greeting[1..].iter().position(|&b| b == 0).expect("version") + 1;
         let p = &greeting[nul + 1..];
+        c.connection_id = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
         let mut scramble = p[4..12].to_vec();
         scramble.extend_from_slice(&p[31..43]);
         let plugin = String::from_utf8_lossy(&p[44..]).trim_end_matches('\0').to_owned();
@@ -99,6 +101,11 @@ impl RawClient {
         let ok = c.read().await;
         assert_eq!(ok[0], 0, "login OK, got {ok:?}");
         c
+    }
+
+    /// The connection id the server's greeting announced.
+    pub fn greeting_connection_id(&self) -> u32 {
+        self.connection_id
     }
 
     /// Starts a new command (sequence id 0) and writes its packet.

@@ -66,6 +66,9 @@ pub async fn execute(
         command::STMT_EXECUTE => {
             session.statements.execute(conn, args, sink, &extras.long_data).await
         }
+        command::REFRESH => refresh(conn, args, sink).await,
+        command::SHUTDOWN => query(conn, b"SHUTDOWN", sink, None).await,
+        command::PROCESS_INFO => query(conn, b"SHOW PROCESSLIST", sink, None).await,
         command::RESET_CONNECTION => match reset_connection(conn, &session.key).await {
             Ok(()) => {
                 encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
@@ -79,6 +82,33 @@ pub async fn execute(
             Ok(Outcome::Healthy)
         }
     }
+}
+
+/// COM_REFRESH: the statements its flags stand for, kept out of the binary log as the
+/// command's own reload is. REFRESH_THREADS (0x20) only empties the server's thread cache:
+/// nothing a client can observe, and no statement does it.
+async fn refresh(
+    conn: &mut Conn,
+    args: &[u8],
+    sink: &mut FrameSink,
+) -> Result<Outcome, ClientGone> {
+    let flags = args.first().copied().unwrap_or(0);
+    let statements = [
+        (0x01, "FLUSH NO_WRITE_TO_BINLOG PRIVILEGES"),
+        (0x02, "FLUSH NO_WRITE_TO_BINLOG LOGS"),
+        (0x04, "FLUSH NO_WRITE_TO_BINLOG TABLES"),
+        (0x08, "FLUSH NO_WRITE_TO_BINLOG HOSTS"),
+        (0x10, "FLUSH NO_WRITE_TO_BINLOG STATUS"),
+        (0x40, "RESET SLAVE"),
+        (0x80, "RESET MASTER"),
+    ];
+    for (_, sql) in statements.into_iter().filter(|(bit, _)| flags & bit != 0) {
+        if let Err(e) = conn.query_drop(sql).await {
+            return Ok(encode_mysql_error(sink, e));
+        }
+    }
+    encode_ok(sink.buf(), &ok_info(conn.last_ok_packet(), status::AUTOCOMMIT));
+    Ok(Outcome::Healthy)
 }
 
 /// COM_RESET_CONNECTION: the server's reset (transaction, temporary tables, variables), then
