@@ -27,8 +27,15 @@ async fn a_dbeaver_like_jdbc_session_matches_direct() {
         let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("DbeaverSession"))
             .await
             .expect("compile");
-        let tunnel = Tunnel::start().await;
-        for options in ["", "useServerPrepStmts=true"] {
+        // A `users` login, then the same session logging in with the database's own
+        // credentials (passthrough: caching_sha2_password with the sidecar's RSA key).
+        let listed = Tunnel::start().await;
+        let passthrough = Tunnel::start_passthrough("").await;
+        for (tunnel, options) in [
+            (&listed, ""),
+            (&listed, "useServerPrepStmts=true"),
+            (&passthrough, "allowPublicKeyRetrieval=true&useServerPrepStmts=true"),
+        ] {
             let direct = run(&classpath, mysql_port(), options).await;
             let through = run(&classpath, tunnel.sidecar.port(), options).await;
             assert!(direct.lines().count() > 50, "the session really ran:\n{direct}");
