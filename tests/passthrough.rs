@@ -340,3 +340,32 @@ async fn a_mariadb_ed25519_user_logs_in_through_passthrough() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_burst_of_passthrough_logins_all_succeed_while_another_session_works() {
+    within(120, async {
+        let user = create_user("pt_burst", PASSWORD).await;
+        let tunnel = Tunnel::start_passthrough("").await;
+        let port = tunnel.sidecar.port();
+        let mut busy =
+            Conn::new(opts_as(port, &user, PASSWORD, Some(DATABASE))).await.expect("login");
+        let logins: Vec<_> = (0..100)
+            .map(|_| {
+                let user = user.clone();
+                tokio::spawn(async move {
+                    mysql_async_login(port, &user, PASSWORD, DATABASE, false).await
+                })
+            })
+            .collect();
+        for _ in 0..50 {
+            let one: Option<u8> =
+                busy.query_first("SELECT 1").await.expect("the other session goes on");
+            assert_eq!(one, Some(1));
+        }
+        for login in logins {
+            let outcome = login.await.expect("task");
+            assert_eq!(outcome, Ok((format!("{user}@%"), Some(DATABASE.to_owned()))));
+        }
+    })
+    .await;
+}

@@ -123,7 +123,7 @@ impl Authenticator<'_> {
         if self.io.is_tls() {
             return Ok(clear_password(&reply));
         }
-        let Some(rsa) = self.shared.rsa_key.as_ref() else {
+        let Some(rsa) = self.shared.rsa_key.clone() else {
             return Err(Error::ClientProtocol("passthrough without an RSA key"));
         };
         if reply[..] == [REQUEST_PUBLIC_KEY] {
@@ -140,7 +140,13 @@ impl Authenticator<'_> {
                     .into(),
             });
         }
-        rsa.decrypt_password(&reply, &self.scramble).ok_or_else(|| Error::CannotPassThrough {
+        // A private-key operation takes about a millisecond: off the thread serving clients,
+        // so a burst of logins does not stall other sessions' commands.
+        let (key, scramble) = (rsa.clone(), self.scramble);
+        let password = tokio::task::spawn_blocking(move || key.decrypt_password(&reply, &scramble))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+        password.ok_or_else(|| Error::CannotPassThrough {
             user: user.to_owned(),
             reason: format!(
                 "the password does not decrypt with the sidecar's RSA key (fingerprint {}); a \

@@ -40,7 +40,7 @@ pub struct Shared {
     /// TLS for clients that send an SSLRequest, when enabled.
     pub client_tls: Option<tokio_rustls::TlsAcceptor>,
     /// RSA key for `caching_sha2_password` passthrough (present in passthrough mode).
-    pub rsa_key: Option<RsaKey>,
+    pub rsa_key: Option<Arc<RsaKey>>,
     versions: Mutex<HashMap<String, String>>,
     version_lookup: tokio::sync::Mutex<()>,
     next_connection_id: AtomicU32,
@@ -64,7 +64,7 @@ impl Shared {
                 None => RsaKey::generate()?,
             };
             info!(fingerprint = key.fingerprint(), "passthrough logins on; RSA public key ready");
-            Some(key)
+            Some(Arc::new(key))
         } else {
             None
         };
