@@ -301,17 +301,28 @@ async fn sessions_spread_over_two_transports_and_stay_on_theirs() {
         d.query_drop("CREATE TABLE IF NOT EXISTS scale_probe (session INT, n INT) ENGINE=InnoDB")
             .await
             .expect("create");
+        let file = std::env::temp_dir().join(format!("sqltunnel-scale-{}.tsv", std::process::id()));
+        std::fs::write(&file, "1000\t2\n").expect("file");
+        let file = file.to_str().expect("utf-8 path").to_owned();
         let mut conns = Vec::new();
         for i in 0..40 {
-            let mut c = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("connect");
-            // A transaction spans several requests: it only works if they all reach one transport.
+            let handler = mysql_async::WhiteListFsHandler::new(&[file.as_str()][..]);
+            let opts = opts(sidecar.port(), Some(DATABASE)).local_infile_handler(Some(handler));
+            let mut c = Conn::new(opts).await.expect("connect");
+            // A transaction spans several requests: it only works if they all reach one transport
+            // (a LOCAL INFILE upload is a request of its own, too).
             c.query_drop("BEGIN").await.expect("begin");
             c.query_drop(format!("INSERT INTO scale_probe VALUES ({i}, 1)")).await.expect("insert");
+            c.query_drop(format!("LOAD DATA LOCAL INFILE '{file}' INTO TABLE scale_probe"))
+                .await
+                .expect("the upload reaches the session's transport");
             let mine: Option<u64> = c
-                .query_first(format!("SELECT COUNT(*) FROM scale_probe WHERE session = {i}"))
+                .query_first(format!(
+                    "SELECT COUNT(*) FROM scale_probe WHERE session IN ({i}, 1000)"
+                ))
                 .await
                 .expect("read own write");
-            assert_eq!(mine, Some(1));
+            assert_eq!(mine, Some(2));
             c.query_drop("ROLLBACK").await.expect("rollback");
             conns.push(c);
         }
