@@ -1,10 +1,10 @@
 //! COM_CHANGE_USER: the request's fields. The sidecar answers with an auth switch (fresh
-//! scramble), checks the new login against `users`, then replaces the tunnel session.
+//! scramble), proves the new login as at connect, then replaces the tunnel session.
 
-use bytes::Buf;
 use common::mysql::capability as cap;
 
 use crate::Error;
+use crate::protocol::take_cstr;
 
 /// What a COM_CHANGE_USER asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,30 +19,19 @@ pub struct ChangeUser {
 
 /// Parses a COM_CHANGE_USER payload (after the command byte).
 pub fn parse_change_user(mut p: &[u8], capabilities: u32) -> Result<ChangeUser, Error> {
-    let bad = Error::ClientProtocol("malformed COM_CHANGE_USER");
-    let user = take_cstr(&mut p).ok_or(bad)?;
+    let malformed = || Error::ClientProtocol("malformed COM_CHANGE_USER");
+    let user = take_cstr(&mut p).ok_or_else(malformed)?;
+    // The auth response answers the old scramble; the sidecar asks again with a fresh one.
     if capabilities & cap::SECURE_CONNECTION != 0 {
-        let len =
-            usize::from(*p.first().ok_or(Error::ClientProtocol("malformed COM_CHANGE_USER"))?);
-        if p.len() < 1 + len {
-            return Err(Error::ClientProtocol("malformed COM_CHANGE_USER"));
-        }
-        p.advance(1 + len);
+        let len = usize::from(*p.first().ok_or_else(malformed)?);
+        p = p.get(1 + len..).ok_or_else(malformed)?;
     } else {
-        take_cstr(&mut p).ok_or(Error::ClientProtocol("malformed COM_CHANGE_USER"))?;
+        take_cstr(&mut p).ok_or_else(malformed)?;
     }
     let database = take_cstr(&mut p).filter(|d| !d.is_empty());
     let collation = (p.len() >= 2).then(|| p[0]);
     Ok(ChangeUser { user, database, collation })
 }
-
-fn take_cstr(p: &mut &[u8]) -> Option<String> {
-    let end = p.iter().position(|&b| b == 0)?;
-    let s = String::from_utf8_lossy(&p[..end]).into_owned();
-    p.advance(end + 1);
-    Some(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

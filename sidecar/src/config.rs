@@ -7,7 +7,6 @@ use std::time::Duration;
 use common::config::{Secret, load_yaml, serde_duration};
 use common::telemetry::LogConfig;
 use common::tls::ClientTls;
-use common::wire::OpenSession;
 use serde::Deserialize;
 
 use crate::Error;
@@ -141,23 +140,6 @@ impl UserConfig {
     /// The upstream password.
     pub fn upstream_password(&self) -> &Secret {
         self.upstream_password.as_ref().unwrap_or(&self.password)
-    }
-
-    /// The request that opens this login's upstream session.
-    pub fn open_session(
-        &self,
-        database: Option<String>,
-        client_flags: u32,
-        collation: u8,
-    ) -> OpenSession {
-        OpenSession {
-            upstream: self.upstream.clone(),
-            user: self.upstream_user().to_owned(),
-            password: self.upstream_password().expose().to_owned(),
-            database,
-            client_flags,
-            collation,
-        }
     }
 }
 

@@ -139,20 +139,12 @@ impl ClientConnection {
         };
         self.io.queue_packet(&greeting.encode());
         self.io.flush().await?;
-        let packet = self
-            .io
-            .read_packet()
-            .await?
-            .ok_or(Error::ClientProtocol("client hung up during login"))?;
+        let packet = self.io.read_expected("client hung up during login").await?;
         let mut hello = parse_client_hello(&packet)?;
         if hello.wants_tls {
             let acceptor = self.shared.client_tls.clone().ok_or(Error::TlsUnsupported)?;
             self.io.upgrade_tls(&acceptor).await?;
-            let packet = self
-                .io
-                .read_packet()
-                .await?
-                .ok_or(Error::ClientProtocol("client hung up after TLS"))?;
+            let packet = self.io.read_expected("client hung up after TLS").await?;
             hello = parse_client_hello(&packet)?;
         }
         let capabilities = hello.capabilities & SERVER_CAPABILITIES;

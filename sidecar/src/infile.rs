@@ -34,10 +34,8 @@ impl InfileTarget<'_> {
         let mut upload = self.tunnel.connection(self.affinity);
         let mut piece = BytesMut::with_capacity(PIECE);
         loop {
-            let packet = io
-                .read_packet()
-                .await?
-                .ok_or(Error::ClientProtocol("client hung up while sending a LOCAL INFILE file"))?;
+            let packet =
+                io.read_expected("client hung up while sending a LOCAL INFILE file").await?;
             let last = packet.is_empty();
             piece.extend_from_slice(&packet);
             if last || piece.len() >= PIECE {

@@ -38,16 +38,21 @@ impl Identity {
         client_flags: u32,
         collation: u8,
     ) -> OpenSession {
-        match self {
-            Identity::Listed(user) => user.open_session(database, client_flags, collation),
-            Identity::Passthrough { user, password } => OpenSession {
-                upstream: shared.config.passthrough_upstream().to_owned(),
-                user: user.clone(),
-                password: password.expose().to_owned(),
-                database,
-                client_flags,
-                collation,
-            },
+        let (upstream, user, password) = match self {
+            Identity::Listed(entry) => {
+                (entry.upstream.as_str(), entry.upstream_user(), entry.upstream_password())
+            }
+            Identity::Passthrough { user, password } => {
+                (shared.config.passthrough_upstream(), user.as_str(), password)
+            }
+        };
+        OpenSession {
+            upstream: upstream.to_owned(),
+            user: user.to_owned(),
+            password: password.expose().to_owned(),
+            database,
+            client_flags,
+            collation,
         }
     }
 }
@@ -180,11 +185,7 @@ impl Authenticator<'_> {
     /// Sends what is queued and reads the client's next auth packet.
     async fn exchange(&mut self) -> Result<Vec<u8>, Error> {
         self.io.flush().await?;
-        let packet = self
-            .io
-            .read_packet()
-            .await?
-            .ok_or(Error::ClientProtocol("client hung up during authentication"))?;
+        let packet = self.io.read_expected("client hung up during authentication").await?;
         Ok(packet.to_vec())
     }
 

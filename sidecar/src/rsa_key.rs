@@ -82,9 +82,7 @@ impl RsaKey {
         let mut plain = vec![0u8; self.private.min_output_size()];
         let masked =
             self.private.decrypt(&OAEP_SHA1_MGF1SHA1, ciphertext, &mut plain, None).ok()?;
-        let password = unmask_password(masked, scramble);
-        plain.fill(0);
-        Some(password)
+        Some(unmask_password(masked, scramble))
     }
 }
 

@@ -95,8 +95,9 @@ async fn open_session(
         Some(pooled) => pooled,
         None => {
             state.pool.record_miss();
-            let timeouts = (state.config.connect_timeout, state.config.session_timeout);
-            upstream::connect(upstream, &open, timeouts.0, timeouts.1).await?
+            let config = &state.config;
+            upstream::connect(upstream, &open, config.connect_timeout, config.session_timeout)
+                .await?
         }
     };
     upstream_conn.infile.set_client_allows(open.client_flags & LOCAL_FILES != 0);

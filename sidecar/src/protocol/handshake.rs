@@ -119,7 +119,8 @@ pub fn parse_client_hello(payload: &[u8]) -> Result<ClientHello, Error> {
     Ok(hello)
 }
 
-fn take_cstr(p: &mut &[u8]) -> Option<String> {
+/// A NUL-terminated string (lossy UTF-8), consumed with its NUL.
+pub fn take_cstr(p: &mut &[u8]) -> Option<String> {
     let end = p.iter().position(|&b| b == 0)?;
     let s = String::from_utf8_lossy(&p[..end]).into_owned();
     p.advance(end + 1);

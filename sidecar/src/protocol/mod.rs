@@ -12,6 +12,6 @@ pub use auth::{
     REQUEST_PUBLIC_KEY, Scramble, auth_more_data, auth_switch_request, clear_password,
     native_password_matches, unmask_password,
 };
-pub use handshake::{ClientHello, Greeting, parse_client_hello};
+pub use handshake::{ClientHello, Greeting, parse_client_hello, take_cstr};
 pub use packet::{MAX_PAYLOAD, PacketIo, QueuedPacket};
 pub use response::{encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};

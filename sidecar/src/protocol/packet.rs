@@ -117,6 +117,12 @@ impl PacketIo {
         }
     }
 
+    /// Reads the packet the protocol requires next; the client hanging up instead is an error
+    /// that says `when`.
+    pub async fn read_expected(&mut self, when: &'static str) -> Result<Bytes, Error> {
+        self.read_packet().await?.ok_or(Error::ClientProtocol(when))
+    }
+
     /// Reads until `n` bytes are buffered; false on EOF first.
     async fn fill(&mut self, n: usize) -> Result<bool, Error> {
         while self.rbuf.len() < n {
