@@ -179,8 +179,12 @@ async fn query(
     infile: Option<&InfileBridge>,
 ) -> Result<Outcome, ClientGone> {
     let mut events = infile.map(InfileBridge::open);
-    let next = conn.query_iter(sql);
-    let result = serving_infile(next, events.as_mut(), sink, &mut Pending::Nothing, 0).await?;
+    let result = {
+        let next = conn.query_iter(sql);
+        tokio::pin!(next);
+        let poll = |cx: &mut std::task::Context<'_>| next.as_mut().poll(cx);
+        serving_infile(poll, events.as_mut(), sink, &mut Pending::Nothing, 0).await?
+    };
     let result = match result {
         Ok(r) => r,
         Err(e) => return Ok(encode_mysql_error(sink, e)),

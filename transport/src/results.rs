@@ -2,7 +2,8 @@
 //! definitions written by us, text rows as the upstream's bytes, binary rows re-encoded), OK and
 //! ERR verbatim, and LOAD DATA LOCAL requests answered in order with the rest of the output.
 
-use std::task::Poll;
+use std::future::Future;
+use std::task::{Context, Poll};
 
 use bytes::BufMut;
 use common::mysql::{error_code, put_lenenc_int, status};
@@ -20,27 +21,30 @@ use crate::command::Outcome;
 use crate::infile::{CAPABILITY_DISABLED, CAPABILITY_DISABLED_CODE, InfileEvent, InfileEvents};
 use crate::sink::{ClientGone, FrameSink};
 
-/// Awaits `next` (a read from the upstream) while answering its file requests: what is open
-/// is closed first (a rows frame, then the row set: another result, the load's, follows), then
-/// the `Infile` frame goes out with everything before it — the sidecar relays all of that
-/// before it asks its client for the file.
-pub async fn serving_infile<F: std::future::Future>(
-    next: F,
+/// Polls `next` (a read from the upstream) to its end while answering the upstream's file
+/// requests, which it makes only while `next` waits: what is open is closed first (a rows
+/// frame, then the row set: another result, the load's, follows), then the `Infile` frame goes
+/// out with everything before it — the sidecar relays all of that before it asks its client.
+pub async fn serving_infile<T>(
+    mut next: impl FnMut(&mut Context<'_>) -> Poll<T>,
     events: Option<&mut InfileEvents<'_>>,
     sink: &mut FrameSink,
     pending: &mut Pending,
     last_status: u16,
-) -> Result<F::Output, ClientGone> {
-    let Some(events) = events else { return Ok(next.await) };
-    tokio::pin!(next);
+) -> Result<T, ClientGone> {
+    let Some(events) = events else { return Ok(std::future::poll_fn(next).await) };
     loop {
-        tokio::select! {
-            biased;
-            event = events.rx.recv() => match event {
-                Some(event) => answer_infile(event, events, sink, pending, last_status).await?,
-                None => return Ok(next.await),
+        let step = std::future::poll_fn(|cx| match next(cx) {
+            Poll::Ready(output) => Poll::Ready(Ok(output)),
+            Poll::Pending => match events.rx.poll_recv(cx) {
+                Poll::Ready(Some(event)) => Poll::Ready(Err(event)),
+                _ => Poll::Pending,
             },
-            output = &mut next => return Ok(output),
+        })
+        .await;
+        match step {
+            Ok(output) => return Ok(output),
+            Err(event) => answer_infile(event, events, sink, pending, last_status).await?,
         }
     }
 }
@@ -115,8 +119,15 @@ pub async fn stream_sets<P: Protocol + Unpin>(
     let mut last_status = status::AUTOCOMMIT;
     loop {
         let next = result.stream::<Row>();
-        let next =
-            serving_infile(next, infile.as_deref_mut(), sink, &mut pending, last_status).await?;
+        tokio::pin!(next);
+        let next = serving_infile(
+            |cx| next.as_mut().poll(cx),
+            infile.as_deref_mut(),
+            sink,
+            &mut pending,
+            last_status,
+        )
+        .await?;
         let refused = infile.as_mut().is_some_and(|e| std::mem::take(&mut e.refused));
         let mut set = match next {
             Ok(Some(set)) if !refused => set,
@@ -148,28 +159,14 @@ pub async fn stream_sets<P: Protocol + Unpin>(
         loop {
             // mysql_async reads the next result's header right after the last row: the
             // upstream may ask for a file here.
-            let row = match infile.as_deref_mut() {
-                None => set.next().await,
-                Some(events) => {
-                    // Rows first: the events channel is looked at only while the upstream
-                    // has nothing to give (it asks for a file and waits for it).
-                    let step = std::future::poll_fn(|cx| match set.poll_next_unpin(cx) {
-                        Poll::Ready(row) => Poll::Ready(Ok(row)),
-                        Poll::Pending => match events.rx.poll_recv(cx) {
-                            Poll::Ready(Some(event)) => Poll::Ready(Err(event)),
-                            _ => Poll::Pending,
-                        },
-                    })
-                    .await;
-                    match step {
-                        Ok(row) => row,
-                        Err(event) => {
-                            answer_infile(event, events, sink, &mut pending, last_status).await?;
-                            continue;
-                        }
-                    }
-                }
-            };
+            let row = serving_infile(
+                |cx| set.poll_next_unpin(cx),
+                infile.as_deref_mut(),
+                sink,
+                &mut pending,
+                last_status,
+            )
+            .await?;
             let Some(row) = row else { break };
             let row = match row {
                 Ok(row) => row,
