@@ -10,6 +10,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, SslOpts};
 
 const PASSWORD: &str = "Pass-through-1";
+/// The emulated login (`relay: false`): the sidecar captures the password itself. Its RSA key
+/// and refusals only exist on that path.
+const EMULATED: &str = "relay: false\n";
 
 /// Who the server says we are, or the error code and message of the login.
 type Outcome = Result<(String, Option<String>), (u16, String)>;
@@ -238,7 +241,7 @@ async fn fetch_public_key(port: u16) -> String {
 #[tokio::test]
 async fn the_public_key_is_stable_and_a_configured_key_is_served() {
     within(60, async {
-        let tunnel = Tunnel::start_passthrough("").await;
+        let tunnel = Tunnel::start_passthrough(EMULATED).await;
         let first = fetch_public_key(tunnel.sidecar.port()).await;
         assert!(first.starts_with("-----BEGIN PUBLIC KEY-----\n"), "{first}");
         assert_eq!(fetch_public_key(tunnel.sidecar.port()).await, first);
@@ -263,7 +266,8 @@ async fn the_public_key_is_stable_and_a_configured_key_is_served() {
         ]);
         let expected = openssl(&["pkey", "-in", key_path, "-pubout"]);
         let configured =
-            Tunnel::start_passthrough(&format!("auth:\n  rsa_key_file: {key_path}\n")).await;
+            Tunnel::start_passthrough(&format!("{EMULATED}auth:\n  rsa_key_file: {key_path}\n"))
+                .await;
         assert_eq!(fetch_public_key(configured.sidecar.port()).await, expected);
         let user = create_user("pt_keyfile", PASSWORD).await;
         let login =
@@ -276,7 +280,7 @@ async fn the_public_key_is_stable_and_a_configured_key_is_served() {
 #[tokio::test]
 async fn clients_that_cannot_hand_over_a_password_are_told_the_fix() {
     within(30, async {
-        let tunnel = Tunnel::start_passthrough("").await;
+        let tunnel = Tunnel::start_passthrough(EMULATED).await;
         let port = tunnel.sidecar.port();
         // No CLIENT_PLUGIN_AUTH: the sidecar cannot ask for caching_sha2_password.
         let (mut c, _, _) = RawClient::greet(port).await;

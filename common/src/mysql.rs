@@ -58,6 +58,18 @@ pub mod command {
     pub const PROCESS_KILL: u8 = 0x0c;
     /// COM_SET_OPTION (multi-statements on/off).
     pub const SET_OPTION: u8 = 0x1b;
+    /// COM_STMT_FETCH (rows of an open server-side cursor).
+    pub const STMT_FETCH: u8 = 0x1c;
+    /// COM_BINLOG_DUMP (replication stream).
+    pub const BINLOG_DUMP: u8 = 0x12;
+    /// COM_TABLE_DUMP (replication).
+    pub const TABLE_DUMP: u8 = 0x13;
+    /// COM_REGISTER_SLAVE (replication).
+    pub const REGISTER_SLAVE: u8 = 0x15;
+    /// COM_BINLOG_DUMP_GTID (replication stream).
+    pub const BINLOG_DUMP_GTID: u8 = 0x1e;
+    /// COM_STMT_BULK_EXECUTE (MariaDB: one execute, many parameter rows).
+    pub const STMT_BULK_EXECUTE: u8 = 0xfa;
 }
 
 /// Capability flags.
@@ -72,6 +84,8 @@ pub mod capability {
     pub const CONNECT_WITH_DB: u32 = 0x0000_0008;
     /// CLIENT_ODBC
     pub const ODBC: u32 = 0x0000_0040;
+    /// CLIENT_COMPRESS
+    pub const COMPRESS: u32 = 0x0000_0020;
     /// CLIENT_IGNORE_SPACE
     pub const IGNORE_SPACE: u32 = 0x0000_0100;
     /// CLIENT_LOCAL_FILES: the client can send files for LOAD DATA LOCAL INFILE.
@@ -100,6 +114,23 @@ pub mod capability {
     pub const PLUGIN_AUTH_LENENC_DATA: u32 = 0x0020_0000;
     /// CLIENT_DEPRECATE_EOF
     pub const DEPRECATE_EOF: u32 = 0x0100_0000;
+    /// CLIENT_SSL_VERIFY_SERVER_CERT (client side only; never sent by a server).
+    pub const SSL_VERIFY_SERVER_CERT: u32 = 0x4000_0000;
+
+    /// MariaDB's extended capabilities (the greeting's and handshake response's reserved
+    /// bytes, valid when a server clears CLIENT_LONG_PASSWORD).
+    pub mod mariadb {
+        /// MARIADB_CLIENT_PROGRESS: progress reports (ERR packets with code 0xFFFF).
+        pub const PROGRESS: u32 = 1;
+        /// MARIADB_CLIENT_COM_MULTI.
+        pub const COM_MULTI: u32 = 2;
+        /// MARIADB_CLIENT_STMT_BULK_OPERATIONS.
+        pub const STMT_BULK_OPERATIONS: u32 = 4;
+        /// MARIADB_CLIENT_EXTENDED_METADATA (JSON, UUID, INET… type names in column definitions).
+        pub const EXTENDED_METADATA: u32 = 8;
+        /// MARIADB_CLIENT_CACHE_METADATA (execute answers without repeated column definitions).
+        pub const CACHE_METADATA: u32 = 16;
+    }
 }
 
 /// Server status flags.
@@ -108,6 +139,28 @@ pub mod status {
     pub const AUTOCOMMIT: u16 = 0x0002;
     /// SERVER_MORE_RESULTS_EXISTS
     pub const MORE_RESULTS_EXISTS: u16 = 0x0008;
+    /// SERVER_STATUS_CURSOR_EXISTS: an execute opened a cursor (rows come by COM_STMT_FETCH).
+    pub const CURSOR_EXISTS: u16 = 0x0040;
+}
+
+/// First bytes of server packets.
+pub mod packet {
+    /// OK packet.
+    pub const OK: u8 = 0x00;
+    /// AuthMoreData (caching_sha2_password and other plugins' extra rounds).
+    pub const AUTH_MORE_DATA: u8 = 0x01;
+    /// LOCAL INFILE request in place of a result set.
+    pub const LOCAL_INFILE: u8 = 0xfb;
+    /// EOF packet, an OK packet in EOF's place (CLIENT_DEPRECATE_EOF), or AuthSwitchRequest.
+    pub const EOF: u8 = 0xfe;
+    /// ERR packet.
+    pub const ERR: u8 = 0xff;
+    /// Error code of a MariaDB progress report (an ERR packet that ends nothing).
+    pub const PROGRESS_REPORT_CODE: u16 = 0xffff;
+    /// caching_sha2_password's "fast authentication succeeded" (an OK packet follows).
+    pub const FAST_AUTH_OK: u8 = 0x03;
+    /// Largest payload of one packet; a payload this long continues in the next packet.
+    pub const MAX_PAYLOAD: usize = 0xff_ffff;
 }
 
 /// Error codes (and their SQLSTATE) that the tunnel reports itself.

@@ -24,6 +24,9 @@ pub struct SidecarConfig {
     pub users: Vec<UserConfig>,
     /// Who may log in: `users` entries, and (passthrough) anyone the upstream accepts.
     pub auth: AuthConfig,
+    /// Relay the conversation (the upstream's greeting, login and answers, byte for byte)
+    /// when every login passes through (passthrough mode, no `users`).
+    pub relay: bool,
     /// How often live sessions are reported to the transport.
     #[serde(with = "serde_duration")]
     pub heartbeat_interval: Duration,
@@ -47,6 +50,7 @@ impl Default for SidecarConfig {
             transport: TransportLink::default(),
             users: Vec::new(),
             auth: AuthConfig::default(),
+            relay: true,
             heartbeat_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
@@ -209,6 +213,11 @@ impl SidecarConfig {
     pub fn passthrough(&self) -> bool {
         let default = if self.users.is_empty() { AuthMode::Passthrough } else { AuthMode::Users };
         self.auth.mode.unwrap_or(default) == AuthMode::Passthrough
+    }
+
+    /// True when connections are relayed (see `relay`).
+    pub fn relays(&self) -> bool {
+        self.relay && self.passthrough() && self.users.is_empty()
     }
 
     /// The upstream passed-through logins go to (empty: the transport's only one).

@@ -13,6 +13,7 @@ pub mod kill;
 pub mod login;
 pub mod protocol;
 pub mod relay;
+pub mod relayed;
 pub mod rsa_key;
 pub mod server;
 pub mod statements;

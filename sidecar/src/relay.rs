@@ -117,6 +117,9 @@ pub async fn relay_answer(
             }
             Frame::Heartbeat => {}
             Frame::Infile(file_name) => infile.transfer(io, &file_name).await?,
+            Frame::Packets(_) | Frame::Turn(_) => {
+                return Err(Error::StreamBroken("relayed frames in a command's answer".into()));
+            }
         }
     }
     if !complete || prepared_lists > 0 {

@@ -17,6 +17,7 @@ use crate::connection::ClientConnection;
 use crate::heartbeat::{self, LiveSessions};
 use crate::kill::ConnectionIds;
 use crate::protocol::PacketIo;
+use crate::relayed::RelayedConnection;
 use crate::rsa_key::RsaKey;
 use crate::tunnel::TunnelClient;
 
@@ -160,8 +161,24 @@ pub async fn run(
             break;
         };
         let id = shared.next_connection_id();
-        let conn = ClientConnection::new(PacketIo::new(stream, max_packet), shared.clone(), id);
+        let io = PacketIo::new(stream, max_packet);
         let token = shutdown.clone();
+        let span = info_span!("client", conn = id, %peer);
+        if shared.config.relays() {
+            let bucket = id as usize % AFFINITY_BUCKETS;
+            let conn = RelayedConnection::new(io, shared.clone(), bucket);
+            tracker.spawn(
+                async move {
+                    tokio::select! {
+                        _ = conn.run() => {}
+                        _ = token.cancelled() => {}
+                    }
+                }
+                .instrument(span),
+            );
+            continue;
+        }
+        let conn = ClientConnection::new(io, shared.clone(), id);
         tracker.spawn(
             async move {
                 tokio::select! {
@@ -169,7 +186,7 @@ pub async fn run(
                     _ = token.cancelled() => {}
                 }
             }
-            .instrument(info_span!("client", conn = id, %peer)),
+            .instrument(span),
         );
     }
     tracker.close();

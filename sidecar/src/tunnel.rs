@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
     DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE,
-    KeepAlive, KeepAliveAnswer, LONG_DATA_HEADER, OpenSession, SESSION_HEADER,
-    SINGLE_STATEMENT_HEADER, SessionOpened, UpstreamInfo,
+    KeepAlive, KeepAliveAnswer, LONG_DATA_HEADER, OpenRelay, OpenSession, PACKETS_CONTENT_TYPE,
+    SESSION_HEADER, SINGLE_STATEMENT_HEADER, SessionOpened, UpstreamInfo,
 };
 
 use tokio_rustls::TlsConnector;
@@ -276,6 +276,61 @@ impl TunnelConn {
         Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
     }
 
+    /// Opens a relayed session: returns its id (empty when the upstream refused at once) and
+    /// the frames holding the upstream's greeting.
+    pub async fn open_relay(
+        &mut self,
+        req: &OpenRelay,
+    ) -> Result<(String, FrameStream<'_>), Error> {
+        let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
+        let (head, _) = self.send("POST", "v1/relay", JSON_CONTENT_TYPE, None, &body, "").await?;
+        let session = head.session.clone();
+        let frames = self.frames(head)?;
+        Ok((session, frames))
+    }
+
+    /// Sends one relayed step of a session: a login packet, client packets for a command, or a
+    /// piece of a LOAD DATA LOCAL file. The answer is read frame by frame.
+    pub async fn relay(
+        &mut self,
+        session: &str,
+        step: RelayStep<'_>,
+    ) -> Result<FrameStream<'_>, Error> {
+        let (path, body, extra) = match step {
+            RelayStep::Login(payload) => {
+                (format!("v1/sessions/{session}/login"), payload, String::new())
+            }
+            RelayStep::Command(packets) => {
+                (format!("v1/sessions/{session}/command"), packets, String::new())
+            }
+            RelayStep::File { packets, last } => (
+                format!("v1/sessions/{session}/infile"),
+                packets,
+                format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" }),
+            ),
+        };
+        let (head, _) =
+            self.send("POST", &path, PACKETS_CONTENT_TYPE, Some(session), body, &extra).await?;
+        if head.status == 204 {
+            return self.frames(ResponseHead { content_type: FRAMES_CONTENT_TYPE.into(), ..head });
+        }
+        self.frames(head)
+    }
+
+    /// The frames of an answer whose head was read.
+    fn frames(&mut self, head: ResponseHead) -> Result<FrameStream<'_>, Error> {
+        let url = self.endpoint.url.clone();
+        if head.content_type != FRAMES_CONTENT_TYPE {
+            let detail =
+                format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
+            let status = format!("{} {}", head.status, head.reason);
+            return Err(Error::BadAnswer { url, status, detail });
+        }
+        let conn =
+            self.http.as_mut().ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
+        Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
+    }
+
     /// Uploads one piece of a LOAD DATA LOCAL file; `last` ends the file. Returns once the
     /// transport has handed the piece to the upstream.
     pub async fn infile_piece(
@@ -358,6 +413,22 @@ impl FrameStream<'_> {
             }
         }
     }
+}
+
+/// One step of a relayed conversation, sent as client packets.
+#[derive(Debug, Clone, Copy)]
+pub enum RelayStep<'a> {
+    /// A login packet's payload (the handshake response or an auth answer).
+    Login(&'a [u8]),
+    /// Client packets, headers included: commands without an answer, then one with.
+    Command(&'a [u8]),
+    /// Packets of a LOAD DATA LOCAL file; `last` when they end with the empty packet.
+    File {
+        /// The packets, headers included.
+        packets: &'a [u8],
+        /// The file ends here.
+        last: bool,
+    },
 }
 
 /// What rides on a command request besides the packet.

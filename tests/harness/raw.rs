@@ -103,6 +103,62 @@ impl RawClient {
         c
     }
 
+    /// Connects and logs in with `mysql_native_password`, capabilities `caps` and MariaDB's
+    /// extended capabilities `mariadb` (announced by clearing CLIENT_LONG_PASSWORD). Returns the
+    /// client and the greeting's payload.
+    pub async fn login_mariadb(
+        port: u16,
+        user: &str,
+        password: &str,
+        db: &str,
+        caps: u32,
+        mariadb: u32,
+    ) -> (RawClient, Vec<u8>) {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let mut c = RawClient { stream, seq: 0, connection_id: 0 };
+        let greeting = c.read().await;
+        let nul = greeting[1..].iter().position(|&b| b == 0).expect("version") + 1;
+        let p = &greeting[nul + 1..];
+        c.connection_id = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
+        let mut scramble = p[4..12].to_vec();
+        scramble.extend_from_slice(&p[31..43]);
+        let h1 = Sha1::digest(password.as_bytes());
+        let h2 = Sha1::digest(h1);
+        let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
+        let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
+        let mut hello = RawClient::hello(caps & !1, user, &token, db, "mysql_native_password");
+        hello[0] &= !1;
+        hello[28..32].copy_from_slice(&mariadb.to_le_bytes());
+        c.write(&hello).await;
+        let ok = c.read().await;
+        assert_eq!(ok[0], 0, "login OK, got {ok:?}");
+        (c, greeting)
+    }
+
+    /// Sends a command and returns every byte that comes back until the line has been quiet
+    /// for a while: a framing-free view of an answer, for byte-for-byte comparisons.
+    pub async fn command_bytes(&mut self, payload: &[u8]) -> Vec<u8> {
+        self.write_command(payload).await;
+        self.read_until_quiet().await
+    }
+
+    /// Every byte that arrives until the line has been quiet for 200 ms (the first may take
+    /// up to 10 s); empty when the peer closed the connection first.
+    pub async fn read_until_quiet(&mut self) -> Vec<u8> {
+        use std::time::Duration;
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        let mut wait = Duration::from_secs(10);
+        while let Ok(Ok(n)) = tokio::time::timeout(wait, self.stream.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+            wait = Duration::from_millis(200);
+        }
+        out
+    }
+
     /// The connection id the server's greeting announced.
     pub fn greeting_connection_id(&self) -> u32 {
         self.connection_id
@@ -112,6 +168,16 @@ impl RawClient {
     pub async fn write_command(&mut self, payload: &[u8]) {
         self.seq = 0;
         self.write(payload).await;
+    }
+
+    /// Starts a command like [`RawClient::write_command`], but a connection the peer has
+    /// already closed is not a failure: that is what the caller wants to see.
+    pub async fn try_write_command(&mut self, payload: &[u8]) -> std::io::Result<()> {
+        let mut p = (payload.len() as u32).to_le_bytes().to_vec();
+        p[3] = 0;
+        self.seq = 1;
+        p.extend_from_slice(payload);
+        self.stream.write_all(&p).await
     }
 
     /// Writes one packet with the current sequence id.

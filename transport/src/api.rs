@@ -22,10 +22,10 @@ use crate::reaper::Timer;
 use crate::run::{CommandRun, Extras};
 use crate::session::SessionLimits;
 use crate::state::{AppState, Metrics};
-use crate::{Error, upstream};
+use crate::{Error, relayed, upstream};
 
 /// Largest control (JSON) body accepted.
-const MAX_CONTROL_BODY: usize = 64 * 1024;
+pub(crate) const MAX_CONTROL_BODY: usize = 64 * 1024;
 /// Largest keepalive body (about 100,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
 
@@ -42,6 +42,8 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     let result = match route {
         Route::Upstreams => Ok(upstreams(&state).await),
         Route::OpenSession => open_session(&state, req, token).await,
+        Route::OpenRelay => relayed::open(&state, req, token).await,
+        Route::Login(id) => relayed::login(&state, &id, req).await,
         Route::KeepAlive => keep_alive(&state, req).await,
         Route::Command(id) => command(&state, &id, req).await,
         Route::Infile(id) => infile(&state, &id, req).await,
@@ -54,7 +56,7 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
 }
 
 /// Reads a request body of at most `limit` bytes.
-async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error> {
+pub(crate) async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error> {
     let declared =
         req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
@@ -79,17 +81,7 @@ async fn open_session(
         .config
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
-    let max_sessions = state.config.pool.max_sessions;
-    let limits = SessionLimits {
-        total: max_sessions,
-        per_token: state.config.pool.max_sessions_per_token,
-        token,
-    };
-    if state.sessions.len() >= max_sessions
-        || state.sessions.count_for_token(token) >= limits.per_token
-    {
-        return Err(Error::TooManySessions(max_sessions));
-    }
+    let limits = session_limits(state, token)?;
     let key = PoolKey::of(&open);
     let upstream_conn = match state.pool.take(&key).await {
         Some(pooled) => pooled,
@@ -107,7 +99,9 @@ async fn open_session(
     let session = match state.sessions.insert(key, upstream_conn, limits) {
         Ok(s) => s,
         Err((e, conn)) => {
-            tokio::spawn(async move { drop(conn.disconnect().await) });
+            if let Some(conn) = conn {
+                tokio::spawn(async move { drop(conn.disconnect().await) });
+            }
             return Err(e);
         }
     };
@@ -117,6 +111,22 @@ async fn open_session(
     let opened =
         SessionOpened { session_id: session.id.clone(), server_version, connection_id, status };
     Ok(json(StatusCode::CREATED, &opened))
+}
+
+/// The limits a new session of `token` is checked against; an error when already reached.
+pub(crate) fn session_limits(state: &AppState, token: usize) -> Result<SessionLimits, Error> {
+    let max_sessions = state.config.pool.max_sessions;
+    let limits = SessionLimits {
+        total: max_sessions,
+        per_token: state.config.pool.max_sessions_per_token,
+        token,
+    };
+    if state.sessions.len() >= max_sessions
+        || state.sessions.count_for_token(token) >= limits.per_token
+    {
+        return Err(Error::TooManySessions(max_sessions));
+    }
+    Ok(limits)
 }
 
 /// Statement ids listed in `X-Tunnel-Close-Statements` (COM_STMT_CLOSE rides on the next
@@ -139,6 +149,9 @@ async fn infile(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id)?;
     session.touch();
+    if session.is_relayed() {
+        return relayed::infile(state, session, req).await;
+    }
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
         Some(b"end") => true,
         Some(b"more") => false,
@@ -155,6 +168,9 @@ async fn command(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id)?;
+    if session.is_relayed() {
+        return relayed::command(state, session, req).await;
+    }
     let guard = session.conn.clone().try_lock_owned().map_err(|_| Error::SessionBusy)?;
     let closes = statements_to_close(req.headers())?;
     let with_long_data = req.headers().contains_key(LONG_DATA_HEADER);
@@ -219,6 +235,9 @@ async fn close_session(state: &Arc<AppState>, id: &str) -> Response<ResponseBody
         info!(session = %id, "session closed by client");
         let state = state.clone();
         tokio::spawn(async move {
+            if let Some(link) = session.relay.lock().await.take() {
+                link.quit().await;
+            }
             let Some(conn) = session.conn.lock().await.take() else { return };
             let upstream = Upstream { conn, born: session.born, infile: session.infile.clone() };
             if let Some(ticket) = state.pool.park(session.key.clone(), upstream).await {
@@ -229,7 +248,7 @@ async fn close_session(state: &Arc<AppState>, id: &str) -> Response<ResponseBody
     no_content()
 }
 
-fn no_content() -> Response<ResponseBody> {
+pub(crate) fn no_content() -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::from(Bytes::new()));
     *response.status_mut() = StatusCode::NO_CONTENT;
     response
@@ -250,7 +269,7 @@ async fn upstreams(state: &AppState) -> Response<ResponseBody> {
     json(StatusCode::OK, &list)
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
+pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
     *response.status_mut() = status;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body, Frame};
 
+use crate::relay::Turn;
 use crate::run::CommandRun;
 
 /// The body type of every transport response.
@@ -17,6 +18,8 @@ pub enum ResponseBody {
     Full(Full<Bytes>),
     /// A running command's answer, streamed as it is produced (`Bytes` is a chunk already taken).
     Stream(Box<CommandRun>, Option<Bytes>),
+    /// A relayed answer, streamed as the upstream sends it (`Bytes` is a chunk already taken).
+    Turn(Box<Turn>, Option<Bytes>),
 }
 
 impl From<Bytes> for ResponseBody {
@@ -39,13 +42,17 @@ impl Body for ResponseBody {
                 Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
                 None => run.poll_chunk(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
             },
+            ResponseBody::Turn(turn, first) => match first.take() {
+                Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+                None => turn.poll_chunk(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+            },
         }
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
-            ResponseBody::Stream(..) => hyper::body::SizeHint::default(),
+            ResponseBody::Stream(..) | ResponseBody::Turn(..) => hyper::body::SizeHint::default(),
         }
     }
 
@@ -53,6 +60,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
             ResponseBody::Stream(..) => false,
+            ResponseBody::Turn(turn, first) => first.is_none() && turn.is_finished(),
         }
     }
 }

@@ -86,6 +86,11 @@ impl InfileBridge {
         Arc::new(Self { state: Mutex::default(), piece_timeout, side_door })
     }
 
+    /// A bridge that never serves a file (a relayed session passes files as packets).
+    pub fn unused(piece_timeout: Duration) -> Arc<Self> {
+        Self::new(piece_timeout, Opts::from(mysql_async::OptsBuilder::default()))
+    }
+
     /// Records the connection's id once it is connected.
     pub fn set_connection_id(&self, id: u32) {
         self.lock().connection_id = id;

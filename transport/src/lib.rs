@@ -12,6 +12,8 @@ pub mod infile;
 pub mod pool;
 pub mod prepared;
 pub mod reaper;
+pub mod relay;
+pub mod relayed;
 pub mod results;
 pub mod run;
 pub mod server;

@@ -34,6 +34,8 @@ pub struct PoolKey {
     collation: u8,
     /// Client flags that shape the session (FOUND_ROWS, IGNORE_SPACE, INTERACTIVE).
     session_flags: u32,
+    /// A relayed session's (never pooled: its login belongs to its client).
+    relay: bool,
 }
 
 impl PoolKey {
@@ -56,7 +58,26 @@ impl PoolKey {
             database: req.database.clone(),
             collation: req.collation,
             session_flags: req.client_flags & SESSION_FLAGS,
+            relay: false,
         }
+    }
+
+    /// The key of every relayed session.
+    pub fn relay() -> Self {
+        Self {
+            upstream: String::new(),
+            user: String::new(),
+            password_digest: [0; 20],
+            database: None,
+            collation: 0,
+            session_flags: 0,
+            relay: true,
+        }
+    }
+
+    /// True for a relayed session's key.
+    pub fn is_relay(&self) -> bool {
+        self.relay
     }
 }
 

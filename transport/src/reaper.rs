@@ -96,6 +96,8 @@ fn expire(state: &AppState, session: Arc<Session>) {
     Metrics::bump(&state.metrics.sessions_expired);
     info!(session = %session.id, "session expired: its sidecar went silent");
     tokio::spawn(async move {
+        // A relayed connection is closed: the server rolls back what was left open.
+        drop(session.relay.lock().await.take());
         if let Some(mut conn) = session.conn.lock().await.take() {
             drop(conn.query_drop("ROLLBACK").await);
             drop(conn.disconnect().await);

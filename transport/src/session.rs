@@ -13,6 +13,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use crate::Error;
 use crate::pool::PoolKey;
+use crate::relay::RelayLink;
 
 /// One client session and its upstream connection.
 #[derive(Debug)]
@@ -31,6 +32,9 @@ pub struct Session {
     pub conn: Arc<AsyncMutex<Option<Conn>>>,
     /// LOCAL INFILE requests of the connection, answered through this session.
     pub infile: Arc<crate::infile::InfileBridge>,
+    /// The relayed upstream connection of a relayed session (`None` for a library one, or
+    /// once closed). Held for the whole of a turn.
+    pub relay: Arc<AsyncMutex<Option<RelayLink>>>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -48,7 +52,12 @@ impl Session {
 
     /// True while a command runs on it.
     pub fn is_busy(&self) -> bool {
-        self.conn.try_lock().is_err()
+        self.conn.try_lock().is_err() || self.relay.try_lock().is_err()
+    }
+
+    /// True for a relayed session.
+    pub fn is_relayed(&self) -> bool {
+        self.key.is_relay()
     }
 }
 
@@ -83,18 +92,42 @@ impl SessionTable {
         key: PoolKey,
         upstream: crate::pool::Upstream,
         limits: SessionLimits,
-    ) -> Result<Arc<Session>, (Error, Conn)> {
+    ) -> Result<Arc<Session>, (Error, Option<Conn>)> {
         let crate::pool::Upstream { conn, born, infile } = upstream;
-        let id = match new_session_id() {
-            Ok(id) => id,
-            Err(e) => return Err((e, conn)),
-        };
+        let slot = Arc::new(AsyncMutex::new(Some(conn)));
+        let relay = Arc::new(AsyncMutex::new(None));
+        self.register(key, born, limits, infile, slot.clone(), relay)
+            .map_err(|e| (e, slot.try_lock().ok().and_then(|mut c| c.take())))
+    }
+
+    /// Registers a new relayed session for `link`, unless the limits are reached.
+    pub fn insert_relay(
+        &self,
+        link: RelayLink,
+        limits: SessionLimits,
+        infile: Arc<crate::infile::InfileBridge>,
+    ) -> Result<Arc<Session>, Error> {
+        let conn = Arc::new(AsyncMutex::new(None));
+        let relay = Arc::new(AsyncMutex::new(Some(link)));
+        self.register(PoolKey::relay(), Instant::now(), limits, infile, conn, relay)
+    }
+
+    fn register(
+        &self,
+        key: PoolKey,
+        born: Instant,
+        limits: SessionLimits,
+        infile: Arc<crate::infile::InfileBridge>,
+        conn: Arc<AsyncMutex<Option<Conn>>>,
+        relay: Arc<AsyncMutex<Option<RelayLink>>>,
+    ) -> Result<Arc<Session>, Error> {
+        let id = new_session_id()?;
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= limits.total {
-            return Err((Error::TooManySessions(limits.total), conn));
+            return Err(Error::TooManySessions(limits.total));
         }
         if sessions.values().filter(|s| s.token == limits.token).count() >= limits.per_token {
-            return Err((Error::TooManySessions(limits.per_token), conn));
+            return Err(Error::TooManySessions(limits.per_token));
         }
         let session = Arc::new(Session {
             id: id.clone(),
@@ -102,8 +135,9 @@ impl SessionTable {
             born,
             token: limits.token,
             statements: crate::prepared::Statements::default(),
-            conn: Arc::new(AsyncMutex::new(Some(conn))),
+            conn,
             infile,
+            relay,
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
         });

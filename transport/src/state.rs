@@ -10,6 +10,7 @@ use crate::auth::Tokens;
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::pool::Pool;
 use crate::reaper::Timer;
+use crate::relay::link::UpstreamTlsLink;
 use crate::session::SessionTable;
 
 /// Counters exported on `/metrics`.
@@ -49,6 +50,8 @@ pub struct AppState {
     pub reaper: mpsc::UnboundedSender<Timer>,
     /// Parked upstream connections.
     pub pool: Pool,
+    /// TLS settings of relayed upstream links, built once per upstream.
+    pub relay_tls: std::sync::Mutex<HashMap<String, Option<UpstreamTlsLink>>>,
 }
 
 impl AppState {
@@ -62,6 +65,7 @@ impl AppState {
             sessions: SessionTable::default(),
             versions: tokio::sync::Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
+            relay_tls: std::sync::Mutex::new(HashMap::new()),
         }
     }
 

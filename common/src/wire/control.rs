@@ -38,6 +38,19 @@ impl fmt::Debug for OpenSession {
     }
 }
 
+/// Body of `POST {base}/v1/relay`: open a relayed session (the answer is the upstream's
+/// greeting, as a `Packets` frame, and the session id in the `X-Tunnel-Session` header).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenRelay {
+    /// Name of the upstream, as configured on the transport (empty: its only one).
+    #[serde(default)]
+    pub upstream: String,
+    /// The client leg offers TLS (the greeting then announces CLIENT_SSL).
+    #[serde(default)]
+    pub client_tls: bool,
+}
+
 /// Answer to a successful `POST {base}/v1/sessions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionOpened {

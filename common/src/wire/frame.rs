@@ -15,6 +15,8 @@ const TAG_ERR: u8 = 5;
 const TAG_HEARTBEAT: u8 = 6;
 const TAG_PREPARED: u8 = 7;
 const TAG_INFILE: u8 = 8;
+const TAG_PACKETS: u8 = 9;
+const TAG_TURN: u8 = 10;
 const HEADER_LEN: usize = 5;
 
 /// Default largest frame payload a decoder accepts (a row may be as big as
@@ -34,6 +36,35 @@ pub struct OkInfo {
     pub warnings: u16,
     /// Human-readable info (`Rows matched: 1  Changed: 1  Warnings: 0`), raw bytes.
     pub info: Bytes,
+}
+
+/// Why the transport's answer to a relayed request ended: whose turn it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The upstream's answer is complete; the client sends its next command.
+    Done,
+    /// The upstream asked for a local file (LOAD DATA LOCAL): the client sends it, and the
+    /// sidecar uploads its packets to `…/infile`.
+    AwaitFile,
+    /// The upstream asked the client for an authentication packet (auth switch, more data):
+    /// the sidecar sends the client's answer to `…/login`.
+    AwaitAuth,
+    /// The upstream closed the connection (after a refused login, `wait_timeout`, a kill…):
+    /// the sidecar closes its client connection too.
+    Closed,
+}
+
+impl TurnEnd {
+    const ALL: [TurnEnd; 4] =
+        [TurnEnd::Done, TurnEnd::AwaitFile, TurnEnd::AwaitAuth, TurnEnd::Closed];
+
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
+    }
 }
 
 /// One decoded frame.
@@ -78,6 +109,10 @@ pub enum Frame {
         /// Warning count.
         warnings: u16,
     },
+    /// Relayed MySQL packets, headers included, exactly as the upstream sent them.
+    Packets(Bytes),
+    /// The end of a relayed answer, and whose turn it is.
+    Turn(TurnEnd),
 }
 
 /// Iterator over a `Columns` or `Rows` payload.
@@ -202,6 +237,18 @@ pub fn encode_infile(buf: &mut BytesMut, file_name: &[u8]) {
     buf.put_slice(file_name);
 }
 
+/// Appends a `Packets` frame holding `packets` (raw MySQL packets).
+pub fn encode_packets(buf: &mut BytesMut, packets: &[u8]) {
+    header(buf, TAG_PACKETS, packets.len());
+    buf.put_slice(packets);
+}
+
+/// Appends a `Turn` frame.
+pub fn encode_turn(buf: &mut BytesMut, end: TurnEnd) {
+    header(buf, TAG_TURN, 1);
+    buf.put_u8(end.code());
+}
+
 /// Incremental decoder: feed body chunks with [`FrameDecoder::extend`], take frames with
 /// [`FrameDecoder::next_frame`].
 #[derive(Debug)]
@@ -263,13 +310,18 @@ impl FrameDecoder {
             }
             TAG_HEARTBEAT if len == 0 => Frame::Heartbeat,
             TAG_INFILE => Frame::Infile(payload),
+            TAG_PACKETS => Frame::Packets(payload),
+            TAG_TURN if len == 1 => match TurnEnd::from_code(payload[0]) {
+                Some(end) => Frame::Turn(end),
+                None => return Err(Error::Wire("unknown turn end")),
+            },
             TAG_PREPARED if len == 10 => Frame::Prepared {
                 statement_id: payload.get_u32_le(),
                 columns: payload.get_u16_le(),
                 params: payload.get_u16_le(),
                 warnings: payload.get_u16_le(),
             },
-            TAG_END | TAG_OK | TAG_ERR | TAG_HEARTBEAT | TAG_PREPARED => {
+            TAG_END | TAG_OK | TAG_ERR | TAG_HEARTBEAT | TAG_PREPARED | TAG_TURN => {
                 return Err(Error::Wire("frame payload has the wrong length for its tag"));
             }
             _ => return Err(Error::Wire("unknown frame tag")),
@@ -347,6 +399,22 @@ mod tests {
             }
         );
         assert_eq!(frames[5], Frame::Heartbeat);
+    }
+
+    #[test]
+    fn round_trips_relayed_packets_and_turns() {
+        let mut buf = BytesMut::new();
+        encode_packets(&mut buf, b"\x01\x00\x00\x01\x00");
+        for end in TurnEnd::ALL {
+            encode_turn(&mut buf, end);
+        }
+        let frames = decode_all(&buf);
+        assert_eq!(frames[0], Frame::Packets(Bytes::from_static(b"\x01\x00\x00\x01\x00")));
+        let turns: Vec<_> = frames[1..].to_vec();
+        assert_eq!(turns, TurnEnd::ALL.map(Frame::Turn).to_vec());
+        let mut bad = FrameDecoder::new(DEFAULT_MAX_FRAME);
+        bad.extend(&[TAG_TURN, 1, 0, 0, 0, 9]);
+        assert!(bad.next_frame().is_err());
     }
 
     #[test]

@@ -9,13 +9,13 @@ mod long_data;
 mod route;
 
 pub use control::{
-    ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, MysqlError, OpenSession, SessionOpened,
-    UpstreamInfo,
+    ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, MysqlError, OpenRelay, OpenSession,
+    SessionOpened, UpstreamInfo,
 };
 pub use frame::{
-    DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, encode_end, encode_err,
-    encode_heartbeat, encode_infile, encode_ok, encode_prepared, list_begin, list_finish,
-    list_item_begin, list_item_finish,
+    DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, TurnEnd, encode_end,
+    encode_err, encode_heartbeat, encode_infile, encode_ok, encode_packets, encode_prepared,
+    encode_turn, list_begin, list_finish, list_item_begin, list_item_finish,
 };
 pub use long_data::{LONG_DATA_HEADER, decode_long_data, encode_long_data};
 pub use route::Route;
@@ -24,6 +24,9 @@ pub use route::Route;
 pub const FRAMES_CONTENT_TYPE: &str = "application/vnd.sqltunnel.frames";
 /// Content type of a command request body (one MySQL command packet payload).
 pub const COMMAND_CONTENT_TYPE: &str = "application/vnd.sqltunnel.command";
+/// Content type of a relayed request body: raw MySQL packets, headers included, as the client
+/// sent them.
+pub const PACKETS_CONTENT_TYPE: &str = "application/vnd.sqltunnel.packets";
 /// Content type of control messages.
 pub const JSON_CONTENT_TYPE: &str = "application/json";
 /// Header carrying the session id on every session request, so both logs can be joined.

@@ -9,6 +9,10 @@ pub enum Route {
     Upstreams,
     /// `POST …/v1/sessions`
     OpenSession,
+    /// `POST …/v1/relay`: opens a relayed session; answers the upstream's greeting.
+    OpenRelay,
+    /// `POST …/v1/sessions/{id}/login`: a relayed client's login packet.
+    Login(String),
     /// `POST …/v1/keepalive`
     KeepAlive,
     /// `POST …/v1/sessions/{id}/command`
@@ -40,6 +44,10 @@ impl Route {
             ["upstreams"] => (Route::Upstreams, method == "GET"),
             ["sessions"] => (Route::OpenSession, method == "POST"),
             ["keepalive"] => (Route::KeepAlive, method == "POST"),
+            ["relay"] => (Route::OpenRelay, method == "POST"),
+            ["sessions", id, "login"] if valid_id(id) => {
+                (Route::Login((*id).to_owned()), method == "POST")
+            }
             ["sessions", id] if valid_id(id) => {
                 (Route::CloseSession((*id).to_owned()), method == "DELETE")
             }
@@ -82,6 +90,9 @@ mod tests {
         );
         assert_eq!(Route::parse("GET", "/metrics"), Route::Metrics);
         assert_eq!(Route::parse("POST", "/p/v1/keepalive"), Route::KeepAlive);
+        assert_eq!(Route::parse("POST", "/p/v1/relay"), Route::OpenRelay);
+        assert_eq!(Route::parse("POST", "/v1/sessions/ab1/login"), Route::Login("ab1".into()));
+        assert_eq!(Route::parse("GET", "/v1/relay"), Route::MethodNotAllowed);
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct ResponseHead {
     pub reason: String,
     /// Content-Type, or empty.
     pub content_type: String,
+    /// The session id the transport named (`X-Tunnel-Session`), or empty.
+    pub session: String,
 }
 
 /// A client HTTP/1.1 connection.
@@ -115,6 +117,7 @@ impl HttpConn {
                     status,
                     reason: response.reason.unwrap_or("").to_owned(),
                     content_type: header(response.headers, "content-type").unwrap_or("").to_owned(),
+                    session: header(response.headers, "x-tunnel-session").unwrap_or("").to_owned(),
                 };
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));

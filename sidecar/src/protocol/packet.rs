@@ -117,6 +117,35 @@ impl PacketIo {
         }
     }
 
+    /// Reads one logical packet as the client sent it, headers (and 16 MiB continuations)
+    /// included, for passing on unchanged. `None` when the client hung up between packets.
+    pub async fn read_raw(&mut self) -> Result<Option<Bytes>, Error> {
+        let (mut at, mut total) = (0, 0);
+        loop {
+            if !self.fill(at + 4).await? {
+                return if at == 0 && self.rbuf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::ClientProtocol("connection closed mid-packet"))
+                };
+            }
+            let h = &self.rbuf[at..at + 4];
+            let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+            self.seq = h[3].wrapping_add(1);
+            total += len;
+            if total > self.max_packet {
+                return Err(Error::PacketTooLarge { limit: self.max_packet });
+            }
+            if !self.fill(at + 4 + len).await? {
+                return Err(Error::ClientProtocol("connection closed mid-packet"));
+            }
+            at += 4 + len;
+            if len != MAX_PAYLOAD {
+                return Ok(Some(self.rbuf.split_to(at).freeze()));
+            }
+        }
+    }
+
     /// Reads the packet the protocol requires next; the client hanging up instead is an error
     /// that says `when`.
     pub async fn read_expected(&mut self, when: &'static str) -> Result<Bytes, Error> {
@@ -156,6 +185,16 @@ impl PacketIo {
         if last_len == MAX_PAYLOAD || payload.is_empty() {
             self.put_header(0);
         }
+    }
+
+    /// Queues bytes that already are MySQL packets (a relayed answer); flushes when enough is
+    /// buffered.
+    pub async fn write_raw(&mut self, packets: &[u8]) -> Result<(), Error> {
+        self.wbuf.extend_from_slice(packets);
+        if self.wbuf.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
     }
 
     /// Queues a packet shorter than 16 MiB and remembers where it is.

@@ -1,0 +1,261 @@
+//! The relayed conversation compared with a direct one, byte for byte: the greeting, answers
+//! with and without CLIENT_DEPRECATE_EOF, MariaDB's extended metadata, session tracking,
+//! server-side cursors, COM_SET_OPTION, KILL of a processlist id, a `wait_timeout` disconnect.
+
+use e2e::raw::{CAPS, RawClient};
+use e2e::{DATABASE, PASSWORD, Tunnel, USER, mysql_port, opts, within};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+
+/// CLIENT_DEPRECATE_EOF.
+const DEPRECATE_EOF: u32 = 0x0100_0000;
+/// CLIENT_SESSION_TRACK.
+const SESSION_TRACK: u32 = 0x0080_0000;
+/// CLIENT_PS_MULTI_RESULTS.
+const PS_MULTI_RESULTS: u32 = 0x0004_0000;
+/// MARIADB_CLIENT_PROGRESS | MARIADB_CLIENT_STMT_BULK_OPERATIONS | EXTENDED_METADATA.
+const MARIADB_CAPS: u32 = 1 | 4 | 8;
+
+/// Capability fields of a greeting payload: (flags, MariaDB's extended flags, plugin name).
+fn greeting_fields(g: &[u8]) -> (String, u32, u32, String) {
+    let nul = g[1..].iter().position(|&b| b == 0).expect("version") + 1;
+    let version = String::from_utf8_lossy(&g[1..nul]).into_owned();
+    let p = &g[nul + 1..];
+    let low = u16::from_le_bytes([p[13], p[14]]);
+    let high = u16::from_le_bytes([p[18], p[19]]);
+    let mariadb = u32::from_le_bytes([p[27], p[28], p[29], p[30]]);
+    let plugin = String::from_utf8_lossy(&p[44..]).trim_end_matches('\0').to_owned();
+    (version, u32::from(high) << 16 | u32::from(low), mariadb, plugin)
+}
+
+/// A COM_QUERY packet payload.
+fn query(sql: &str) -> Vec<u8> {
+    [&[3u8][..], sql.as_bytes()].concat()
+}
+
+#[tokio::test]
+async fn the_greeting_is_the_upstreams() {
+    within(30, async {
+        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let (mut direct, dg) =
+            RawClient::login_mariadb(mysql_port(), USER, PASSWORD, DATABASE, CAPS, MARIADB_CAPS)
+                .await;
+        let (mut through, tg) = RawClient::login_mariadb(
+            tunnel.sidecar.port(),
+            USER,
+            PASSWORD,
+            DATABASE,
+            CAPS,
+            MARIADB_CAPS,
+        )
+        .await;
+        let (d_version, d_caps, d_mariadb, d_plugin) = greeting_fields(&dg);
+        let (t_version, t_caps, t_mariadb, t_plugin) = greeting_fields(&tg);
+        assert_eq!(t_version, d_version);
+        assert_eq!(t_plugin, d_plugin);
+        // Compression and TLS belong to one leg: the sidecar offers TLS itself (client_tls on).
+        assert_eq!(t_caps & !0x20, d_caps & !0x20, "{t_caps:#x} vs {d_caps:#x}");
+        assert_eq!(t_caps & 0x20, 0, "compression is never offered");
+        // Metadata caching and COM_MULTI are not relayed; everything else is the server's.
+        assert_eq!(t_mariadb, d_mariadb & !(16 | 2), "{t_mariadb:#x} vs {d_mariadb:#x}");
+        for (client, greeting) in [(&mut direct, &dg), (&mut through, &tg)] {
+            let id = client.greeting_connection_id();
+            let answer = client.command_all(&query("SELECT CONNECTION_ID()")).await;
+            let row = &answer[answer.len() - 2];
+            assert_eq!(String::from_utf8_lossy(&row[1..]), id.to_string(), "{greeting:?}");
+        }
+    })
+    .await;
+}
+
+/// Commands whose answers do not depend on the connection (ids, timing), run on a fresh
+/// session of each side and compared byte for byte.
+fn script() -> Vec<Vec<u8>> {
+    let mut s: Vec<Vec<u8>> = [
+        "CREATE TEMPORARY TABLE r (id INT AUTO_INCREMENT PRIMARY KEY, j JSON, a INET6, u UUID, \
+         t TEXT, d DECIMAL(10,3), b BLOB, dt DATETIME(6))",
+        "INSERT INTO r (j, a, u, t, d, b, dt) VALUES ('{\"k\": [1, 2]}', '::1', \
+         '123e4567-e89b-12d3-a456-426655440000', '', 1.5, x'00ff', '2024-01-02 03:04:05.5'), \
+         (NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+        "SELECT * FROM r",
+        "SELECT * FROM r WHERE id > 100",
+        "SELECT 1; SELECT 'two', NULL; DO 3",
+        "SELECT * FROM no_such_table_relay",
+        "UPDATE r SET t = 'x' WHERE id = 1",
+        "SET autocommit = 0",
+        "SET @@session.time_zone = '+02:00'",
+        "BEGIN",
+        "COMMIT",
+        "SET autocommit = 1",
+        "USE mysql",
+        "SHOW WARNINGS",
+        "SELECT 1 + 'a'",
+        "SHOW WARNINGS",
+    ]
+    .iter()
+    .map(|sql| query(sql))
+    .collect();
+    s.push(b"\x0e".to_vec()); // COM_PING
+    s.push([&b"\x02"[..], DATABASE.as_bytes()].concat()); // COM_INIT_DB
+    s.push(b"\x1b\x01\x00".to_vec()); // COM_SET_OPTION: multi-statements off
+    s.push(query("SELECT 1; SELECT 2")); // now refused by the server
+    s.push(b"\x1b\x00\x00".to_vec()); // and on again
+    s.push(b"\x1b\x07\x00".to_vec()); // an unknown option
+    s.push(query("CREATE OR REPLACE TABLE relay_fields (a INT, b VARCHAR(3))"));
+    s.push(b"\x04relay_fields\x00".to_vec()); // COM_FIELD_LIST
+    s.push(b"\x16SELECT ? AS p, 2 AS q".to_vec()); // COM_STMT_PREPARE
+    s.push(b"\x16DO 1".to_vec());
+    s.push(b"\x16SELEC".to_vec());
+    s
+}
+
+async fn run_script(port: u16, caps: u32, mariadb: u32) -> Vec<Vec<u8>> {
+    let (mut c, _) = RawClient::login_mariadb(port, USER, PASSWORD, DATABASE, caps, mariadb).await;
+    let mut answers = Vec::new();
+    for command in script() {
+        let mut answer = c.command_bytes(&command).await;
+        if command[0] == 0x16 && answer.get(4) == Some(&0) {
+            // Statement ids are numbered by the server's thread (it may be a reused one).
+            answer[5..9].fill(0);
+        }
+        answers.push(answer);
+    }
+    answers
+}
+
+#[tokio::test]
+async fn answers_are_byte_for_byte_the_servers_whatever_the_client_asks_for() {
+    within(240, async {
+        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let variants = [
+            (CAPS, 0),
+            (CAPS | DEPRECATE_EOF, 0),
+            (CAPS | DEPRECATE_EOF | SESSION_TRACK | PS_MULTI_RESULTS, MARIADB_CAPS),
+            (CAPS | SESSION_TRACK, MARIADB_CAPS),
+        ];
+        let names: Vec<String> =
+            script().iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+        let port = tunnel.sidecar.port();
+        let runs = variants.map(|(caps, mariadb)| async move {
+            let direct = run_script(mysql_port(), caps, mariadb).await;
+            (caps, mariadb, direct, run_script(port, caps, mariadb).await)
+        });
+        for (caps, mariadb, direct, through) in futures_join_all(runs).await {
+            for ((d, t), name) in direct.iter().zip(&through).zip(&names) {
+                assert!(!d.is_empty(), "{name}: no direct answer");
+                assert_eq!(t, d, "caps {caps:#x}/{mariadb:#x}: {name}");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn extended_metadata_names_json_inet6_and_uuid_columns() {
+    within(30, async {
+        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let create = query("CREATE TEMPORARY TABLE x (j JSON, a INET6, u UUID)");
+        let (mut c, _) = RawClient::login_mariadb(
+            tunnel.sidecar.port(),
+            USER,
+            PASSWORD,
+            DATABASE,
+            CAPS,
+            MARIADB_CAPS,
+        )
+        .await;
+        assert_eq!(c.command_all(&create).await[0][0], 0, "created");
+        let answer = c.command_all(&query("SELECT * FROM x")).await;
+        let definitions = String::from_utf8_lossy(&answer[1..4].concat()).into_owned();
+        for name in ["json", "inet6", "uuid"] {
+            assert!(definitions.contains(name), "{name} in {definitions:?}");
+        }
+    })
+    .await;
+}
+
+/// Runs the futures concurrently and returns their outputs in order.
+async fn futures_join_all<F: std::future::Future>(futures: [F; 4]) -> Vec<F::Output> {
+    let [a, b, c, d] = futures;
+    let (a, b, c, d) = tokio::join!(a, b, c, d);
+    vec![a, b, c, d]
+}
+
+/// A cursor: COM_STMT_EXECUTE with CURSOR_TYPE_READ_ONLY, then COM_STMT_FETCH twice.
+async fn cursor_answers(port: u16, caps: u32) -> Vec<Vec<u8>> {
+    let (mut c, _) = RawClient::login_mariadb(port, USER, PASSWORD, DATABASE, caps, 0).await;
+    let prepared = c.command_bytes(b"\x16SELECT seq FROM seq_1_to_5").await;
+    let id = &prepared[5..9];
+    let execute = [&[0x17u8][..], id, &[1, 1, 0, 0, 0]].concat();
+    let fetch = [&[0x1cu8][..], id, &[3, 0, 0, 0]].concat();
+    // Statement ids are the server's to number: compare the rest of the prepare's answer.
+    let mut masked = prepared.clone();
+    masked[5..9].fill(0);
+    let mut out = vec![masked];
+    out.push(c.command_bytes(&execute).await);
+    out.push(c.command_bytes(&fetch).await);
+    out.push(c.command_bytes(&fetch).await);
+    out.push(c.command_bytes(&query("SELECT 'after the cursor'")).await);
+    out
+}
+
+#[tokio::test]
+async fn a_server_side_cursor_is_fetched_as_directly() {
+    within(60, async {
+        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        for caps in [CAPS, CAPS | DEPRECATE_EOF] {
+            let direct = cursor_answers(mysql_port(), caps).await;
+            let through = cursor_answers(tunnel.sidecar.port(), caps).await;
+            assert_eq!(through, direct, "caps {caps:#x}");
+            assert!(direct[3].len() > 8, "the second fetch returns rows");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kill_takes_the_servers_processlist_id() {
+    within(30, async {
+        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let mut victim = Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await.expect("a");
+        let mut killer = Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await.expect("b");
+        let id: u64 = victim.query_first("SELECT CONNECTION_ID()").await.expect("q").expect("id");
+        assert_eq!(u64::from(victim.id()), id, "the driver's thread id is the server's");
+        let listed: Option<u64> = killer
+            .exec_first("SELECT ID FROM information_schema.PROCESSLIST WHERE ID = ?", (id,))
+            .await
+            .expect("processlist");
+        assert_eq!(listed, Some(id));
+        killer.query_drop(format!("KILL {id}")).await.expect("KILL of a processlist id");
+        let after = victim.query_drop("SELECT 1").await;
+        assert!(
+            matches!(after, Err(mysql_async::Error::Io(_) | mysql_async::Error::Driver(_))),
+            "{after:?}"
+        );
+    })
+    .await;
+}
+
+/// Sets a 1 s `wait_timeout`, stays idle past it, and tells whether the server's close reached
+/// the client as a closed connection (no ERR packet in between).
+async fn idle_past_wait_timeout(port: u16) -> Vec<u8> {
+    let (mut c, _) = RawClient::login_mariadb(port, USER, PASSWORD, DATABASE, CAPS, 0).await;
+    let set = c.command_bytes(&query("SET SESSION wait_timeout = 1")).await;
+    assert_eq!(set[4], 0, "OK");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // Directly the write may already fail; either way nothing but the close comes back.
+    drop(c.try_write_command(b"\x0e").await);
+    c.read_until_quiet().await
+}
+
+#[tokio::test]
+async fn a_wait_timeout_disconnect_closes_the_client_connection() {
+    within(30, async {
+        let tunnel = Tunnel::start_passthrough("relay: true\nheartbeat_interval: 500ms\n").await;
+        let direct = idle_past_wait_timeout(mysql_port()).await;
+        let through = idle_past_wait_timeout(tunnel.sidecar.port()).await;
+        assert_eq!(through, direct, "the connection just ends");
+        assert!(direct.is_empty());
+    })
+    .await;
+}

@@ -1,0 +1,272 @@
+//! Where an upstream answer ends: a sans-IO state machine fed the raw bytes the server sends.
+//! It reads only packet headers and the few first bytes of a packet that decide the shape
+//! (OK/ERR/EOF, a column count, a prepare's counts); every byte passes on unchanged.
+
+use common::mysql::{packet, status};
+use common::wire::TurnEnd;
+
+use super::packets::{PEEK, PacketHead, lenenc_int, ok_status};
+
+/// How the answer to a command starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// A result: OK, ERR, a LOCAL INFILE request or a result set, possibly several
+    /// (COM_QUERY, COM_STMT_EXECUTE, COM_STMT_BULK_EXECUTE, COM_PROCESS_INFO).
+    Result,
+    /// COM_STMT_PREPARE: its OK, then parameter and column definitions.
+    Prepare,
+    /// COM_STMT_FETCH: rows of a cursor and their terminator.
+    Rows,
+    /// COM_FIELD_LIST: column definitions until an EOF.
+    FieldList,
+    /// A login's authentication exchange until OK or ERR (after which a server hangs up).
+    Login,
+    /// COM_CHANGE_USER's authentication exchange until OK or ERR.
+    Auth,
+    /// Any one packet (COM_PING, COM_INIT_DB, COM_STATISTICS, COM_SET_OPTION…).
+    OnePacket,
+}
+
+/// The client capabilities that change an answer's shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// CLIENT_DEPRECATE_EOF: no EOF after column definitions; rows end with an OK.
+    pub deprecate_eof: bool,
+    /// MARIADB_CLIENT_PROGRESS: ERR packets with code 0xFFFF are progress reports.
+    pub progress: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    ResultHead,
+    Columns { left: u64 },
+    MetadataEof,
+    Rows,
+    PrepareHead,
+    Definitions { left: u16, then: u16 },
+    DefinitionsEof { then: u16 },
+    FieldList,
+    Auth { login: bool },
+    OnePacket,
+    Ended(TurnEnd),
+}
+
+/// A protocol violation by the upstream: the conversation cannot go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the upstream sent {0}")]
+pub struct Malformed(pub &'static str);
+
+/// What a [`Framing::scan`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scan {
+    /// Bytes at the start of the buffer that belong to the answer and can be passed on.
+    pub used: usize,
+    /// Set when the turn ended at `used`.
+    pub end: Option<TurnEnd>,
+}
+
+/// Finds the end of one answer in the upstream's byte stream.
+#[derive(Debug, Clone)]
+pub struct Framing {
+    shape: Shape,
+    state: State,
+    /// Payload bytes of the current packet still to pass.
+    skip: usize,
+    /// The current packet is 16 MiB − 1 long: the next one continues it.
+    continued: bool,
+    /// Sequence id of the last packet seen.
+    last_seq: u8,
+    /// An authentication exchange waiting for the client is a login's.
+    login: bool,
+}
+
+impl Framing {
+    /// Framing for the answer a command expects.
+    pub fn new(expect: Expect, shape: Shape) -> Self {
+        let state = match expect {
+            Expect::Result => State::ResultHead,
+            Expect::Prepare => State::PrepareHead,
+            Expect::Rows => State::Rows,
+            Expect::FieldList => State::FieldList,
+            Expect::Login => State::Auth { login: true },
+            Expect::Auth => State::Auth { login: false },
+            Expect::OnePacket => State::OnePacket,
+        };
+        let login = expect == Expect::Login;
+        Self { shape, state, skip: 0, continued: false, last_seq: 0, login }
+    }
+
+    /// What the client must send before this answer goes on (its file, an auth packet), if
+    /// the last turn ended waiting for it.
+    pub fn waiting_for(&self) -> Option<TurnEnd> {
+        match self.state {
+            State::Ended(end @ (TurnEnd::AwaitFile | TurnEnd::AwaitAuth)) => Some(end),
+            _ => None,
+        }
+    }
+
+    /// Sequence id of the last packet seen (a login's next packet follows it).
+    pub fn last_seq(&self) -> u8 {
+        self.last_seq
+    }
+
+    /// Goes on after the client answered what ended the last turn: its file (the rest is a
+    /// result) or its auth packet (the exchange goes on).
+    pub fn resume(&mut self) {
+        self.state = match self.state {
+            State::Ended(TurnEnd::AwaitFile) => State::ResultHead,
+            State::Ended(TurnEnd::AwaitAuth) => State::Auth { login: self.login },
+            other => other,
+        };
+    }
+
+    /// Scans `buf` (bytes not yet passed on, oldest first) for whole packets of the answer.
+    pub fn scan(&mut self, buf: &[u8]) -> Result<Scan, Malformed> {
+        let mut at = 0;
+        loop {
+            if self.skip > 0 {
+                let n = self.skip.min(buf.len() - at);
+                at += n;
+                self.skip -= n;
+                if self.skip > 0 {
+                    return Ok(Scan { used: at, end: None });
+                }
+            }
+            if let State::Ended(end) = self.state
+                && !self.continued
+            {
+                return Ok(Scan { used: at, end: Some(end) });
+            }
+            let Some(head) = PacketHead::parse(&buf[at..]) else {
+                return Ok(Scan { used: at, end: None });
+            };
+            self.last_seq = head.seq;
+            if self.continued {
+                self.continued = head.len == packet::MAX_PAYLOAD;
+                at += PacketHead::LEN;
+                self.skip = head.len;
+                continue;
+            }
+            let start = at + PacketHead::LEN;
+            let peek_len = head.len.min(PEEK);
+            if buf.len() < start + peek_len {
+                return Ok(Scan { used: at, end: None });
+            }
+            self.decide(&buf[start..start + peek_len], head.len)?;
+            at = start;
+            self.skip = head.len;
+            self.continued = head.len == packet::MAX_PAYLOAD;
+        }
+    }
+
+    /// Moves on by one packet whose payload starts with `p` (at most [`PEEK`] bytes) and is
+    /// `len` bytes long.
+    fn decide(&mut self, p: &[u8], len: usize) -> Result<(), Malformed> {
+        let first = p.first().copied();
+        let done = |status: u16| {
+            if status & status::MORE_RESULTS_EXISTS != 0 {
+                State::ResultHead
+            } else {
+                State::Ended(TurnEnd::Done)
+            }
+        };
+        self.state = match self.state {
+            State::ResultHead => match first {
+                Some(packet::OK) => done(ok_status(p).ok_or(Malformed("a short OK packet"))?),
+                Some(packet::ERR) if self.is_progress(p) => State::ResultHead,
+                Some(packet::ERR) => State::Ended(TurnEnd::Done),
+                Some(packet::LOCAL_INFILE) => State::Ended(TurnEnd::AwaitFile),
+                Some(_) => match lenenc_int(p) {
+                    Some((0, _)) | None => return Err(Malformed("a bad column count")),
+                    Some((n, _)) => State::Columns { left: n },
+                },
+                None => return Err(Malformed("an empty packet for a result")),
+            },
+            State::Columns { left } => match (left - 1, self.shape.deprecate_eof) {
+                (0, true) => State::Rows,
+                (0, false) => State::MetadataEof,
+                (left, _) => State::Columns { left },
+            },
+            State::MetadataEof => match first {
+                Some(packet::EOF) if len < 9 => {
+                    let status = eof_status(p).ok_or(Malformed("a short EOF"))?;
+                    if status & status::CURSOR_EXISTS != 0 { done(status) } else { State::Rows }
+                }
+                Some(packet::ERR) => State::Ended(TurnEnd::Done),
+                _ => return Err(Malformed("no EOF after column definitions")),
+            },
+            State::Rows => match first {
+                Some(packet::EOF) if self.is_terminator(len) => {
+                    let status =
+                        if self.shape.deprecate_eof { ok_status(p) } else { eof_status(p) };
+                    done(status.ok_or(Malformed("a short row terminator"))?)
+                }
+                Some(packet::ERR) if self.is_progress(p) => State::Rows,
+                Some(packet::ERR) => State::Ended(TurnEnd::Done),
+                _ => State::Rows,
+            },
+            State::PrepareHead => match first {
+                Some(packet::OK) => {
+                    let count =
+                        |at: usize| p.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+                    let (Some(columns), Some(params)) = (count(5), count(7)) else {
+                        return Err(Malformed("a short prepare OK"));
+                    };
+                    definitions(params, columns)
+                }
+                _ => State::Ended(TurnEnd::Done),
+            },
+            State::Definitions { left, then } => match (left - 1, self.shape.deprecate_eof) {
+                (0, true) => definitions(then, 0),
+                (0, false) => State::DefinitionsEof { then },
+                (left, _) => State::Definitions { left, then },
+            },
+            State::DefinitionsEof { then } => definitions(then, 0),
+            State::FieldList => match first {
+                // A definition starts with the catalog "def": 0xFE or 0xFF can only end the list.
+                Some(packet::EOF | packet::ERR) => State::Ended(TurnEnd::Done),
+                _ => State::FieldList,
+            },
+            State::Auth { login } => match (first, p.get(1).copied()) {
+                (Some(packet::OK), _) => State::Ended(TurnEnd::Done),
+                (Some(packet::ERR), _) if login => State::Ended(TurnEnd::Closed),
+                (Some(packet::ERR), _) => State::Ended(TurnEnd::Done),
+                (Some(packet::AUTH_MORE_DATA), Some(packet::FAST_AUTH_OK)) if len == 2 => {
+                    State::Auth { login }
+                }
+                _ => State::Ended(TurnEnd::AwaitAuth),
+            },
+            State::OnePacket => State::Ended(TurnEnd::Done),
+            State::Ended(_) => return Err(Malformed("data after the end of an answer")),
+        };
+        Ok(())
+    }
+
+    fn is_progress(&self, p: &[u8]) -> bool {
+        self.shape.progress && p.get(1..3) == Some(&packet::PROGRESS_REPORT_CODE.to_le_bytes()[..])
+    }
+
+    /// A 0xFE packet in the rows is their terminator when it is short: an EOF (< 9 bytes) or,
+    /// with CLIENT_DEPRECATE_EOF, an OK (a row starting with 0xFE is at least 16 MiB long).
+    fn is_terminator(&self, len: usize) -> bool {
+        if self.shape.deprecate_eof { len < packet::MAX_PAYLOAD } else { len < 9 }
+    }
+}
+
+/// After a prepare's OK: `first` definitions, then `second`.
+fn definitions(first: u16, second: u16) -> State {
+    match (first, second) {
+        (0, 0) => State::Ended(TurnEnd::Done),
+        (0, n) => State::Definitions { left: n, then: 0 },
+        (n, then) => State::Definitions { left: n, then },
+    }
+}
+
+/// Status flags of an EOF payload (`0xfe`, warnings, status).
+fn eof_status(p: &[u8]) -> Option<u16> {
+    p.get(3..5).map(|s| u16::from_le_bytes([s[0], s[1]]))
+}
+
+#[cfg(test)]
+#[path = "framing_tests.rs"]
+mod tests;

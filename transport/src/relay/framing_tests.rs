@@ -1,0 +1,1 @@
+//! Framing tests (being written).

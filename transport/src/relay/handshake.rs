@@ -1,0 +1,171 @@
+//! The login packets the relay touches (sans-IO): the upstream's greeting, passed to the client
+//! with only what belongs to one leg changed (TLS, compression, capabilities the tunnel does
+//! not honour), and the client's handshake response, passed upstream likewise.
+
+use common::mysql::capability::{self as cap, mariadb};
+
+/// MariaDB capabilities the relay does not offer: metadata caching changes the shape of an
+/// execute's answer, and COM_MULTI is obsolete.
+const MARIADB_NOT_RELAYED: u32 = mariadb::CACHE_METADATA | mariadb::COM_MULTI;
+
+/// Where the capability fields of a greeting (HandshakeV10) lie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Greeting {
+    /// Offset of the lower two capability bytes.
+    caps_low: usize,
+    /// Offset of the upper two capability bytes.
+    caps_high: usize,
+    /// Offset of MariaDB's extended capabilities (four bytes).
+    caps_mariadb: usize,
+    /// The connection id.
+    pub connection_id: u32,
+}
+
+impl Greeting {
+    /// Finds the fields of a HandshakeV10 payload; `None` if it is not one.
+    pub fn parse(p: &[u8]) -> Option<Self> {
+        if *p.first()? != 10 {
+            return None;
+        }
+        let version_end = 1 + p[1..].iter().position(|&b| b == 0)?;
+        let id_at = version_end + 1;
+        let id = p.get(id_at..id_at + 4)?;
+        let caps_low = id_at + 4 + 8 + 1;
+        let caps_high = caps_low + 2 + 1 + 2;
+        let caps_mariadb = caps_high + 2 + 1 + 6;
+        p.get(caps_mariadb..caps_mariadb + 4)?;
+        Some(Self {
+            caps_low,
+            caps_high,
+            caps_mariadb,
+            connection_id: u32::from_le_bytes([id[0], id[1], id[2], id[3]]),
+        })
+    }
+
+    /// The capability flags.
+    pub fn capabilities(&self, p: &[u8]) -> u32 {
+        let low = u16::from_le_bytes([p[self.caps_low], p[self.caps_low + 1]]);
+        let high = u16::from_le_bytes([p[self.caps_high], p[self.caps_high + 1]]);
+        u32::from(high) << 16 | u32::from(low)
+    }
+
+    /// Rewrites the greeting for the client leg: TLS as the sidecar offers it, no compression,
+    /// no MariaDB capability the relay does not honour.
+    pub fn for_client(&self, p: &mut [u8], client_tls: bool) {
+        let mut caps = self.capabilities(p) & !(cap::COMPRESS | cap::SSL);
+        if client_tls {
+            caps |= cap::SSL;
+        }
+        p[self.caps_low..self.caps_low + 2].copy_from_slice(&(caps as u16).to_le_bytes());
+        p[self.caps_high..self.caps_high + 2].copy_from_slice(&((caps >> 16) as u16).to_le_bytes());
+        if caps & cap::LONG_PASSWORD == 0 {
+            clear_mariadb_caps(&mut p[self.caps_mariadb..self.caps_mariadb + 4]);
+        }
+    }
+}
+
+/// Offset of MariaDB's extended capabilities in a handshake response (end of its filler).
+const RESPONSE_MARIADB_CAPS: usize = 28;
+/// Length of the fixed part of a HandshakeResponse41 (also the whole SSLRequest).
+pub const RESPONSE_FIXED: usize = 32;
+
+/// The client capabilities that shape answers, read from a handshake response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientCaps {
+    /// Capability flags.
+    pub flags: u32,
+    /// MariaDB's extended capabilities (0 when the client is not MariaDB-aware).
+    pub mariadb: u32,
+}
+
+/// Rewrites a client's HandshakeResponse41 for the upstream leg: TLS as the upstream link
+/// uses it, no compression. Returns the client's capabilities; `None` if the packet is not a
+/// 4.1 handshake response.
+pub fn response_for_upstream(p: &mut [u8], upstream_tls: bool) -> Option<ClientCaps> {
+    let fixed = p.get_mut(..RESPONSE_FIXED)?;
+    let flags = u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]);
+    if flags & cap::PROTOCOL_41 == 0 {
+        return None;
+    }
+    let mut upstream = flags & !(cap::COMPRESS | cap::SSL);
+    if upstream_tls {
+        upstream |= cap::SSL;
+    }
+    fixed[..4].copy_from_slice(&upstream.to_le_bytes());
+    let ext = &mut fixed[RESPONSE_MARIADB_CAPS..];
+    let mariadb = if flags & cap::LONG_PASSWORD == 0 {
+        clear_mariadb_caps(ext);
+        u32::from_le_bytes([ext[0], ext[1], ext[2], ext[3]])
+    } else {
+        0
+    };
+    Some(ClientCaps { flags: upstream, mariadb })
+}
+
+fn clear_mariadb_caps(field: &mut [u8]) {
+    let caps = u32::from_le_bytes([field[0], field[1], field[2], field[3]]) & !MARIADB_NOT_RELAYED;
+    field.copy_from_slice(&caps.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A MariaDB 10.11 greeting, as captured (connection id 7, mysql_native_password).
+    fn mariadb_greeting() -> Vec<u8> {
+        let mut p = vec![10];
+        p.extend_from_slice(b"5.5.5-10.11.6-MariaDB-0+deb12u1\0");
+        p.extend_from_slice(&7u32.to_le_bytes());
+        p.extend_from_slice(b"abcdefgh\0");
+        p.extend_from_slice(&0xfffeu16.to_le_bytes()); // no LONG_PASSWORD: MariaDB
+        p.push(45);
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(&0x81bfu16.to_le_bytes());
+        p.push(21);
+        p.extend_from_slice(&[0; 6]);
+        p.extend_from_slice(&(0x1d_u32).to_le_bytes());
+        p.extend_from_slice(b"ijklmnopqrst\0mysql_native_password\0");
+        p
+    }
+
+    #[test]
+    fn greeting_loses_what_belongs_to_one_leg() {
+        let mut p = mariadb_greeting();
+        let g = Greeting::parse(&p).unwrap_or_else(|| panic!("greeting"));
+        assert_eq!(g.connection_id, 7);
+        assert_ne!(g.capabilities(&p) & cap::COMPRESS, 0);
+        assert_ne!(g.capabilities(&p) & cap::SSL, 0);
+        let before = p.clone();
+        g.for_client(&mut p, false);
+        let caps = g.capabilities(&p);
+        assert_eq!(caps & (cap::COMPRESS | cap::SSL), 0);
+        assert_eq!(caps | cap::COMPRESS | cap::SSL, g.capabilities(&before));
+        assert_eq!(&p[g.caps_mariadb..g.caps_mariadb + 4], &0x0d_u32.to_le_bytes());
+        g.for_client(&mut p, true);
+        assert_ne!(g.capabilities(&p) & cap::SSL, 0);
+        let changed: Vec<usize> = (0..p.len()).filter(|&i| p[i] != before[i]).collect();
+        assert!(changed.iter().all(|&i| i < g.caps_mariadb + 4), "only capability bytes change");
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_greeting() {
+        assert!(Greeting::parse(&[0xff, 0x15, 0x04]).is_none());
+        assert!(Greeting::parse(b"\x0a5.5\0\x01\x00").is_none());
+    }
+
+    #[test]
+    fn response_gets_the_upstream_legs_tls() {
+        let mut p = vec![0u8; 40];
+        let flags = cap::PROTOCOL_41 | cap::SSL | cap::COMPRESS | cap::DEPRECATE_EOF;
+        p[..4].copy_from_slice(&flags.to_le_bytes());
+        p[28..32].copy_from_slice(&(mariadb::PROGRESS | mariadb::CACHE_METADATA).to_le_bytes());
+        let caps = response_for_upstream(&mut p, false).unwrap_or_else(|| panic!("4.1"));
+        assert_eq!(caps.flags, cap::PROTOCOL_41 | cap::DEPRECATE_EOF);
+        assert_eq!(caps.mariadb, mariadb::PROGRESS);
+        assert_eq!(&p[..4], &caps.flags.to_le_bytes());
+        let caps = response_for_upstream(&mut p, true).unwrap_or_else(|| panic!("4.1"));
+        assert_ne!(caps.flags & cap::SSL, 0);
+        assert!(response_for_upstream(&mut [0u8; 8], false).is_none());
+        assert!(response_for_upstream(&mut [0u8; 32], false).is_none(), "protocol 3.20");
+    }
+}

@@ -1,0 +1,194 @@
+//! A relayed upstream connection: the socket (plain or TLS), what has been read from it, and
+//! where its conversation stands (logging in, waiting for the client, or ready).
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use common::stream::MaybeTls;
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use super::framing::{Framing, Shape};
+use super::handshake::{ClientCaps, Greeting, RESPONSE_FIXED, response_for_upstream};
+use super::packets::PacketHead;
+use crate::Error;
+use crate::config::UpstreamConfig;
+
+/// The upstream socket.
+pub type UpstreamStream = MaybeTls<TcpStream, TlsStream<TcpStream>>;
+
+/// Largest greeting accepted (they are about 100 bytes).
+const MAX_GREETING: usize = 4096;
+/// Read buffer size: answers are passed on in pieces of at most about this much.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// TLS settings of the upstream leg.
+#[derive(Clone)]
+pub struct UpstreamTlsLink {
+    /// The connector.
+    pub connector: TlsConnector,
+    /// The name the certificate must carry.
+    pub name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for UpstreamTlsLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamTlsLink").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// Where a relayed conversation stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Greeted; the client's handshake response is next.
+    Greeted,
+    /// Logging in: the upstream waits for the client's next auth packet.
+    LoggingIn,
+    /// Logged in: commands can be sent.
+    Ready,
+}
+
+/// One relayed upstream connection.
+#[derive(Debug)]
+pub struct RelayLink {
+    /// The socket.
+    pub stream: UpstreamStream,
+    /// Bytes read and not yet passed on.
+    pub rbuf: BytesMut,
+    /// Where the conversation stands.
+    pub phase: Phase,
+    /// The shape of answers, from the client's capabilities.
+    pub shape: Shape,
+    /// A turn left for the client to answer (its file, an auth packet), to resume after.
+    pub pending: Option<Framing>,
+    /// Sequence id of the last packet read during login (the next one written follows it).
+    pub last_seq: u8,
+    /// The connection id from the greeting.
+    pub connection_id: u32,
+    tls: Option<UpstreamTlsLink>,
+}
+
+impl RelayLink {
+    /// Connects to `upstream` and reads its greeting, within `timeout`. Returns the link and the
+    /// greeting packet (header included), rewritten for the client leg.
+    pub async fn dial(
+        upstream: &UpstreamConfig,
+        tls: Option<UpstreamTlsLink>,
+        client_tls: bool,
+        timeout: Duration,
+    ) -> Result<(Self, Bytes), Error> {
+        let unreachable =
+            |reason: String| Error::UpstreamUnreachable { name: upstream.name.clone(), reason };
+        let dial = async {
+            let tcp = TcpStream::connect(&upstream.address).await?;
+            tcp.set_nodelay(true)?;
+            let mut stream = MaybeTls::Plain(tcp);
+            let mut head = [0u8; PacketHead::LEN];
+            stream.read_exact(&mut head).await?;
+            let len = PacketHead::parse(&head).map_or(0, |h| h.len);
+            if len > MAX_GREETING {
+                return Err(std::io::Error::other("greeting too long"));
+            }
+            let mut packet = BytesMut::with_capacity(PacketHead::LEN + len);
+            packet.put_slice(&head);
+            packet.resize(PacketHead::LEN + len, 0);
+            stream.read_exact(&mut packet[PacketHead::LEN..]).await?;
+            Ok((stream, packet))
+        };
+        let (stream, mut packet) = match tokio::time::timeout(timeout, dial).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => return Err(unreachable(e.to_string())),
+            Err(_) => {
+                return Err(unreachable(format!("no greeting within {}s", timeout.as_secs())));
+            }
+        };
+        let payload = &mut packet[PacketHead::LEN..];
+        if payload.first() == Some(&common::mysql::packet::ERR) {
+            // The server refuses before any login (too many connections, host blocked): the
+            // client sees its error as the greeting, as it would directly.
+            let link = Self::new(stream, tls, 0);
+            return Ok((link, packet.freeze()));
+        }
+        let greeting =
+            Greeting::parse(payload).ok_or_else(|| unreachable("not a MySQL greeting".into()))?;
+        greeting.for_client(payload, client_tls);
+        Ok((Self::new(stream, tls, greeting.connection_id), packet.freeze()))
+    }
+
+    fn new(stream: UpstreamStream, tls: Option<UpstreamTlsLink>, connection_id: u32) -> Self {
+        Self {
+            stream,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            phase: Phase::Greeted,
+            shape: Shape::default(),
+            pending: None,
+            last_seq: 0,
+            connection_id,
+            tls,
+        }
+    }
+
+    /// Sends the client's handshake response (`payload`), over TLS when the upstream leg uses
+    /// it. Returns the client's capabilities.
+    pub async fn send_handshake_response(
+        &mut self,
+        mut payload: BytesMut,
+    ) -> Result<ClientCaps, LinkError> {
+        let caps = response_for_upstream(&mut payload, self.tls.is_some())
+            .ok_or(LinkError::BadLogin("not a protocol 4.1 handshake response"))?;
+        self.shape = Shape {
+            deprecate_eof: caps.flags & common::mysql::capability::DEPRECATE_EOF != 0,
+            progress: caps.mariadb & common::mysql::capability::mariadb::PROGRESS != 0,
+        };
+        let mut seq = 1;
+        if let Some(tls) = self.tls.clone() {
+            self.write_packet(&payload[..RESPONSE_FIXED], seq).await?;
+            seq += 1;
+            let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
+                return Err(LinkError::BadLogin("TLS started twice"));
+            };
+            let stream = tls.connector.connect(tls.name.clone(), tcp).await?;
+            self.stream = MaybeTls::Tls(Box::new(stream));
+        }
+        self.write_packet(&payload, seq).await?;
+        self.phase = Phase::LoggingIn;
+        Ok(caps)
+    }
+
+    /// Sends one packet with sequence id `seq` (payloads under 16 MiB: login packets).
+    pub async fn write_packet(&mut self, payload: &[u8], seq: u8) -> std::io::Result<()> {
+        let mut out = BytesMut::with_capacity(PacketHead::LEN + payload.len());
+        PacketHead::write(&mut out, payload.len(), seq);
+        out.put_slice(payload);
+        self.write_raw(&out).await
+    }
+
+    /// Sends bytes that are already MySQL packets.
+    pub async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await
+    }
+
+    /// Says goodbye (COM_QUIT) and closes, without waiting long for a frozen server.
+    pub async fn quit(mut self) {
+        let quit = async {
+            self.write_packet(&[common::mysql::command::QUIT], 0).await?;
+            self.stream.shutdown().await
+        };
+        drop(tokio::time::timeout(Duration::from_secs(1), quit).await);
+    }
+}
+
+/// Why a relayed request could not be passed upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The client's login packet is not one the relay can pass.
+    #[error("{0}")]
+    BadLogin(&'static str),
+    /// The upstream socket failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,19 @@
+//! The relay: the transport's upstream leg at packet level. The upstream's greeting and login
+//! reach the client, the client's packets reach the upstream as they are, and answers come back
+//! byte for byte; only where an answer ends is read (`framing`).
+//!
+//! Layers, lowest first: `packets` (headers, integers) → `handshake` and `framing` (sans-IO
+//! protocol logic) → `request` (what a request body holds) → `link` and `tls` (the socket) →
+//! `turn` (one answer streamed as an HTTP body).
+
+pub mod framing;
+pub mod handshake;
+pub mod link;
+pub mod packets;
+pub mod request;
+pub mod tls;
+pub mod turn;
+
+pub use framing::{Expect, Framing};
+pub use link::{Phase, RelayLink};
+pub use turn::Turn;

@@ -1,0 +1,148 @@
+//! One turn of a relayed conversation: the upstream's answer, read from its socket and passed
+//! on as `Packets` frames while the framing looks for its end, then a `Turn` frame. Driven by
+//! whoever polls the HTTP response body: no task and no channel of its own.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::wire::{TurnEnd, encode_heartbeat, encode_packets, encode_turn};
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::{Instant, Sleep};
+use tracing::{debug, warn};
+
+use super::framing::Framing;
+use super::link::{Phase, READ_CHUNK, RelayLink};
+
+/// A session's upstream link, held for one turn.
+pub type LinkGuard = OwnedMutexGuard<Option<RelayLink>>;
+
+/// The answer of one turn, streamed as it arrives.
+pub struct Turn {
+    guard: LinkGuard,
+    framing: Framing,
+    heartbeat_every: Duration,
+    heartbeat: Pin<Box<Sleep>>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn").field("finished", &self.finished).finish_non_exhaustive()
+    }
+}
+
+impl Turn {
+    /// A turn reading the answer `framing` describes from the link in `guard`.
+    pub fn new(guard: LinkGuard, framing: Framing, heartbeat_every: Duration) -> Self {
+        let heartbeat = Box::pin(tokio::time::sleep(heartbeat_every));
+        Self { guard, framing, heartbeat_every, heartbeat, finished: false }
+    }
+
+    /// True once the turn has ended (nothing more to poll).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The next chunk of frames; `None` once the turn has ended.
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.finished {
+            return Poll::Ready(None);
+        }
+        loop {
+            let Some(link) = self.guard.as_mut() else {
+                self.finished = true;
+                return Poll::Ready(Some(turn_frame(TurnEnd::Closed)));
+            };
+            let mut out = BytesMut::new();
+            if !link.rbuf.is_empty() {
+                match self.framing.scan(&link.rbuf) {
+                    Ok(scan) => {
+                        if scan.used > 0 {
+                            encode_packets(&mut out, &link.rbuf.split_to(scan.used));
+                        }
+                        if let Some(end) = scan.end {
+                            return Poll::Ready(Some(self.end(out, end)));
+                        }
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "upstream answer not understood; connection closed");
+                        return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
+                    }
+                }
+            }
+            if !out.is_empty() {
+                self.rearm_heartbeat();
+                return Poll::Ready(Some(out.freeze()));
+            }
+            let Some(link) = self.guard.as_mut() else { continue };
+            if link.rbuf.capacity() - link.rbuf.len() < READ_CHUNK / 4 {
+                link.rbuf.reserve(READ_CHUNK);
+            }
+            match tokio_util::io::poll_read_buf(Pin::new(&mut link.stream), cx, &mut link.rbuf) {
+                Poll::Ready(Ok(0)) => {
+                    debug!("upstream closed the connection");
+                    return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => {
+                    debug!(error = %e, "upstream connection failed");
+                    return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
+                }
+                Poll::Pending => {
+                    ready!(self.heartbeat.as_mut().poll(cx));
+                    self.rearm_heartbeat();
+                    let mut hb = BytesMut::new();
+                    encode_heartbeat(&mut hb);
+                    return Poll::Ready(Some(hb.freeze()));
+                }
+            }
+        }
+    }
+
+    fn rearm_heartbeat(&mut self) {
+        self.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
+    }
+
+    /// Closes the turn with `end` after the frames in `out`, and leaves the link as the
+    /// next request must find it.
+    fn end(&mut self, mut out: BytesMut, end: TurnEnd) -> Bytes {
+        self.finished = true;
+        match end {
+            TurnEnd::Closed => *self.guard = None,
+            TurnEnd::AwaitFile | TurnEnd::AwaitAuth => {
+                if let Some(link) = self.guard.as_mut() {
+                    link.pending = Some(self.framing.clone());
+                    link.last_seq = self.framing.last_seq();
+                }
+            }
+            TurnEnd::Done => {
+                if let Some(link) = self.guard.as_mut() {
+                    link.phase = Phase::Ready;
+                    if !link.rbuf.is_empty() {
+                        warn!(bytes = link.rbuf.len(), "upstream sent more than its answer");
+                    }
+                }
+            }
+        }
+        encode_turn(&mut out, end);
+        out.freeze()
+    }
+}
+
+impl Drop for Turn {
+    /// A turn abandoned half-way (the sidecar went away) leaves the conversation in an unknown
+    /// state: the link cannot be used again.
+    fn drop(&mut self) {
+        if !self.finished && self.guard.take().is_some() {
+            warn!("relayed answer abandoned mid-way; upstream connection closed");
+        }
+    }
+}
+
+fn turn_frame(end: TurnEnd) -> Bytes {
+    let mut out = BytesMut::new();
+    encode_turn(&mut out, end);
+    out.freeze()
+}

@@ -1,0 +1,234 @@
+//! HTTP endpoints of relayed sessions. Each request hands client packets to the session's
+//! upstream link and is answered by one turn: the upstream's packets as they come, then whose
+//! turn it is. Open (the greeting), login packets, commands, LOAD DATA LOCAL pieces.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use common::mysql::packet;
+use common::wire::{
+    FRAMES_CONTENT_TYPE, INFILE_HEADER, OpenRelay, SESSION_HEADER, TurnEnd, encode_packets,
+    encode_turn,
+};
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use tracing::{debug, info};
+
+use crate::Error;
+use crate::api::{MAX_CONTROL_BODY, no_content, read_body, session_limits};
+use crate::body::ResponseBody;
+use crate::config::UpstreamConfig;
+use crate::reaper::Timer;
+use crate::relay::link::UpstreamTlsLink;
+use crate::relay::request::{ends_file, expected_answer};
+use crate::relay::turn::LinkGuard;
+use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
+use crate::session::Session;
+use crate::state::{AppState, Metrics};
+
+/// `POST …/v1/relay`: connects to the upstream and answers its greeting.
+pub async fn open(
+    state: &AppState,
+    req: Request<Incoming>,
+    token: usize,
+) -> Result<Response<ResponseBody>, Error> {
+    let body = read_body(req, MAX_CONTROL_BODY).await?;
+    let open: OpenRelay = serde_json::from_slice(&body)
+        .map_err(|e| Error::BadRequest(format!("invalid relay request: {e}")))?;
+    let upstream = state
+        .config
+        .upstream(&open.upstream)
+        .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
+    let limits = session_limits(state, token)?;
+    let tls = upstream_tls(state, upstream)?;
+    let timeout = state.config.connect_timeout;
+    let (link, greeting) = RelayLink::dial(upstream, tls, open.client_tls, timeout).await?;
+    let mut out = BytesMut::new();
+    encode_packets(&mut out, &greeting);
+    if greeting.get(4) == Some(&packet::ERR) {
+        encode_turn(&mut out, TurnEnd::Closed);
+        return Ok(frames(StatusCode::CREATED, out.freeze(), None));
+    }
+    let connection_id = link.connection_id;
+    let bridge = crate::infile::InfileBridge::unused(state.config.session_timeout);
+    let session = state.sessions.insert_relay(link, limits, bridge)?;
+    Metrics::bump(&state.metrics.sessions_opened);
+    drop(state.reaper.send(Timer::Session(session.clone())));
+    info!(session = %session.id, upstream = %upstream.name, connection_id, "relayed session opened");
+    encode_turn(&mut out, TurnEnd::AwaitAuth);
+    Ok(frames(StatusCode::CREATED, out.freeze(), Some(&session.id)))
+}
+
+/// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
+/// (at login or in COM_CHANGE_USER).
+pub async fn login(
+    state: &AppState,
+    id: &str,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
+    let session = state.sessions.get(id)?;
+    let mut guard = lease(&session)?;
+    let body = read_body(req, MAX_CONTROL_BODY).await?;
+    let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
+    let sent = match (&link.phase, link.pending.take()) {
+        (Phase::Greeted, _) => {
+            let caps = link.send_handshake_response(BytesMut::from(&body[..])).await;
+            caps.map(|_| Framing::new(Expect::Login, link.shape))
+        }
+        (_, Some(mut framing)) if framing.waiting_for() == Some(TurnEnd::AwaitAuth) => {
+            framing.resume();
+            let seq = link.last_seq.wrapping_add(1);
+            link.write_packet(&body, seq).await.map(|()| framing).map_err(Into::into)
+        }
+        (_, pending) => {
+            link.pending = pending;
+            return Err(Error::BadRequest("no authentication step is awaited".into()));
+        }
+    };
+    match sent {
+        Ok(framing) => Ok(turn(state, guard, framing, id).await),
+        Err(crate::relay::link::LinkError::BadLogin(why)) => Err(Error::BadRequest(why.into())),
+        Err(crate::relay::link::LinkError::Io(e)) => {
+            debug!(session = %id, error = %e, "upstream lost during login");
+            *guard = None;
+            Ok(closed(id))
+        }
+    }
+}
+
+/// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets (commands
+/// without an answer first, then at most one with an answer).
+pub async fn command(
+    state: &AppState,
+    session: Arc<Session>,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
+    let mut guard = lease(&session)?;
+    let body = read_body(req, state.config.max_request_bytes).await?;
+    let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
+    let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
+    if link.phase != Phase::Ready || link.pending.is_some() {
+        return Err(Error::BadRequest("the upstream waits for something else".into()));
+    }
+    Metrics::bump(&state.metrics.commands);
+    if let Err(e) = link.write_raw(&body).await {
+        debug!(session = %session.id, error = %e, "upstream lost");
+        *guard = None;
+        return Ok(closed(&session.id));
+    }
+    let shape = link.shape;
+    match expect {
+        Some(expect) => Ok(turn(state, guard, Framing::new(expect, shape), &session.id).await),
+        None => Ok(ended(&session.id, TurnEnd::Done)),
+    }
+}
+
+/// `POST …/v1/sessions/{id}/infile` of a relayed session: packets of the file a LOAD DATA
+/// LOCAL asked for; the last piece ends with the empty packet and gets the rest of the answer.
+pub async fn infile(
+    state: &AppState,
+    session: Arc<Session>,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
+    let mut guard = lease(&session)?;
+    let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
+        Some(b"end") => true,
+        Some(b"more") => false,
+        _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
+    };
+    let body = read_body(req, state.config.max_request_bytes).await?;
+    let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
+    let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
+    if awaited != Some(TurnEnd::AwaitFile) {
+        return Err(Error::BadRequest("no file is awaited".into()));
+    }
+    if last && !ends_file(&body) {
+        return Err(Error::BadRequest("the last piece must end with an empty packet".into()));
+    }
+    if let Err(e) = link.write_raw(&body).await {
+        debug!(session = %session.id, error = %e, "upstream lost during a file");
+        *guard = None;
+        return Ok(closed(&session.id));
+    }
+    if !last {
+        return Ok(no_content());
+    }
+    let Some(mut framing) = link.pending.take() else { return Ok(closed(&session.id)) };
+    framing.resume();
+    Ok(turn(state, guard, framing, &session.id).await)
+}
+
+/// Takes the session's link for one turn; a turn already running makes the request wait for
+/// nobody: it is refused.
+fn lease(session: &Session) -> Result<LinkGuard, Error> {
+    session.relay.clone().try_lock_owned().map_err(|_| Error::SessionBusy)
+}
+
+/// Answers with the turn: inline when it completes within the first chunk (one write with a
+/// Content-Length), streamed otherwise.
+async fn turn(
+    state: &AppState,
+    guard: LinkGuard,
+    framing: Framing,
+    id: &str,
+) -> Response<ResponseBody> {
+    let mut turn = Turn::new(guard, framing, state.config.heartbeat_interval);
+    let first = std::future::poll_fn(|cx| turn.poll_chunk(cx)).await;
+    let body = match first {
+        Some(chunk) if turn.is_finished() => ResponseBody::from(chunk),
+        Some(chunk) => ResponseBody::Turn(Box::new(turn), Some(chunk)),
+        None => ResponseBody::from(Bytes::new()),
+    };
+    let streamed = matches!(body, ResponseBody::Turn(..));
+    let mut response = frames_response(StatusCode::OK, body, Some(id));
+    if streamed {
+        // Frames the sidecar must act on at once (heartbeats, a file request) pass unbuffered.
+        response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    }
+    response
+}
+
+/// A turn that ends at once.
+fn ended(id: &str, end: TurnEnd) -> Response<ResponseBody> {
+    let mut out = BytesMut::new();
+    encode_turn(&mut out, end);
+    frames(StatusCode::OK, out.freeze(), Some(id))
+}
+
+/// The upstream connection is gone: the client's connection ends as a direct one would.
+fn closed(id: &str) -> Response<ResponseBody> {
+    ended(id, TurnEnd::Closed)
+}
+
+fn frames(status: StatusCode, body: Bytes, id: Option<&str>) -> Response<ResponseBody> {
+    frames_response(status, ResponseBody::from(body), id)
+}
+
+fn frames_response(
+    status: StatusCode,
+    body: ResponseBody,
+    id: Option<&str>,
+) -> Response<ResponseBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(FRAMES_CONTENT_TYPE));
+    if let Some(v) = id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        response.headers_mut().insert(SESSION_HEADER, v);
+    }
+    response
+}
+
+/// The upstream's TLS settings, built once per upstream.
+fn upstream_tls(
+    state: &AppState,
+    upstream: &UpstreamConfig,
+) -> Result<Option<UpstreamTlsLink>, Error> {
+    let mut cache = state.relay_tls.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(tls) = cache.get(&upstream.name) {
+        return Ok(tls.clone());
+    }
+    let tls = crate::relay::tls::upstream_tls(upstream)?;
+    cache.insert(upstream.name.clone(), tls.clone());
+    Ok(tls)
+}
