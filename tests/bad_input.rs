@@ -76,11 +76,11 @@ async fn transport_down_names_the_url() {
         assert_eq!(code, 1429);
         assert!(msg.contains(&url), "{msg}");
         assert!(msg.contains("cannot reach the sqltunnel transport"), "{msg}");
-        // libmariadb turns a server-sent client-range code (2000-2999) into "Malformed packet":
-        // the mariadb CLI must show the sidecar's own message.
+        // Without a transport there is no upstream greeting: the client gets the error in its
+        // place, as from a server refusing connections, and the mariadb CLI shows its text.
         let cli =
             e2e::cli::mariadb_async(sidecar.port(), USER, PASSWORD, &["-e", "SELECT 1"]).await;
-        assert!(cli.stderr.contains("ERROR 1429") && cli.stderr.contains(&url), "{}", cli.stderr);
+        assert!(cli.stderr.contains("1429") && cli.stderr.contains(&url), "{}", cli.stderr);
         shutdown.cancel();
     })
     .await;

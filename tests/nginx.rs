@@ -330,7 +330,8 @@ async fn sessions_spread_over_two_transports_and_stay_on_theirs() {
             metric(ports[0], "sqltunnel_sessions_open").await,
             metric(ports[1], "sqltunnel_sessions_open").await,
         ];
-        assert_eq!(open[0] + open[1], 40);
+        // Forty, and perhaps the one greeting the sidecar prepared for its next client.
+        assert!((40..=41).contains(&(open[0] + open[1])), "{open:?}");
         assert!(open[0] > 0 && open[1] > 0, "sessions spread over both transports: {open:?}");
         // Idle past the 2 s session timeout: heartbeats must reach the sessions on both.
         tokio::time::sleep(Duration::from_secs(3)).await;

@@ -11,9 +11,12 @@ use mysql_async::prelude::Queryable;
 /// Concurrent clients in the big test.
 const CLIENTS: u64 = 1000;
 
+/// A tunnel whose transport has `pool` settings. Parked connections exist only on the emulated
+/// path (`relay: false`): a relayed login belongs to its client, and is never handed to another.
 async fn pooled_tunnel(pool: &str) -> Tunnel {
     let transport = format!("{}pool:\n{pool}", e2e::transport_yaml(mysql_port()));
-    Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await
+    Tunnel::start_custom(&transport, |url| format!("{}relay: false\n", sidecar_yaml(url, TOKEN)))
+        .await
 }
 
 async fn processlist(d: &mut Conn) -> Vec<u64> {
@@ -95,7 +98,8 @@ async fn idle_connections_are_reaped_after_idle_timeout() {
 #[tokio::test]
 async fn too_many_sessions_is_error_1040() {
     within(60, async {
-        let tunnel = pooled_tunnel("  max_sessions: 2\n").await;
+        let transport = format!("{}pool:\n  max_sessions: 2\n", e2e::transport_yaml(mysql_port()));
+        let tunnel = Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await;
         let _a = tunnel.connect().await;
         let _b = tunnel.connect().await;
         match Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await {
@@ -114,7 +118,7 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
         // The real binaries, as deployed: one sidecar process, one transport process.
         let (transport_port, sidecar_port) = (free_port(), free_port());
         let transport_yaml = format!(
-            "{}pool:\n  idle_timeout: 1s\n  max_idle_per_key: 16\n  max_sessions: 1500\n",
+            "{}pool:\n  idle_timeout: 1s\n  max_idle_per_key: 16\n  max_sessions: 1500\n  max_sessions_per_token: 1500\n",
             e2e::transport_yaml(mysql_port())
                 .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
         );

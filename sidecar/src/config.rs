@@ -24,8 +24,8 @@ pub struct SidecarConfig {
     pub users: Vec<UserConfig>,
     /// Who may log in: `users` entries, and (passthrough) anyone the upstream accepts.
     pub auth: AuthConfig,
-    /// Relay the conversation (the upstream's greeting, login and answers, byte for byte)
-    /// when every login passes through (passthrough mode, no `users`).
+    /// Relay the conversation: the upstream's greeting, login and answers, byte for byte
+    /// (`false`: the emulated path of earlier versions).
     pub relay: bool,
     /// How often live sessions are reported to the transport.
     #[serde(with = "serde_duration")]
@@ -217,7 +217,7 @@ impl SidecarConfig {
 
     /// True when connections are relayed (see `relay`).
     pub fn relays(&self) -> bool {
-        self.relay && self.passthrough() && self.users.is_empty()
+        self.relay
     }
 
     /// The upstream passed-through logins go to (empty: the transport's only one).

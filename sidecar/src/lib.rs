@@ -6,6 +6,7 @@ pub mod client_tls;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod greetings;
 pub mod heartbeat;
 pub mod http;
 pub mod infile;

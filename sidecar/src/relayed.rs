@@ -7,12 +7,16 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::{capability as cap, command, error_code};
-use common::wire::{Frame, OpenRelay, TurnEnd};
+use common::wire::{Frame, LoginAs, OpenRelay, TurnEnd};
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::protocol::PacketIo;
-use crate::server::Shared;
+use crate::change_user::parse_change_user;
+use crate::login::{Answer, Authenticator, Identity};
+use crate::protocol::{
+    ClientHello, PacketIo, Scramble, encode_err_before_greeting, parse_client_hello,
+};
+use crate::server::{AFFINITY_BUCKETS, Shared};
 use crate::tunnel::{FrameStream, RelayStep, TunnelConn};
 
 /// Largest packet accepted before login completes.
@@ -28,6 +32,12 @@ pub struct RelayedConnection {
     tunnel: TunnelConn,
     shared: Arc<Shared>,
     bucket: usize,
+    /// The client's capabilities, MariaDB's extended ones and collation, from its login.
+    client: (u32, u32, u8),
+    /// The session being logged in, closed if the login does not complete.
+    opening: Option<String>,
+    /// The client has been sent a greeting.
+    greeted: bool,
 }
 
 /// How a relayed exchange ended for the client connection.
@@ -42,7 +52,7 @@ impl RelayedConnection {
     /// Wraps an accepted socket.
     pub fn new(io: PacketIo, shared: Arc<Shared>, bucket: usize) -> Self {
         let tunnel = shared.tunnel.connection(shared.affinity(bucket));
-        Self { io, tunnel, shared, bucket }
+        Self { io, tunnel, shared, bucket, client: (0, 0, 0), opening: None, greeted: false }
     }
 
     /// Serves the connection until the client or the upstream hangs up.
@@ -66,9 +76,12 @@ impl RelayedConnection {
             _ = gone.cancelled() => return self.io.shutdown().await,
         };
         self.shared.live.unregister(&session);
-        if let Err(e) = result {
-            warn!(session = %session, error = %e, "client connection ended");
-            self.send_error(&e).await;
+        match result {
+            Ok(()) => debug!(session = %session, "client quit"),
+            Err(e) => {
+                warn!(session = %session, error = %e, "client connection ended");
+                self.send_error(&e).await;
+            }
         }
         self.io.shutdown().await;
         self.tunnel.close_session(&session).await;
@@ -77,34 +90,161 @@ impl RelayedConnection {
     /// Greets with the upstream's greeting and relays the login until the upstream decides.
     /// Returns the session id, or `None` when the upstream refused (its ERR was relayed).
     async fn log_in(&mut self) -> Result<Option<String>, Error> {
+        let config = &self.shared.config;
+        let upstream = if config.passthrough() {
+            config.passthrough_upstream()
+        } else {
+            config.default_upstream()
+        };
         let open = OpenRelay {
-            upstream: self.shared.config.passthrough_upstream().to_owned(),
+            upstream: upstream.to_owned(),
             client_tls: self.shared.client_tls.is_some(),
         };
-        let (session, mut frames) = self.tunnel.open_relay(&open).await?;
-        let end = write_login_packets(&mut self.io, &mut frames).await?;
-        if end != TurnEnd::AwaitAuth || session.is_empty() {
-            return Ok(None);
-        }
+        let prepared = self.shared.greetings.take();
+        let next_bucket = (self.bucket + 1) % AFFINITY_BUCKETS;
+        self.shared.greetings.prepare_next(
+            self.shared.tunnel.clone(),
+            open.clone(),
+            self.shared.affinity(next_bucket).to_owned(),
+            next_bucket,
+        );
+        let (mut session, greeting) = match prepared {
+            Some(prepared) => {
+                // Its requests go where it was opened (a hashing proxy keeps it on one transport).
+                self.bucket = prepared.bucket;
+                self.tunnel = self.shared.tunnel.connection(self.shared.affinity(prepared.bucket));
+                for payload in &prepared.greeting {
+                    self.io.queue_packet(payload);
+                }
+                self.io.flush().await?;
+                self.greeted = true;
+                (prepared.session, prepared.greeting)
+            }
+            None => {
+                let (session, _, mut frames) = self.tunnel.open_relay(&open).await?;
+                let (end, greeting) = write_login_packets(&mut self.io, &mut frames).await?;
+                self.greeted = true;
+                if end != TurnEnd::AwaitAuth || session.is_empty() {
+                    return Ok(None);
+                }
+                (session, greeting)
+            }
+        };
+        self.opening = Some(session.clone());
         let mut packet = self.io.read_expected("client hung up during login").await?;
         if packet.len() == SSL_REQUEST_LEN && client_flags(&packet) & cap::SSL != 0 {
             let acceptor = self.shared.client_tls.clone().ok_or(Error::TlsUnsupported)?;
             self.io.upgrade_tls(&acceptor).await?;
             packet = self.io.read_expected("client hung up after TLS").await?;
         }
+        let hello = parse_client_hello(&packet)?;
+        self.client = (hello.capabilities, mariadb_flags(&hello, &packet), hello.collation);
+        if self.shared.config.user(&hello.user).is_some() || !self.shared.config.passthrough() {
+            let login = self.check_listed(&hello, &packet, greeting.first()).await?;
+            if !open.upstream.is_empty() && login.1 != open.upstream {
+                // The entry maps to another upstream: its session is opened there.
+                self.tunnel.close_session(&session).await;
+                let other = OpenRelay { upstream: login.1.clone(), client_tls: open.client_tls };
+                let (id, _, mut frames) = self.tunnel.open_relay(&other).await?;
+                while frames.next().await?.is_some() {}
+                session = id;
+                self.opening = Some(session.clone());
+            }
+            let mut frames = self.tunnel.relay(&session, RelayStep::LoginAs(&login.0)).await?;
+            return match write_login_packets(&mut self.io, &mut frames).await?.0 {
+                TurnEnd::Done => Ok(Some(session)),
+                _ => Ok(None),
+            };
+        }
         loop {
             let mut frames = self.tunnel.relay(&session, RelayStep::Login(&packet)).await?;
-            match write_login_packets(&mut self.io, &mut frames).await? {
+            match write_login_packets(&mut self.io, &mut frames).await?.0 {
                 TurnEnd::Done => return Ok(Some(session)),
                 TurnEnd::AwaitAuth => {
                     packet = self.io.read_expected("client hung up during authentication").await?
                 }
-                TurnEnd::Closed | TurnEnd::AwaitFile => {
-                    self.tunnel.close_session(&session).await;
-                    return Ok(None);
-                }
+                TurnEnd::Closed | TurnEnd::AwaitFile => return Ok(None),
             }
         }
+    }
+
+    /// Checks a `users` entry's password against the greeting's scramble (switching the client
+    /// to `mysql_native_password` if it answered with another plugin). Returns the upstream
+    /// login it maps to and the upstream's name.
+    async fn check_listed(
+        &mut self,
+        hello: &ClientHello,
+        packet: &[u8],
+        greeting: Option<&Bytes>,
+    ) -> Result<(LoginAs, String), Error> {
+        let scramble = greeting
+            .and_then(|g| greeting_scramble(g))
+            .ok_or(Error::StreamBroken("the upstream's greeting has no scramble".into()))?;
+        let host = self.io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
+        let first = Answer { plugin: hello.plugin.as_deref(), response: &hello.auth_response };
+        let authenticator = Authenticator {
+            io: &mut self.io,
+            shared: &self.shared,
+            host: &host,
+            scramble,
+            can_switch: hello.capabilities & cap::PLUGIN_AUTH != 0,
+        };
+        let Identity::Listed(entry) = authenticator.run(&hello.user, Some(first)).await? else {
+            return Err(Error::ClientProtocol("a listed login did not use its entry"));
+        };
+        let mariadb_flags = mariadb_flags(hello, packet);
+        let login = LoginAs {
+            user: entry.upstream_user().to_owned(),
+            password: entry.upstream_password().expose().to_owned(),
+            database: hello.database.clone(),
+            client_flags: hello.capabilities,
+            mariadb_flags,
+            collation: hello.collation,
+        };
+        Ok((login, entry.upstream.clone()))
+    }
+
+    /// True when a COM_CHANGE_USER (payload after the command byte) names a `users` entry, or
+    /// every login must be one: the sidecar then checks it itself.
+    fn listed(&self, payload: &[u8]) -> Result<bool, Error> {
+        let request = parse_change_user(payload, self.client.0)?;
+        let config = &self.shared.config;
+        Ok(config.user(&request.user).is_some() || !config.passthrough())
+    }
+
+    /// COM_CHANGE_USER to a `users` entry: proven with an auth switch and a fresh scramble,
+    /// then the transport changes the upstream connection to the entry's credentials.
+    async fn change_user_as(&mut self, session: &str, payload: &[u8]) -> Result<(), Error> {
+        let request = parse_change_user(payload, self.client.0)?;
+        let host = self.io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
+        let authenticator = Authenticator {
+            io: &mut self.io,
+            shared: &self.shared,
+            host: &host,
+            scramble: Scramble::random()?,
+            can_switch: self.client.0 & cap::PLUGIN_AUTH != 0,
+        };
+        let entry = match authenticator.run(&request.user, None).await {
+            Ok(Identity::Listed(entry)) => entry,
+            Ok(Identity::Passthrough { .. }) => {
+                return Err(Error::ClientProtocol("a listed login did not use its entry"));
+            }
+            Err(e) if !e.is_fatal() => {
+                let (code, state, msg) = e.to_mysql();
+                return self.write_error(code, &state, msg.as_bytes()).await;
+            }
+            Err(e) => return Err(e),
+        };
+        let login = LoginAs {
+            user: entry.upstream_user().to_owned(),
+            password: entry.upstream_password().expose().to_owned(),
+            database: request.database,
+            client_flags: self.client.0,
+            mariadb_flags: self.client.1,
+            collation: request.collation.unwrap_or(self.client.2),
+        };
+        let mut frames = self.tunnel.relay(session, RelayStep::LoginAs(&login)).await?;
+        write_login_packets(&mut self.io, &mut frames).await.map(drop)
     }
 
     /// The command loop: each command is one relayed turn (or a few, for a file or an auth
@@ -119,6 +259,10 @@ impl RelayedConnection {
             };
             match cmd {
                 command::QUIT => return Ok(()),
+                command::CHANGE_USER if self.listed(&packet[5..])? => {
+                    self.change_user_as(session, &packet[5..]).await?;
+                    continue;
+                }
                 // No answer: they ride on the next command's request.
                 command::STMT_CLOSE | command::STMT_SEND_LONG_DATA => {
                     riding.extend_from_slice(&packet);
@@ -220,8 +364,20 @@ impl RelayedConnection {
     }
 
     async fn fail(mut self, e: &Error) {
-        warn!(error = %e, "relayed login failed");
-        self.send_error(e).await;
+        match e {
+            Error::AccessDenied { .. } | Error::Upstream(_) => info!(error = %e, "login refused"),
+            _ => warn!(error = %e, "login failed"),
+        }
+        if !self.greeted {
+            // No greeting went out: the error takes its place, as a server's refusal does.
+            let (code, _, msg) = e.to_mysql();
+            let mut buf = BytesMut::new();
+            encode_err_before_greeting(&mut buf, code, msg.as_bytes());
+            self.io.queue_packet(&buf);
+            drop(self.io.flush().await);
+        } else {
+            self.send_error(e).await;
+        }
         self.io.shutdown().await;
     }
 }
@@ -240,22 +396,24 @@ async fn write_answer(io: &mut PacketIo, frames: &mut FrameStream<'_>) -> Result
 }
 
 /// Writes login packets with the client leg's own sequence ids (TLS may be on one leg only,
-/// and an SSLRequest takes a sequence id); returns how the turn ended.
+/// and an SSLRequest takes a sequence id); returns how the turn ended and the payloads.
 async fn write_login_packets(
     io: &mut PacketIo,
     frames: &mut FrameStream<'_>,
-) -> Result<TurnEnd, Error> {
+) -> Result<(TurnEnd, Vec<Bytes>), Error> {
+    let mut written = Vec::new();
     while let Some(frame) = frames.next().await? {
         match frame {
             Frame::Packets(packets) => {
                 for payload in payloads(&packets)? {
                     io.queue_packet(&payload);
+                    written.push(payload);
                 }
             }
             Frame::Heartbeat => {}
             Frame::Turn(end) => {
                 io.flush().await?;
-                return finish(frames, end).await;
+                return Ok((finish(frames, end).await?, written));
             }
             _ => return Err(Error::StreamBroken("a library frame in a relayed login".into())),
         }
@@ -272,7 +430,7 @@ async fn finish(frames: &mut FrameStream<'_>, end: TurnEnd) -> Result<TurnEnd, E
 }
 
 /// The payloads of whole packets (login packets are small: never 16 MiB continuations).
-fn payloads(mut packets: &[u8]) -> Result<Vec<Bytes>, Error> {
+pub(crate) fn payloads(mut packets: &[u8]) -> Result<Vec<Bytes>, Error> {
     let mut out = Vec::new();
     while !packets.is_empty() {
         let len = packets
@@ -285,6 +443,27 @@ fn payloads(mut packets: &[u8]) -> Result<Vec<Bytes>, Error> {
         packets = &packets[4 + len..];
     }
     Ok(out)
+}
+
+/// MariaDB's extended capabilities in a handshake response (when it clears CLIENT_MYSQL).
+fn mariadb_flags(hello: &ClientHello, packet: &[u8]) -> u32 {
+    match packet.get(28..32) {
+        Some(b) if hello.capabilities & cap::LONG_PASSWORD == 0 => {
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        }
+        _ => 0,
+    }
+}
+
+/// The 20-byte scramble of a HandshakeV10 payload.
+fn greeting_scramble(g: &[u8]) -> Option<Scramble> {
+    let nul = 1 + g.get(1..)?.iter().position(|&b| b == 0)?;
+    let part1 = g.get(nul + 5..nul + 13)?;
+    let part2 = g.get(nul + 32..nul + 44)?;
+    let mut scramble = [0u8; 20];
+    scramble[..8].copy_from_slice(part1);
+    scramble[8..].copy_from_slice(part2);
+    Some(Scramble(scramble))
 }
 
 /// The capability flags at the start of a handshake response or SSLRequest.

@@ -14,6 +14,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::Error;
 use crate::config::SidecarConfig;
 use crate::connection::ClientConnection;
+use crate::greetings::Greetings;
 use crate::heartbeat::{self, LiveSessions};
 use crate::kill::ConnectionIds;
 use crate::protocol::PacketIo;
@@ -40,6 +41,8 @@ pub struct Shared {
     pub connection_ids: ConnectionIds,
     /// TLS for clients that send an SSLRequest, when enabled.
     pub client_tls: Option<tokio_rustls::TlsAcceptor>,
+    /// A relayed session prepared ahead for the next client.
+    pub greetings: Arc<Greetings>,
     /// RSA key for `caching_sha2_password` passthrough (present in passthrough mode).
     pub rsa_key: Option<Arc<RsaKey>>,
     versions: Mutex<HashMap<String, String>>,
@@ -75,6 +78,7 @@ impl Shared {
             live: LiveSessions::default(),
             connection_ids: ConnectionIds::default(),
             client_tls,
+            greetings: Arc::default(),
             rsa_key,
             versions: Mutex::new(HashMap::new()),
             version_lookup: tokio::sync::Mutex::new(()),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
     DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE,
-    KeepAlive, KeepAliveAnswer, LONG_DATA_HEADER, OpenRelay, OpenSession, PACKETS_CONTENT_TYPE,
-    SESSION_HEADER, SINGLE_STATEMENT_HEADER, SessionOpened, UpstreamInfo,
+    KeepAlive, KeepAliveAnswer, LONG_DATA_HEADER, LoginAs, OpenRelay, OpenSession,
+    PACKETS_CONTENT_TYPE, SESSION_HEADER, SINGLE_STATEMENT_HEADER, SessionOpened, UpstreamInfo,
 };
 
 use tokio_rustls::TlsConnector;
@@ -276,17 +276,18 @@ impl TunnelConn {
         Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
     }
 
-    /// Opens a relayed session: returns its id (empty when the upstream refused at once) and
-    /// the frames holding the upstream's greeting.
+    /// Opens a relayed session: returns its id (empty when the upstream refused at once), the
+    /// transport's session timeout, and the frames holding the upstream's greeting.
     pub async fn open_relay(
         &mut self,
         req: &OpenRelay,
-    ) -> Result<(String, FrameStream<'_>), Error> {
+    ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
         let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
         let (head, _) = self.send("POST", "v1/relay", JSON_CONTENT_TYPE, None, &body, "").await?;
         let session = head.session.clone();
+        let timeout = head.session_timeout_ms.map(Duration::from_millis);
         let frames = self.frames(head)?;
-        Ok((session, frames))
+        Ok((session, timeout, frames))
     }
 
     /// Sends one relayed step of a session: a login packet, client packets for a command, or a
@@ -296,9 +297,16 @@ impl TunnelConn {
         session: &str,
         step: RelayStep<'_>,
     ) -> Result<FrameStream<'_>, Error> {
+        let json;
+        let mut content_type = PACKETS_CONTENT_TYPE;
         let (path, body, extra) = match step {
             RelayStep::Login(payload) => {
                 (format!("v1/sessions/{session}/login"), payload, String::new())
+            }
+            RelayStep::LoginAs(login) => {
+                json = serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
+                content_type = JSON_CONTENT_TYPE;
+                (format!("v1/sessions/{session}/login"), &json[..], String::new())
             }
             RelayStep::Command(packets) => {
                 (format!("v1/sessions/{session}/command"), packets, String::new())
@@ -309,8 +317,7 @@ impl TunnelConn {
                 format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" }),
             ),
         };
-        let (head, _) =
-            self.send("POST", &path, PACKETS_CONTENT_TYPE, Some(session), body, &extra).await?;
+        let (head, _) = self.send("POST", &path, content_type, Some(session), body, &extra).await?;
         if head.status == 204 {
             return self.frames(ResponseHead { content_type: FRAMES_CONTENT_TYPE.into(), ..head });
         }
@@ -420,6 +427,8 @@ impl FrameStream<'_> {
 pub enum RelayStep<'a> {
     /// A login packet's payload (the handshake response or an auth answer).
     Login(&'a [u8]),
+    /// A login the sidecar checked itself: the transport logs in with these credentials.
+    LoginAs(&'a LoginAs),
     /// Client packets, headers included: commands without an answer, then one with.
     Command(&'a [u8]),
     /// Packets of a LOAD DATA LOCAL file; `last` when they end with the empty packet.

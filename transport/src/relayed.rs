@@ -7,20 +7,20 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    FRAMES_CONTENT_TYPE, INFILE_HEADER, OpenRelay, SESSION_HEADER, TurnEnd, encode_packets,
-    encode_turn,
+    FRAMES_CONTENT_TYPE, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, SESSION_HEADER,
+    SESSION_TIMEOUT_HEADER, TurnEnd, encode_packets, encode_turn,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::api::{MAX_CONTROL_BODY, no_content, read_body, session_limits};
 use crate::body::ResponseBody;
 use crate::config::UpstreamConfig;
 use crate::reaper::Timer;
-use crate::relay::link::UpstreamTlsLink;
+use crate::relay::link::{LinkError, UpstreamTlsLink};
 use crate::relay::request::{ends_file, expected_answer};
 use crate::relay::turn::LinkGuard;
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
@@ -57,7 +57,12 @@ pub async fn open(
     drop(state.reaper.send(Timer::Session(session.clone())));
     info!(session = %session.id, upstream = %upstream.name, connection_id, "relayed session opened");
     encode_turn(&mut out, TurnEnd::AwaitAuth);
-    Ok(frames(StatusCode::CREATED, out.freeze(), Some(&session.id)))
+    let mut response = frames(StatusCode::CREATED, out.freeze(), Some(&session.id));
+    let timeout_ms = state.config.session_timeout.as_millis().to_string();
+    if let Ok(v) = HeaderValue::from_str(&timeout_ms) {
+        response.headers_mut().insert(SESSION_TIMEOUT_HEADER, v);
+    }
+    Ok(response)
 }
 
 /// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
@@ -69,8 +74,17 @@ pub async fn login(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id)?;
     let mut guard = lease(&session)?;
+    let as_json = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == JSON_CONTENT_TYPE.as_bytes());
     let body = read_body(req, MAX_CONTROL_BODY).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
+    if as_json {
+        let login: LoginAs = serde_json::from_slice(&body)
+            .map_err(|e| Error::BadRequest(format!("invalid login: {e}")))?;
+        return login_as(state, guard, &login, id).await;
+    }
     let sent = match (&link.phase, link.pending.take()) {
         (Phase::Greeted, _) => {
             let caps = link.send_handshake_response(BytesMut::from(&body[..])).await;
@@ -88,13 +102,65 @@ pub async fn login(
     };
     match sent {
         Ok(framing) => Ok(turn(state, guard, framing, id).await),
-        Err(crate::relay::link::LinkError::BadLogin(why)) => Err(Error::BadRequest(why.into())),
-        Err(crate::relay::link::LinkError::Io(e)) => {
+        Err(LinkError::BadLogin(why)) => Err(Error::BadRequest(why.into())),
+        Err(LinkError::Io(e)) => {
             debug!(session = %id, error = %e, "upstream lost during login");
             *guard = None;
             Ok(closed(id))
         }
     }
+}
+
+/// The transport logs in itself (or, on a logged-in connection, changes user), with a `users`
+/// entry's upstream credentials; the client gets the server's final OK or ERR.
+async fn login_as(
+    state: &AppState,
+    mut guard: LinkGuard,
+    login: &LoginAs,
+    id: &str,
+) -> Result<Response<ResponseBody>, Error> {
+    let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
+    let change_user = match link.phase {
+        Phase::Greeted => false,
+        Phase::Ready if link.pending.is_none() => true,
+        _ => return Err(Error::BadRequest("the login has already started".into())),
+    };
+    let timeout = state.config.connect_timeout;
+    let steps = async {
+        if change_user { link.change_user_as(login).await } else { link.login_as(login).await }
+    };
+    let outcome = match tokio::time::timeout(timeout, steps).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(LinkError::Io(std::io::ErrorKind::TimedOut.into())),
+    };
+    let mut out = BytesMut::new();
+    let end = match outcome {
+        Ok(last) => {
+            encode_packets(&mut out, &last);
+            if last.get(4) == Some(&packet::OK) {
+                link.phase = Phase::Ready;
+                TurnEnd::Done
+            } else if change_user {
+                TurnEnd::Done
+            } else {
+                info!(session = %id, user = %login.user, "upstream refused a users entry's login");
+                TurnEnd::Closed
+            }
+        }
+        Err(LinkError::BadLogin(why)) => {
+            warn!(session = %id, user = %login.user, reason = why, "cannot log in upstream");
+            return Err(Error::UpstreamUnreachable { name: "upstream".into(), reason: why.into() });
+        }
+        Err(LinkError::Io(e)) => {
+            debug!(session = %id, error = %e, "upstream lost during login");
+            TurnEnd::Closed
+        }
+    };
+    if end == TurnEnd::Closed {
+        *guard = None;
+    }
+    encode_turn(&mut out, end);
+    Ok(frames(StatusCode::OK, out.freeze(), Some(id)))
 }
 
 /// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets (commands

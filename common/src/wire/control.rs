@@ -51,6 +51,39 @@ pub struct OpenRelay {
     pub client_tls: bool,
 }
 
+/// JSON body of `POST {base}/v1/sessions/{id}/login` for a login the sidecar has checked
+/// itself (a `users` entry): the transport logs in upstream with these credentials, on the
+/// connection whose greeting the client saw, with the client's own capabilities.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginAs {
+    /// Upstream user name.
+    pub user: String,
+    /// Upstream password (travels only inside the request body).
+    pub password: String,
+    /// Initial database, if the client asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// The client's capability flags.
+    pub client_flags: u32,
+    /// The client's MariaDB extended capabilities.
+    #[serde(default)]
+    pub mariadb_flags: u32,
+    /// The client's collation id.
+    pub collation: u8,
+}
+
+impl fmt::Debug for LoginAs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoginAs")
+            .field("user", &self.user)
+            .field("password", &Secret::default())
+            .field("database", &self.database)
+            .field("client_flags", &format_args!("{:#x}", self.client_flags))
+            .finish_non_exhaustive()
+    }
+}
+
 /// Answer to a successful `POST {base}/v1/sessions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionOpened {

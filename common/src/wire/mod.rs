@@ -9,8 +9,8 @@ mod long_data;
 mod route;
 
 pub use control::{
-    ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, MysqlError, OpenRelay, OpenSession,
-    SessionOpened, UpstreamInfo,
+    ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, LoginAs, MysqlError, OpenRelay,
+    OpenSession, SessionOpened, UpstreamInfo,
 };
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, ListMark, OkInfo, PacketList, TurnEnd, encode_end,
@@ -38,6 +38,9 @@ pub const CLOSE_STATEMENTS_HEADER: &str = "x-tunnel-close-statements";
 pub const SINGLE_STATEMENT_HEADER: &str = "x-tunnel-single-statement";
 /// Header on an infile upload: `more` (other pieces follow) or `end` (the file is complete).
 pub const INFILE_HEADER: &str = "x-tunnel-infile";
+/// Header on an opened relayed session: the transport's `session_timeout` in milliseconds (a
+/// session prepared ahead must be used well within it).
+pub const SESSION_TIMEOUT_HEADER: &str = "x-tunnel-session-timeout-ms";
 /// Header a load balancer may hash on to keep one session on one transport.
 pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
 /// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.

@@ -32,6 +32,8 @@ pub struct ResponseHead {
     pub content_type: String,
     /// The session id the transport named (`X-Tunnel-Session`), or empty.
     pub session: String,
+    /// The transport's session timeout (`X-Tunnel-Session-Timeout-Ms`), if it said.
+    pub session_timeout_ms: Option<u64>,
 }
 
 /// A client HTTP/1.1 connection.
@@ -118,6 +120,8 @@ impl HttpConn {
                     reason: response.reason.unwrap_or("").to_owned(),
                     content_type: header(response.headers, "content-type").unwrap_or("").to_owned(),
                     session: header(response.headers, "x-tunnel-session").unwrap_or("").to_owned(),
+                    session_timeout_ms: header(response.headers, "x-tunnel-session-timeout-ms")
+                        .and_then(|v| v.parse().ok()),
                 };
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));

@@ -14,4 +14,7 @@ pub use auth::{
 };
 pub use handshake::{ClientHello, Greeting, parse_client_hello, take_cstr};
 pub use packet::{MAX_PAYLOAD, PacketIo, QueuedPacket};
-pub use response::{encode_eof, encode_err, encode_ok, encode_result_end, put_lenenc_int};
+pub use response::{
+    encode_eof, encode_err, encode_err_before_greeting, encode_ok, encode_result_end,
+    put_lenenc_int,
+};

@@ -32,6 +32,14 @@ pub fn encode_err(buf: &mut BytesMut, code: u16, sqlstate: &[u8; 5], message: &[
     buf.put_slice(message);
 }
 
+/// ERR packet sent in place of a greeting: before the client has said it speaks protocol 4.1,
+/// a server sends no SQLSTATE (as for "Too many connections").
+pub fn encode_err_before_greeting(buf: &mut BytesMut, code: u16, message: &[u8]) {
+    buf.put_u8(0xff);
+    buf.put_u16_le(code);
+    buf.put_slice(message);
+}
+
 /// Classic EOF packet.
 pub fn encode_eof(buf: &mut BytesMut, status: u16, warnings: u16) {
     buf.put_u8(0xfe);

@@ -9,7 +9,7 @@ use common::mysql::capability::{self as cap, mariadb};
 const MARIADB_NOT_RELAYED: u32 = mariadb::CACHE_METADATA | mariadb::COM_MULTI;
 
 /// Where the capability fields of a greeting (HandshakeV10) lie.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Greeting {
     /// Offset of the lower two capability bytes.
     caps_low: usize,
@@ -19,6 +19,10 @@ pub struct Greeting {
     caps_mariadb: usize,
     /// The connection id.
     pub connection_id: u32,
+    /// The scramble (both parts, without the trailing NUL).
+    pub scramble: Vec<u8>,
+    /// The auth plugin the server named.
+    pub plugin: Vec<u8>,
 }
 
 impl Greeting {
@@ -33,12 +37,21 @@ impl Greeting {
         let caps_low = id_at + 4 + 8 + 1;
         let caps_high = caps_low + 2 + 1 + 2;
         let caps_mariadb = caps_high + 2 + 1 + 6;
-        p.get(caps_mariadb..caps_mariadb + 4)?;
+        let part1 = p.get(id_at + 4..id_at + 12)?;
+        let auth_len = usize::from(*p.get(caps_high + 2)?);
+        let part2_at = caps_mariadb + 4;
+        let part2_len = auth_len.saturating_sub(8).max(13);
+        let part2 = p.get(part2_at..part2_at + part2_len)?;
+        let part2 = part2.strip_suffix(&[0]).unwrap_or(part2);
+        let rest = &p[part2_at + part2_len..];
+        let plugin = rest.split(|&b| b == 0).next().unwrap_or_default();
         Some(Self {
             caps_low,
             caps_high,
             caps_mariadb,
             connection_id: u32::from_le_bytes([id[0], id[1], id[2], id[3]]),
+            scramble: [part1, part2].concat(),
+            plugin: plugin.to_vec(),
         })
     }
 
@@ -133,6 +146,8 @@ mod tests {
         let mut p = mariadb_greeting();
         let g = Greeting::parse(&p).unwrap_or_else(|| panic!("greeting"));
         assert_eq!(g.connection_id, 7);
+        assert_eq!(g.scramble, b"abcdefghijklmnopqrst");
+        assert_eq!(g.plugin, b"mysql_native_password");
         assert_ne!(g.capabilities(&p) & cap::COMPRESS, 0);
         assert_ne!(g.capabilities(&p) & cap::SSL, 0);
         let before = p.clone();

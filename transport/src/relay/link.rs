@@ -11,6 +11,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use common::mysql::packet;
+use common::wire::LoginAs;
+
+use super::credentials;
 use super::framing::{Framing, Shape};
 use super::handshake::{ClientCaps, Greeting, RESPONSE_FIXED, response_for_upstream};
 use super::packets::PacketHead;
@@ -22,6 +26,8 @@ pub type UpstreamStream = MaybeTls<TcpStream, TlsStream<TcpStream>>;
 
 /// Largest greeting accepted (they are about 100 bytes).
 const MAX_GREETING: usize = 4096;
+/// caching_sha2_password's "send the password" (AuthMoreData).
+const PERFORM_FULL_AUTH: u8 = 0x04;
 /// Read buffer size: answers are passed on in pieces of at most about this much.
 pub const READ_CHUNK: usize = 64 * 1024;
 
@@ -68,6 +74,8 @@ pub struct RelayLink {
     pub last_seq: u8,
     /// The connection id from the greeting.
     pub connection_id: u32,
+    /// The greeting's scramble and plugin (for the transport's own logins).
+    greeting: Option<Greeting>,
     tls: Option<UpstreamTlsLink>,
 }
 
@@ -109,26 +117,95 @@ impl RelayLink {
         if payload.first() == Some(&common::mysql::packet::ERR) {
             // The server refuses before any login (too many connections, host blocked): the
             // client sees its error as the greeting, as it would directly.
-            let link = Self::new(stream, tls, 0);
+            let link = Self::new(stream, tls, None);
             return Ok((link, packet.freeze()));
         }
         let greeting =
             Greeting::parse(payload).ok_or_else(|| unreachable("not a MySQL greeting".into()))?;
         greeting.for_client(payload, client_tls);
-        Ok((Self::new(stream, tls, greeting.connection_id), packet.freeze()))
+        Ok((Self::new(stream, tls, Some(greeting)), packet.freeze()))
     }
 
-    fn new(stream: UpstreamStream, tls: Option<UpstreamTlsLink>, connection_id: u32) -> Self {
+    fn new(
+        stream: UpstreamStream,
+        tls: Option<UpstreamTlsLink>,
+        greeting: Option<Greeting>,
+    ) -> Self {
         Self {
+            connection_id: greeting.as_ref().map_or(0, |g| g.connection_id),
+            greeting,
             stream,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             phase: Phase::Greeted,
             shape: Shape::default(),
             pending: None,
             last_seq: 0,
-            connection_id,
             tls,
         }
+    }
+
+    /// Logs in as `login` itself (a `users` entry, checked by the sidecar) and returns the
+    /// server's final packet, OK or ERR, header included.
+    pub async fn login_as(&mut self, login: &LoginAs) -> Result<Bytes, LinkError> {
+        let greeting = self.greeting.as_ref().ok_or(LinkError::BadLogin("no greeting"))?;
+        let response = credentials::handshake_response(login, &greeting.scramble, &greeting.plugin);
+        self.send_handshake_response(BytesMut::from(&response[..])).await?;
+        self.authenticate(&login.password).await
+    }
+
+    /// Switches a logged-in connection to `login` (COM_CHANGE_USER, the transport answering
+    /// every auth step); returns the server's final OK or ERR packet.
+    pub async fn change_user_as(&mut self, login: &LoginAs) -> Result<Bytes, LinkError> {
+        let greeting = self.greeting.as_ref().ok_or(LinkError::BadLogin("no greeting"))?;
+        let request = credentials::change_user(login, &greeting.scramble, &greeting.plugin);
+        self.write_packet(&request, 0).await?;
+        self.authenticate(&login.password).await
+    }
+
+    /// Answers the server's auth steps with `password` until its OK or ERR.
+    async fn authenticate(&mut self, password: &str) -> Result<Bytes, LinkError> {
+        loop {
+            let packet = self.read_packet().await?;
+            let seq = packet[3];
+            let payload = &packet[PacketHead::LEN..];
+            let answer = match (payload.first().copied(), payload.get(1).copied()) {
+                (Some(packet::OK | packet::ERR), _) => return Ok(packet),
+                (Some(packet::AUTH_MORE_DATA), Some(packet::FAST_AUTH_OK)) => continue,
+                (Some(packet::AUTH_MORE_DATA), Some(PERFORM_FULL_AUTH)) if self.is_tls() => {
+                    [password.as_bytes(), &[0]].concat()
+                }
+                (Some(packet::EOF), _) => credentials::switch_answer(payload, password).ok_or(
+                    LinkError::BadLogin("the upstream asks for an unsupported auth plugin"),
+                )?,
+                _ => {
+                    return Err(LinkError::BadLogin(
+                        "the upstream asks for full authentication, which needs TLS to the upstream",
+                    ));
+                }
+            };
+            self.write_packet(&answer, seq.wrapping_add(1)).await?;
+        }
+    }
+
+    /// Reads one whole packet (header included) of a login: small, never continued.
+    async fn read_packet(&mut self) -> std::io::Result<Bytes> {
+        loop {
+            if let Some(head) = PacketHead::parse(&self.rbuf)
+                && self.rbuf.len() >= PacketHead::LEN + head.len
+            {
+                return Ok(self.rbuf.split_to(PacketHead::LEN + head.len).freeze());
+            }
+            if self.rbuf.len() > MAX_GREETING * 4 {
+                return Err(std::io::Error::other("login packet too long"));
+            }
+            if self.stream.read_buf(&mut self.rbuf).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+
+    fn is_tls(&self) -> bool {
+        matches!(self.stream, MaybeTls::Tls(_))
     }
 
     /// Sends the client's handshake response (`payload`), over TLS when the upstream leg uses

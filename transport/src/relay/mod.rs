@@ -3,9 +3,10 @@
 //! byte for byte; only where an answer ends is read (`framing`).
 //!
 //! Layers, lowest first: `packets` (headers, integers) → `handshake` and `framing` (sans-IO
-//! protocol logic) → `request` (what a request body holds) → `link` and `tls` (the socket) →
+//! protocol logic, and `credentials` for the transport's own logins) → `request` (what a request body holds) → `link` and `tls` (the socket) →
 //! `turn` (one answer streamed as an HTTP body).
 
+pub mod credentials;
 pub mod framing;
 pub mod handshake;
 pub mod link;
