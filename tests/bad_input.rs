@@ -191,19 +191,36 @@ async fn raw_http(addr: std::net::SocketAddr, request: &str) -> (u16, String) {
     (status, body)
 }
 
+/// Sends a raw request; returns the status and the session id the answer names.
+async fn raw_http_session(addr: std::net::SocketAddr, request: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request.as_bytes()).await.expect("send");
+    let mut out = Vec::new();
+    drop(tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("x-tunnel-session: "))
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    (status, id)
+}
+
 #[tokio::test]
 async fn transport_answers_bad_requests_with_machine_readable_4xx() {
     within(60, async {
         let tunnel = Tunnel::start().await;
         let auth = format!("Authorization: Bearer {TOKEN}\r\n");
-        let elsewhere = r#"{"upstream":"elsewhere","user":"a","password":"b","client_flags":0,"collation":45}"#;
+        let elsewhere = r#"{"upstream":"elsewhere"}"#;
         let cases = [
-            (format!("POST /v1/sessions HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 9\r\nConnection: close\r\n\r\nnot json!"), 400, "bad_request"),
+            (format!("POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 9\r\nConnection: close\r\n\r\nnot json!"), 400, "bad_request"),
             (format!("POST /v1/sessions/0123456789abcdef0123456789abcdef/command HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 9\r\nConnection: close\r\n\r\n\x03SELECT 1"), 404, "session_not_found"),
-            ("POST /v1/sessions HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_owned(), 401, "unauthorized"),
-            (format!("POST /v1/sessions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"), 401, "unauthorized"),
+            ("POST /v1/relay HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".to_owned(), 401, "unauthorized"),
+            (format!("POST /v1/relay HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"), 401, "unauthorized"),
             (format!("GET /v1/nothing-here HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n"), 404, "not_found"),
-            (format!("POST /v1/sessions HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{elsewhere}", elsewhere.len()), 403, "unknown_upstream"),
+            (format!("POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{elsewhere}", elsewhere.len()), 403, "unknown_upstream"),
         ];
         for (request, status, kind) in cases {
             let (got, body) = raw_http(tunnel.transport, &request).await;
@@ -225,17 +242,22 @@ async fn stray_infile_uploads_are_refused_and_the_session_goes_on() {
     within(60, async {
         let tunnel = Tunnel::start().await;
         let auth = format!("Authorization: Bearer {TOKEN}\r\n");
-        let open = format!(
-            r#"{{"upstream":"main","user":"{USER}","password":"{PASSWORD}","client_flags":0,"collation":45}}"#
+        let request = format!(
+            "POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        );
+        let (status, id) = raw_http_session(tunnel.transport, &request).await;
+        assert_eq!(status, 201);
+        // The transport logs in itself, as for a `users` entry the sidecar has checked.
+        let login = format!(
+            r#"{{"user":"{USER}","password":"{PASSWORD}","client_flags":{},"collation":45}}"#,
+            0x0000_0200 | 0x0000_8000 | 0x0008_0000
         );
         let request = format!(
-            "POST /v1/sessions HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{open}",
-            open.len()
+            "POST /v1/sessions/{id}/login HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{login}",
+            login.len()
         );
-        let (status, body) = raw_http(tunnel.transport, &request).await;
-        assert_eq!(status, 201, "{body}");
-        let opened: serde_json::Value = serde_json::from_str(&body).expect("json");
-        let id = opened["session_id"].as_str().expect("session id").to_owned();
+        let (status, _) = raw_http(tunnel.transport, &request).await;
+        assert_eq!(status, 200, "logged in");
         let upload = |header: &str| {
             format!(
                 "POST /v1/sessions/{id}/infile HTTP/1.1\r\nHost: t\r\n{auth}{header}Content-Length: 4\r\nConnection: close\r\n\r\n1,a\n"
@@ -248,7 +270,7 @@ async fn stray_infile_uploads_are_refused_and_the_session_goes_on() {
             assert_eq!(json["error"], "bad_request", "{body}");
         }
         let command = format!(
-            "POST /v1/sessions/{id}/command HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 9\r\nConnection: close\r\n\r\n\x03SELECT 1"
+            "POST /v1/sessions/{id}/command HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 13\r\nConnection: close\r\n\r\n\x09\x00\x00\x00\x03SELECT 1"
         );
         let (status, _) = raw_http(tunnel.transport, &command).await;
         assert_eq!(status, 200, "the session still runs commands");

@@ -1,7 +1,7 @@
 //! Sidecar configuration: YAML schema, defaults in one place, and validation.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use common::config::{Secret, load_yaml, serde_duration};
@@ -24,9 +24,6 @@ pub struct SidecarConfig {
     pub users: Vec<UserConfig>,
     /// Who may log in: `users` entries, and (passthrough) anyone the upstream accepts.
     pub auth: AuthConfig,
-    /// Relay the conversation: the upstream's greeting, login and answers, byte for byte
-    /// (`false`: the emulated path of earlier versions).
-    pub relay: bool,
     /// How often live sessions are reported to the transport.
     #[serde(with = "serde_duration")]
     pub heartbeat_interval: Duration,
@@ -50,7 +47,6 @@ impl Default for SidecarConfig {
             transport: TransportLink::default(),
             users: Vec::new(),
             auth: AuthConfig::default(),
-            relay: true,
             heartbeat_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
@@ -101,10 +97,6 @@ pub struct AuthConfig {
     pub mode: Option<AuthMode>,
     /// Upstream for passed-through logins (default: the transport's only upstream).
     pub upstream: Option<String>,
-    /// Accept `mysql_clear_password` (only over TLS or from loopback).
-    pub clear_password: bool,
-    /// PKCS#8 PEM RSA private key for `caching_sha2_password`; default: generated at start.
-    pub rsa_key_file: Option<PathBuf>,
 }
 
 /// How logins are checked.
@@ -189,9 +181,6 @@ impl SidecarConfig {
                 "auth.mode is `users` but `users` lists no login (list some, or use auth.mode: passthrough)".into(),
             );
         }
-        if let Some(path) = &self.auth.rsa_key_file {
-            crate::rsa_key::RsaKey::load(path)?;
-        }
         for (i, u) in self.users.iter().enumerate() {
             if u.name.is_empty() || u.upstream.is_empty() {
                 return invalid(format!("users[{i}]: `name` and `upstream` are required"));
@@ -213,11 +202,6 @@ impl SidecarConfig {
     pub fn passthrough(&self) -> bool {
         let default = if self.users.is_empty() { AuthMode::Passthrough } else { AuthMode::Users };
         self.auth.mode.unwrap_or(default) == AuthMode::Passthrough
-    }
-
-    /// True when connections are relayed (see `relay`).
-    pub fn relays(&self) -> bool {
-        self.relay
     }
 
     /// The upstream passed-through logins go to (empty: the transport's only one).

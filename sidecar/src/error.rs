@@ -31,14 +31,9 @@ pub enum Error {
         /// Whether a password was sent.
         using_password: bool,
     },
-    /// A user without a `users` entry whose password the client cannot hand over.
-    #[error("Access denied for user '{user}': {reason}")]
-    CannotPassThrough {
-        /// Login name.
-        user: String,
-        /// Why, and the fix.
-        reason: String,
-    },
+    /// A command the tunnel does not carry (replication streams).
+    #[error("Unknown command")]
+    NotRelayed,
     /// The client wants TLS, which this sidecar does not offer yet.
     #[error(
         "this sqltunnel sidecar does not offer SSL on the client connection; connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl)"
@@ -105,9 +100,8 @@ impl Error {
                 }
                 (e.code, state, e.message.clone())
             }
-            Error::AccessDenied { .. } | Error::CannotPassThrough { .. } => {
-                (code::ACCESS_DENIED, *code::STATE_ACCESS, msg)
-            }
+            Error::AccessDenied { .. } => (code::ACCESS_DENIED, *code::STATE_ACCESS, msg),
+            Error::NotRelayed => (code::UNKNOWN_COMMAND, *code::STATE_COMM, msg),
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
                 (code::PACKET_TOO_LARGE, *code::STATE_COMM, msg)
             }

@@ -13,6 +13,7 @@ use common::wire::{Frame, OpenRelay, TurnEnd};
 use tracing::debug;
 
 use crate::Error;
+use crate::protocol::split_payloads;
 use crate::tunnel::TunnelClient;
 
 /// How long a prepared greeting may wait for its client.
@@ -103,7 +104,7 @@ async fn open_session(
     let mut end = None;
     while let Some(frame) = frames.next().await? {
         match frame {
-            Frame::Packets(packets) => greeting.extend(crate::relayed::payloads(&packets)?),
+            Frame::Packets(packets) => greeting.extend(split_payloads(&packets)?),
             Frame::Turn(e) => end = Some(e),
             _ => {}
         }

@@ -1,7 +1,11 @@
-//! sqltunnel sidecar: a local MySQL server that forwards each client command over HTTP to the
-//! transport and relays the answer.
+//! sqltunnel sidecar: a local MySQL endpoint whose every connection is relayed, packet for
+//! packet, through the transport to the upstream server.
+//!
+//! Layers, lowest first: `config`, `error`, `protocol` (packets, handshake fields, the few
+//! packets the sidecar writes itself) → `http` (its own HTTP/1.1 client) → `tunnel` (the
+//! transport's API) → `live`, `greetings`, `client_tls` → `shared` → `connection` (one
+//! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`.
 
-pub mod change_user;
 pub mod client_tls;
 pub mod config;
 pub mod connection;
@@ -9,15 +13,10 @@ pub mod error;
 pub mod greetings;
 pub mod heartbeat;
 pub mod http;
-pub mod infile;
-pub mod kill;
-pub mod login;
+pub mod live;
 pub mod protocol;
-pub mod relay;
-pub mod relayed;
-pub mod rsa_key;
 pub mod server;
-pub mod statements;
+pub mod shared;
 pub mod tunnel;
 
 pub use config::SidecarConfig;

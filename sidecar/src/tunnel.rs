@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::wire::{
-    AFFINITY_HEADER, ApiError, ApiErrorKind, CLOSE_STATEMENTS_HEADER, COMMAND_CONTENT_TYPE,
-    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE,
-    KeepAlive, KeepAliveAnswer, LONG_DATA_HEADER, LoginAs, OpenRelay, OpenSession,
-    PACKETS_CONTENT_TYPE, SESSION_HEADER, SINGLE_STATEMENT_HEADER, SessionOpened, UpstreamInfo,
+    AFFINITY_HEADER, ApiError, ApiErrorKind, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame,
+    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
+    PACKETS_CONTENT_TYPE, SESSION_HEADER,
 };
 
 use tokio_rustls::TlsConnector;
@@ -223,57 +222,12 @@ impl TunnelConn {
         })
     }
 
-    /// Versions of the upstreams the transport serves.
-    pub async fn upstreams(&mut self) -> Result<Vec<UpstreamInfo>, Error> {
-        self.json("GET", "v1/upstreams", b"").await
-    }
-
     /// Reports live sessions; returns those the transport no longer has.
     pub async fn keep_alive(&mut self, sessions: Vec<String>) -> Result<Vec<String>, Error> {
         let body = serde_json::to_vec(&KeepAlive { sessions })
             .map_err(|e| Error::StreamBroken(e.to_string()))?;
         let answer: KeepAliveAnswer = self.json("POST", "v1/keepalive", &body).await?;
         Ok(answer.gone)
-    }
-
-    /// Opens an upstream session.
-    pub async fn open_session(&mut self, req: &OpenSession) -> Result<SessionOpened, Error> {
-        let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
-        self.json("POST", "v1/sessions", &body).await
-    }
-
-    /// Sends one command packet payload; the answer is read frame by frame.
-    pub async fn command(
-        &mut self,
-        session: &str,
-        payload: &[u8],
-        riders: &Riders<'_>,
-    ) -> Result<FrameStream<'_>, Error> {
-        let url = self.endpoint.url.clone();
-        let path = format!("v1/sessions/{session}/command");
-        let mut extra = String::new();
-        if !riders.closes.is_empty() {
-            let ids: Vec<String> = riders.closes.iter().map(u32::to_string).collect();
-            extra.push_str(&format!("{CLOSE_STATEMENTS_HEADER}: {}\r\n", ids.join(",")));
-        }
-        if riders.long_data {
-            extra.push_str(&format!("{LONG_DATA_HEADER}: 1\r\n"));
-        }
-        if riders.single_statement {
-            extra.push_str(&format!("{SINGLE_STATEMENT_HEADER}: 1\r\n"));
-        }
-        let (head, conn) =
-            self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), payload, &extra).await?;
-        if head.content_type != FRAMES_CONTENT_TYPE {
-            let detail =
-                format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
-            return Err(Error::BadAnswer {
-                url,
-                status: format!("{} {}", head.status, head.reason),
-                detail,
-            });
-        }
-        Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
     }
 
     /// Opens a relayed session: returns its id (empty when the upstream refused at once), the
@@ -336,24 +290,6 @@ impl TunnelConn {
         let conn =
             self.http.as_mut().ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
         Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
-    }
-
-    /// Uploads one piece of a LOAD DATA LOCAL file; `last` ends the file. Returns once the
-    /// transport has handed the piece to the upstream.
-    pub async fn infile_piece(
-        &mut self,
-        session: &str,
-        piece: &[u8],
-        last: bool,
-    ) -> Result<(), Error> {
-        let path = format!("v1/sessions/{session}/infile");
-        let extra = format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" });
-        let (_, conn) =
-            self.send("POST", &path, COMMAND_CONTENT_TYPE, Some(session), piece, &extra).await?;
-        conn.body_to_end(MAX_CONTROL_BODY)
-            .await
-            .map(drop)
-            .map_err(|e| Error::StreamBroken(e.to_string()))
     }
 
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
@@ -438,15 +374,4 @@ pub enum RelayStep<'a> {
         /// The file ends here.
         last: bool,
     },
-}
-
-/// What rides on a command request besides the packet.
-#[derive(Debug, Default)]
-pub struct Riders<'a> {
-    /// Statements the client closed since its last command.
-    pub closes: &'a [u32],
-    /// The body starts with this execute's COM_STMT_SEND_LONG_DATA.
-    pub long_data: bool,
-    /// A COM_QUERY from a client with multi-statements off.
-    pub single_statement: bool,
 }

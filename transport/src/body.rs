@@ -1,4 +1,5 @@
-//! HTTP response bodies: a full one for JSON answers, a channel-fed one for streamed frames.
+//! HTTP response bodies: a full one for JSON and small answers, a relayed turn streamed as the
+//! upstream sends it.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -9,15 +10,12 @@ use http_body_util::Full;
 use hyper::body::{Body, Frame};
 
 use crate::relay::Turn;
-use crate::run::CommandRun;
 
 /// The body type of every transport response.
 #[derive(Debug)]
 pub enum ResponseBody {
     /// A complete body.
     Full(Full<Bytes>),
-    /// A running command's answer, streamed as it is produced (`Bytes` is a chunk already taken).
-    Stream(Box<CommandRun>, Option<Bytes>),
     /// A relayed answer, streamed as the upstream sends it (`Bytes` is a chunk already taken).
     Turn(Box<Turn>, Option<Bytes>),
 }
@@ -38,10 +36,6 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             ResponseBody::Full(full) => Pin::new(full).poll_frame(cx),
-            ResponseBody::Stream(run, first) => match first.take() {
-                Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
-                None => run.poll_chunk(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
-            },
             ResponseBody::Turn(turn, first) => match first.take() {
                 Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
                 None => turn.poll_chunk(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
@@ -52,14 +46,13 @@ impl Body for ResponseBody {
     fn size_hint(&self) -> hyper::body::SizeHint {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
-            ResponseBody::Stream(..) | ResponseBody::Turn(..) => hyper::body::SizeHint::default(),
+            ResponseBody::Turn(..) => hyper::body::SizeHint::default(),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
-            ResponseBody::Stream(..) => false,
             ResponseBody::Turn(turn, first) => first.is_none() && turn.is_finished(),
         }
     }

@@ -36,8 +36,10 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Largest request body accepted (a command packet, e.g. a big INSERT).
     pub max_request_bytes: usize,
-    /// Upstream connection pool and session limits.
-    pub pool: PoolConfig,
+    /// Most sessions at once; beyond it logins get error 1040.
+    pub max_sessions: usize,
+    /// The same limit for the sessions of any one token.
+    pub max_sessions_per_token: usize,
     /// Serve HTTPS (certificate, key, optional client CA for mTLS).
     pub tls: Option<ServerTls>,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
@@ -58,41 +60,11 @@ impl Default for TransportConfig {
             heartbeat_interval: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             max_request_bytes: 64 << 20,
-            pool: PoolConfig::default(),
+            max_sessions: 1000,
+            max_sessions_per_token: 1000,
             tls: None,
             worker_threads: 1,
             log: LogConfig::default(),
-        }
-    }
-}
-
-/// The `pool` section.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PoolConfig {
-    /// A parked connection unused for this long is closed.
-    #[serde(with = "serde_duration")]
-    pub idle_timeout: Duration,
-    /// Most parked connections per (upstream, user, credentials, database, collation); 0 turns
-    /// pooling off.
-    pub max_idle_per_key: usize,
-    /// A connection older than this is closed instead of being reused.
-    #[serde(with = "serde_duration")]
-    pub max_lifetime: Duration,
-    /// Most sessions open at once (beyond: error 1040, too many connections).
-    pub max_sessions: usize,
-    /// Most sessions open at once per token (one token per team or machine caps its share).
-    pub max_sessions_per_token: usize,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        Self {
-            idle_timeout: Duration::from_secs(60),
-            max_idle_per_key: 8,
-            max_lifetime: Duration::from_secs(30 * 60),
-            max_sessions: 1000,
-            max_sessions_per_token: 1000,
         }
     }
 }
@@ -171,11 +143,10 @@ impl TransportConfig {
         if let Some(tls) = &self.tls {
             tls.build()?;
         }
-        if self.pool.max_sessions == 0 {
-            return invalid("`pool.max_sessions` must be at least 1".into());
-        }
-        if self.pool.idle_timeout < Duration::from_millis(100) {
-            return invalid("`pool.idle_timeout` must be at least 100ms".into());
+        if self.max_sessions == 0 || self.max_sessions_per_token == 0 {
+            return invalid(
+                "`max_sessions` and `max_sessions_per_token` must be at least 1".into(),
+            );
         }
         Ok(())
     }

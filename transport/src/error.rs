@@ -42,9 +42,6 @@ pub enum Error {
     /// Too many sessions.
     #[error("too many sessions (max_sessions = {0})")]
     TooManySessions(usize),
-    /// The upstream answered with a MySQL error (relayed unchanged).
-    #[error("upstream error {}: {}", .0.code, .0.message)]
-    Upstream(MysqlError),
     /// The upstream could not be reached or the connection broke.
     #[error("upstream {name:?} unreachable: {reason}")]
     UpstreamUnreachable {
@@ -56,16 +53,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// Maps a `mysql_async` error met while talking to upstream `name`.
-    pub fn from_mysql(name: &str, err: mysql_async::Error) -> Self {
-        match err {
-            mysql_async::Error::Server(e) => {
-                Error::Upstream(MysqlError { code: e.code, sqlstate: e.state, message: e.message })
-            }
-            other => Error::UpstreamUnreachable { name: name.into(), reason: other.to_string() },
-        }
-    }
-
     /// The HTTP status and JSON body a caller sees for this error.
     pub fn to_api(&self) -> (StatusCode, ApiError) {
         let (status, kind) = match self {
@@ -80,7 +67,6 @@ impl Error {
             Error::TooManySessions(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::TooManySessions)
             }
-            Error::Upstream(_) => (StatusCode::UNPROCESSABLE_ENTITY, ApiErrorKind::UpstreamError),
             Error::UpstreamUnreachable { .. } => {
                 (StatusCode::BAD_GATEWAY, ApiErrorKind::UpstreamUnreachable)
             }
@@ -89,7 +75,6 @@ impl Error {
             }
         };
         let mysql = match self {
-            Error::Upstream(e) => Some(e.clone()),
             Error::TooManySessions(_) => Some(MysqlError {
                 code: common::mysql::error_code::TOO_MANY_CONNECTIONS,
                 sqlstate: "08004".into(),

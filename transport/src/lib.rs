@@ -1,27 +1,22 @@
-//! sqltunnel transport: an HTTP server that holds one upstream MySQL connection per client
-//! session and streams each command's answer back as binary frames.
+//! sqltunnel transport: an HTTP server that holds one relayed upstream MySQL connection per
+//! client session and streams each answer back as binary frames.
+//!
+//! Layers, lowest first: `config`, `error`, `auth` → `relay` (the upstream leg at packet
+//! level) → `session` → `state` → `body`, `http` → `relayed` (a session's endpoints) → `api`
+//! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
 pub mod auth;
-pub mod binary;
 pub mod body;
-pub mod command;
 pub mod config;
 pub mod error;
-pub mod infile;
-pub mod pool;
-pub mod prepared;
+pub mod http;
 pub mod reaper;
 pub mod relay;
 pub mod relayed;
-pub mod results;
-pub mod run;
 pub mod server;
 pub mod session;
-pub mod sink;
 pub mod state;
-pub mod statement_text;
-pub mod upstream;
 
 pub use config::TransportConfig;
 pub use error::Error;

@@ -2,13 +2,11 @@
 //! upstream link and is answered by one turn: the upstream's packets as they come, then whose
 //! turn it is. Open (the greeting), login packets, commands, LOAD DATA LOCAL pieces.
 
-use std::sync::Arc;
-
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    FRAMES_CONTENT_TYPE, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, SESSION_HEADER,
-    SESSION_TIMEOUT_HEADER, TurnEnd, encode_packets, encode_turn,
+    INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, SESSION_TIMEOUT_HEADER, TurnEnd,
+    encode_packets, encode_turn,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -16,15 +14,13 @@ use hyper::body::Incoming;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::api::{MAX_CONTROL_BODY, no_content, read_body, session_limits};
 use crate::body::ResponseBody;
-use crate::config::UpstreamConfig;
-use crate::reaper::Timer;
-use crate::relay::link::{LinkError, UpstreamTlsLink};
+use crate::http::{MAX_CONTROL_BODY, frames, no_content, read_body};
+use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer};
 use crate::relay::turn::LinkGuard;
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
-use crate::session::Session;
+use crate::session::{Session, SessionLimits};
 use crate::state::{AppState, Metrics};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
@@ -41,23 +37,23 @@ pub async fn open(
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
     let limits = session_limits(state, token)?;
-    let tls = upstream_tls(state, upstream)?;
+    let tls = state.upstream_tls(upstream)?;
     let timeout = state.config.connect_timeout;
     let (link, greeting) = RelayLink::dial(upstream, tls, open.client_tls, timeout).await?;
     let mut out = BytesMut::new();
     encode_packets(&mut out, &greeting);
     if greeting.get(4) == Some(&packet::ERR) {
         encode_turn(&mut out, TurnEnd::Closed);
-        return Ok(frames(StatusCode::CREATED, out.freeze(), None));
+        return Ok(frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), None));
     }
     let connection_id = link.connection_id;
-    let bridge = crate::infile::InfileBridge::unused(state.config.session_timeout);
-    let session = state.sessions.insert_relay(link, limits, bridge)?;
+    let session = state.sessions.insert(link, limits)?;
     Metrics::bump(&state.metrics.sessions_opened);
-    drop(state.reaper.send(Timer::Session(session.clone())));
+    drop(state.reaper.send(session.clone()));
     info!(session = %session.id, upstream = %upstream.name, connection_id, "relayed session opened");
     encode_turn(&mut out, TurnEnd::AwaitAuth);
-    let mut response = frames(StatusCode::CREATED, out.freeze(), Some(&session.id));
+    let mut response =
+        frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), Some(&session.id));
     let timeout_ms = state.config.session_timeout.as_millis().to_string();
     if let Ok(v) = HeaderValue::from_str(&timeout_ms) {
         response.headers_mut().insert(SESSION_TIMEOUT_HEADER, v);
@@ -160,16 +156,17 @@ async fn login_as(
         *guard = None;
     }
     encode_turn(&mut out, end);
-    Ok(frames(StatusCode::OK, out.freeze(), Some(id)))
+    Ok(frames(StatusCode::OK, ResponseBody::from(out.freeze()), Some(id)))
 }
 
 /// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets (commands
 /// without an answer first, then at most one with an answer).
 pub async fn command(
     state: &AppState,
-    session: Arc<Session>,
+    id: &str,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
+    let session = state.sessions.get(id)?;
     let mut guard = lease(&session)?;
     let body = read_body(req, state.config.max_request_bytes).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
@@ -194,9 +191,10 @@ pub async fn command(
 /// LOCAL asked for; the last piece ends with the empty packet and gets the rest of the answer.
 pub async fn infile(
     state: &AppState,
-    session: Arc<Session>,
+    id: &str,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
+    let session = state.sessions.get(id)?;
     let mut guard = lease(&session)?;
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
         Some(b"end") => true,
@@ -228,7 +226,23 @@ pub async fn infile(
 /// Takes the session's link for one turn; a turn already running makes the request wait for
 /// nobody: it is refused.
 fn lease(session: &Session) -> Result<LinkGuard, Error> {
-    session.relay.clone().try_lock_owned().map_err(|_| Error::SessionBusy)
+    session.link.clone().try_lock_owned().map_err(|_| Error::SessionBusy)
+}
+
+/// The limits a new session of `token` is checked against; an error when already reached.
+fn session_limits(state: &AppState, token: usize) -> Result<SessionLimits, Error> {
+    let max_sessions = state.config.max_sessions;
+    let limits = SessionLimits {
+        total: max_sessions,
+        per_token: state.config.max_sessions_per_token,
+        token,
+    };
+    if state.sessions.len() >= max_sessions
+        || state.sessions.count_for_token(token) >= limits.per_token
+    {
+        return Err(Error::TooManySessions(max_sessions));
+    }
+    Ok(limits)
 }
 
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
@@ -247,7 +261,7 @@ async fn turn(
         None => ResponseBody::from(Bytes::new()),
     };
     let streamed = matches!(body, ResponseBody::Turn(..));
-    let mut response = frames_response(StatusCode::OK, body, Some(id));
+    let mut response = frames(StatusCode::OK, body, Some(id));
     if streamed {
         // Frames the sidecar must act on at once (heartbeats, a file request) pass unbuffered.
         response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -259,42 +273,10 @@ async fn turn(
 fn ended(id: &str, end: TurnEnd) -> Response<ResponseBody> {
     let mut out = BytesMut::new();
     encode_turn(&mut out, end);
-    frames(StatusCode::OK, out.freeze(), Some(id))
+    frames(StatusCode::OK, ResponseBody::from(out.freeze()), Some(id))
 }
 
 /// The upstream connection is gone: the client's connection ends as a direct one would.
 fn closed(id: &str) -> Response<ResponseBody> {
     ended(id, TurnEnd::Closed)
-}
-
-fn frames(status: StatusCode, body: Bytes, id: Option<&str>) -> Response<ResponseBody> {
-    frames_response(status, ResponseBody::from(body), id)
-}
-
-fn frames_response(
-    status: StatusCode,
-    body: ResponseBody,
-    id: Option<&str>,
-) -> Response<ResponseBody> {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(FRAMES_CONTENT_TYPE));
-    if let Some(v) = id.and_then(|id| HeaderValue::from_str(id).ok()) {
-        response.headers_mut().insert(SESSION_HEADER, v);
-    }
-    response
-}
-
-/// The upstream's TLS settings, built once per upstream.
-fn upstream_tls(
-    state: &AppState,
-    upstream: &UpstreamConfig,
-) -> Result<Option<UpstreamTlsLink>, Error> {
-    let mut cache = state.relay_tls.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(tls) = cache.get(&upstream.name) {
-        return Ok(tls.clone());
-    }
-    let tls = crate::relay::tls::upstream_tls(upstream)?;
-    cache.insert(upstream.name.clone(), tls.clone());
-    Ok(tls)
 }

@@ -71,15 +71,9 @@ pub async fn run(
         warn!("some requests were still running after the grace period");
     }
     for session in state.sessions.drain() {
-        if let Some(link) = session.relay.lock().await.take() {
+        if let Some(link) = session.link.lock().await.take() {
             link.quit().await;
         }
-        if let Some(conn) = session.conn.lock().await.take() {
-            drop(conn.disconnect().await);
-        }
-    }
-    for conn in state.pool.drain() {
-        drop(conn.disconnect().await);
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! Sessions: one upstream connection per client session, in a table keyed by an unguessable id.
-//! Hearing from a session is one atomic store; the reaper reads it when the session's timer
-//! comes due (see `reaper.rs`).
+//! Sessions: one relayed upstream connection per client session, in a table keyed by an
+//! unguessable id. Hearing from a session is one atomic store; the reaper reads it when the
+//! session's timer comes due (see `reaper.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,11 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::wire::SESSION_ID_BYTES;
-use mysql_async::Conn;
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::Error;
-use crate::pool::PoolKey;
 use crate::relay::RelayLink;
 
 /// One client session and its upstream connection.
@@ -20,21 +18,10 @@ use crate::relay::RelayLink;
 pub struct Session {
     /// The session id (hex of 128 random bits).
     pub id: String,
-    /// What the connection was opened with (for parking it in the pool afterwards).
-    pub key: PoolKey,
-    /// When the upstream connection was made.
-    pub born: Instant,
     /// Index of the token that opened it.
     pub token: usize,
-    /// Its prepared statements.
-    pub statements: crate::prepared::Statements,
-    /// The upstream connection; `None` once closed. Held for the whole of a command.
-    pub conn: Arc<AsyncMutex<Option<Conn>>>,
-    /// LOCAL INFILE requests of the connection, answered through this session.
-    pub infile: Arc<crate::infile::InfileBridge>,
-    /// The relayed upstream connection of a relayed session (`None` for a library one, or
-    /// once closed). Held for the whole of a turn.
-    pub relay: Arc<AsyncMutex<Option<RelayLink>>>,
+    /// The upstream connection; `None` once closed. Held for the whole of a turn.
+    pub link: Arc<AsyncMutex<Option<RelayLink>>>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -50,14 +37,9 @@ impl Session {
         self.origin + Duration::from_millis(self.last_seen_ms.load(Ordering::Relaxed))
     }
 
-    /// True while a command runs on it.
+    /// True while a turn runs on it.
     pub fn is_busy(&self) -> bool {
-        self.conn.try_lock().is_err() || self.relay.try_lock().is_err()
-    }
-
-    /// True for a relayed session.
-    pub fn is_relayed(&self) -> bool {
-        self.key.is_relay()
+        self.link.try_lock().is_err()
     }
 }
 
@@ -86,41 +68,8 @@ impl Default for SessionTable {
 }
 
 impl SessionTable {
-    /// Registers a new session for `conn`, unless `max` sessions are already open.
-    pub fn insert(
-        &self,
-        key: PoolKey,
-        upstream: crate::pool::Upstream,
-        limits: SessionLimits,
-    ) -> Result<Arc<Session>, (Error, Option<Conn>)> {
-        let crate::pool::Upstream { conn, born, infile } = upstream;
-        let slot = Arc::new(AsyncMutex::new(Some(conn)));
-        let relay = Arc::new(AsyncMutex::new(None));
-        self.register(key, born, limits, infile, slot.clone(), relay)
-            .map_err(|e| (e, slot.try_lock().ok().and_then(|mut c| c.take())))
-    }
-
-    /// Registers a new relayed session for `link`, unless the limits are reached.
-    pub fn insert_relay(
-        &self,
-        link: RelayLink,
-        limits: SessionLimits,
-        infile: Arc<crate::infile::InfileBridge>,
-    ) -> Result<Arc<Session>, Error> {
-        let conn = Arc::new(AsyncMutex::new(None));
-        let relay = Arc::new(AsyncMutex::new(Some(link)));
-        self.register(PoolKey::relay(), Instant::now(), limits, infile, conn, relay)
-    }
-
-    fn register(
-        &self,
-        key: PoolKey,
-        born: Instant,
-        limits: SessionLimits,
-        infile: Arc<crate::infile::InfileBridge>,
-        conn: Arc<AsyncMutex<Option<Conn>>>,
-        relay: Arc<AsyncMutex<Option<RelayLink>>>,
-    ) -> Result<Arc<Session>, Error> {
+    /// Registers a new session for `link`, unless the limits are reached.
+    pub fn insert(&self, link: RelayLink, limits: SessionLimits) -> Result<Arc<Session>, Error> {
         let id = new_session_id()?;
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= limits.total {
@@ -131,13 +80,8 @@ impl SessionTable {
         }
         let session = Arc::new(Session {
             id: id.clone(),
-            key,
-            born,
             token: limits.token,
-            statements: crate::prepared::Statements::default(),
-            conn,
-            infile,
-            relay,
+            link: Arc::new(AsyncMutex::new(Some(link))),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
         });
@@ -185,7 +129,7 @@ impl SessionTable {
 }
 
 /// Locks a std mutex, recovering from poisoning (the data stays consistent: plain maps).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -1,42 +1,11 @@
-//! JSON control messages: opening a session, listing upstreams, and machine-readable errors.
+//! JSON control messages: opening a relayed session, a login checked by the sidecar,
+//! keep-alives, and machine-readable errors.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::Secret;
-
-/// Body of `POST {base}/v1/sessions`.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OpenSession {
-    /// Name of the upstream, as configured on the transport.
-    pub upstream: String,
-    /// User name for the upstream login.
-    pub user: String,
-    /// Password for the upstream login (travels only inside the request body).
-    pub password: String,
-    /// Initial default database, if the client asked for one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database: Option<String>,
-    /// The client's capability flags (FOUND_ROWS, MULTI_STATEMENTS… are honoured upstream).
-    pub client_flags: u32,
-    /// The collation id the client asked for in its handshake.
-    pub collation: u8,
-}
-
-impl fmt::Debug for OpenSession {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenSession")
-            .field("upstream", &self.upstream)
-            .field("user", &self.user)
-            .field("password", &Secret::default())
-            .field("database", &self.database)
-            .field("client_flags", &format_args!("{:#x}", self.client_flags))
-            .field("collation", &self.collation)
-            .finish()
-    }
-}
 
 /// Body of `POST {base}/v1/relay`: open a relayed session (the answer is the upstream's
 /// greeting, as a `Packets` frame, and the session id in the `X-Tunnel-Session` header).
@@ -84,19 +53,6 @@ impl fmt::Debug for LoginAs {
     }
 }
 
-/// Answer to a successful `POST {base}/v1/sessions`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionOpened {
-    /// Opaque session id (128 random bits, hex).
-    pub session_id: String,
-    /// The upstream server's version string, as its handshake announces it.
-    pub server_version: String,
-    /// The upstream connection id (what `SELECT CONNECTION_ID()` returns).
-    pub connection_id: u32,
-    /// Upstream status flags after login (autocommit…).
-    pub status: u16,
-}
-
 /// Body of `POST {base}/v1/keepalive`: every session the sidecar still serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,16 +66,6 @@ pub struct KeepAlive {
 pub struct KeepAliveAnswer {
     /// Session ids that are gone (expired, or the transport restarted).
     pub gone: Vec<String>,
-}
-
-/// One entry of `GET {base}/v1/upstreams`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UpstreamInfo {
-    /// Upstream name.
-    pub name: String,
-    /// Version string from the upstream's handshake, when it could be reached.
-    #[serde(default)]
-    pub server_version: Option<String>,
 }
 
 /// What kind of failure an [`ApiError`] reports; clients branch on this, not on text.
@@ -138,8 +84,6 @@ pub enum ApiErrorKind {
     TooLarge,
     /// The upstream name is not configured (403).
     UnknownUpstream,
-    /// The upstream refused or failed the login; `mysql` carries its error (422).
-    UpstreamError,
     /// The upstream could not be reached (502).
     UpstreamUnreachable,
     /// Too many sessions (503).
@@ -178,19 +122,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn open_session_debug_hides_the_password() {
-        let req = OpenSession {
-            upstream: "main".into(),
+    fn login_as_debug_hides_the_password() {
+        let req = LoginAs {
             user: "app".into(),
             password: "s3cr3t".into(),
             database: None,
             client_flags: 2,
+            mariadb_flags: 0,
             collation: 45,
         };
         let text = format!("{req:?}");
         assert!(!text.contains("s3cr3t"), "{text}");
         let json = serde_json::to_string(&req).unwrap_or_default();
-        let back: OpenSession = serde_json::from_str(&json).expect("round trip");
+        let back: LoginAs = serde_json::from_str(&json).expect("round trip");
         assert_eq!(back.password, "s3cr3t");
     }
 

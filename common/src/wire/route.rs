@@ -5,10 +5,6 @@
 pub enum Route {
     /// `GET …/v1/health`
     Health,
-    /// `GET …/v1/upstreams`
-    Upstreams,
-    /// `POST …/v1/sessions`
-    OpenSession,
     /// `POST …/v1/relay`: opens a relayed session; answers the upstream's greeting.
     OpenRelay,
     /// `POST …/v1/sessions/{id}/login`: a relayed client's login packet.
@@ -41,8 +37,6 @@ impl Route {
         let parts: Vec<&str> = rest.split('/').collect();
         let (route, allowed) = match parts.as_slice() {
             ["health"] => (Route::Health, method == "GET"),
-            ["upstreams"] => (Route::Upstreams, method == "GET"),
-            ["sessions"] => (Route::OpenSession, method == "POST"),
             ["keepalive"] => (Route::KeepAlive, method == "POST"),
             ["relay"] => (Route::OpenRelay, method == "POST"),
             ["sessions", id, "login"] if valid_id(id) => {
@@ -75,7 +69,7 @@ mod tests {
     fn routes_with_and_without_prefix() {
         assert_eq!(Route::parse("GET", "/v1/health"), Route::Health);
         assert_eq!(Route::parse("GET", "/db-tunnel/v1/health"), Route::Health);
-        assert_eq!(Route::parse("POST", "/a/b/v1/sessions"), Route::OpenSession);
+        assert_eq!(Route::parse("POST", "/a/b/v1/relay"), Route::OpenRelay);
         assert_eq!(
             Route::parse("POST", "/v1/sessions/abc123/command"),
             Route::Command("abc123".into())
@@ -97,7 +91,8 @@ mod tests {
 
     #[test]
     fn refuses_wrong_methods_and_odd_ids() {
-        assert_eq!(Route::parse("GET", "/v1/sessions"), Route::MethodNotAllowed);
+        assert_eq!(Route::parse("GET", "/v1/relay"), Route::MethodNotAllowed);
+        assert_eq!(Route::parse("POST", "/v1/sessions"), Route::NotFound);
         assert_eq!(Route::parse("POST", "/v1/sessions/../command"), Route::NotFound);
         assert_eq!(Route::parse("POST", "/v1/sessions//command"), Route::NotFound);
         assert_eq!(Route::parse("GET", "/"), Route::NotFound);

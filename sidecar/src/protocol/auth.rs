@@ -1,6 +1,5 @@
-//! Authentication plugins on the server side: `mysql_native_password` (verified against a
-//! configured password), and the packets of `caching_sha2_password` full authentication and
-//! `mysql_clear_password`, which hand the sidecar the password itself.
+//! `mysql_native_password` on the server side, for `users` entries: fresh scrambles, the
+//! check of a client's answer against a configured password, and the auth switch request.
 
 use bytes::{BufMut, BytesMut};
 use sha1::{Digest, Sha1};
@@ -9,15 +8,6 @@ use crate::Error;
 
 /// The plugin the sidecar verifies local logins with.
 pub const NATIVE_PASSWORD: &str = "mysql_native_password";
-/// MySQL 8's default plugin; its full authentication reveals the password to the server.
-pub const CACHING_SHA2_PASSWORD: &str = "caching_sha2_password";
-/// The password in clear (only over TLS or loopback).
-pub const CLEAR_PASSWORD: &str = "mysql_clear_password";
-
-/// `caching_sha2_password` status byte: the fast path failed, send the password.
-pub const PERFORM_FULL_AUTHENTICATION: u8 = 0x04;
-/// `caching_sha2_password` client byte: send me your RSA public key.
-pub const REQUEST_PUBLIC_KEY: u8 = 0x02;
 
 /// 20 bytes of challenge, printable and never NUL (clients treat the scramble as a C string).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,27 +59,6 @@ pub fn auth_switch_request(plugin: &str, scramble: &Scramble) -> BytesMut {
     p
 }
 
-/// AuthMoreData: plugin-specific bytes during authentication.
-pub fn auth_more_data(data: &[u8]) -> BytesMut {
-    let mut p = BytesMut::with_capacity(1 + data.len());
-    p.put_u8(0x01);
-    p.put_slice(data);
-    p
-}
-
-/// A password sent in clear: the bytes before the terminating NUL.
-pub fn clear_password(response: &[u8]) -> Vec<u8> {
-    let end = response.iter().position(|&b| b == 0).unwrap_or(response.len());
-    response[..end].to_vec()
-}
-
-/// Undoes the XOR with the scramble that `caching_sha2_password` applies before RSA encryption.
-pub fn unmask_password(masked: &[u8], scramble: &Scramble) -> Vec<u8> {
-    let plain: Vec<u8> =
-        masked.iter().zip(scramble.0.iter().cycle()).map(|(byte, key)| byte ^ key).collect();
-    clear_password(&plain)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,16 +79,6 @@ mod tests {
         assert!(!native_password_matches("app-pw", &s, b""));
         assert!(native_password_matches("", &s, b""));
         assert!(!native_password_matches("", &s, &client_token("x", &s.0)));
-    }
-
-    #[test]
-    fn masked_passwords_unmask() {
-        let s = Scramble(*b"abcdefghijklmnopqrst");
-        let secret = b"a password longer than the twenty byte scramble\0";
-        let masked: Vec<u8> = secret.iter().enumerate().map(|(i, b)| b ^ s.0[i % 20]).collect();
-        assert_eq!(unmask_password(&masked, &s), &secret[..secret.len() - 1]);
-        assert_eq!(clear_password(b"pw\0"), b"pw");
-        assert_eq!(clear_password(b"pw"), b"pw");
     }
 
     #[test]

@@ -1,53 +1,21 @@
-//! The connection phase: the server greeting (HandshakeV10) and the client's
-//! HandshakeResponse41.
+//! The connection phase: the scramble of the upstream's greeting (HandshakeV10) and the
+//! client's HandshakeResponse41.
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::Buf;
 use common::mysql::capability as cap;
 
 use super::auth::Scramble;
 use crate::Error;
 
-/// What the sidecar announces in its greeting.
-#[derive(Debug, Clone)]
-pub struct Greeting {
-    /// Server version string (the upstream's).
-    pub server_version: String,
-    /// Connection id shown to the client.
-    pub connection_id: u32,
-    /// Challenge for the password check.
-    pub scramble: Scramble,
-    /// Capabilities offered.
-    pub capabilities: u32,
-    /// Default collation id.
-    pub collation: u8,
-    /// Status flags.
-    pub status: u16,
-    /// Auth plugin the scramble is meant for.
-    pub plugin: &'static str,
-}
-
-impl Greeting {
-    /// Encodes the HandshakeV10 payload.
-    pub fn encode(&self) -> BytesMut {
-        let mut p = BytesMut::with_capacity(128);
-        p.put_u8(10);
-        p.put_slice(self.server_version.as_bytes());
-        p.put_u8(0);
-        p.put_u32_le(self.connection_id);
-        p.put_slice(&self.scramble.0[..8]);
-        p.put_u8(0);
-        p.put_u16_le(self.capabilities as u16);
-        p.put_u8(self.collation);
-        p.put_u16_le(self.status);
-        p.put_u16_le((self.capabilities >> 16) as u16);
-        p.put_u8(21);
-        p.put_bytes(0, 10);
-        p.put_slice(&self.scramble.0[8..]);
-        p.put_u8(0);
-        p.put_slice(self.plugin.as_bytes());
-        p.put_u8(0);
-        p
-    }
+/// The 20-byte scramble of a HandshakeV10 payload (the upstream's greeting).
+pub fn greeting_scramble(g: &[u8]) -> Option<Scramble> {
+    let nul = 1 + g.get(1..)?.iter().position(|&b| b == 0)?;
+    let part1 = g.get(nul + 5..nul + 13)?;
+    let part2 = g.get(nul + 32..nul + 44)?;
+    let mut scramble = [0u8; 20];
+    scramble[..8].copy_from_slice(part1);
+    scramble[8..].copy_from_slice(part2);
+    Some(Scramble(scramble))
 }
 
 /// The parts of a HandshakeResponse41 the sidecar uses.
@@ -195,19 +163,15 @@ mod tests {
     }
 
     #[test]
-    fn greeting_layout() {
-        let g = Greeting {
-            server_version: "10.11.6-MariaDB".into(),
-            connection_id: 7,
-            scramble: Scramble([b'a'; 20]),
-            capabilities: cap::PROTOCOL_41 | cap::PLUGIN_AUTH,
-            collation: 45,
-            status: 2,
-            plugin: crate::protocol::NATIVE_PASSWORD,
-        };
-        let p = g.encode();
-        assert_eq!(p[0], 10);
-        assert!(p.ends_with(b"mysql_native_password\0"));
-        assert_eq!(p.len(), 1 + 16 + 4 + 8 + 1 + 2 + 1 + 2 + 2 + 1 + 10 + 13 + 22);
+    fn finds_the_greetings_scramble() {
+        let mut g = vec![10];
+        g.extend_from_slice(b"10.11.6-MariaDB\0");
+        g.extend_from_slice(&7u32.to_le_bytes());
+        g.extend_from_slice(b"abcdefgh\0");
+        g.extend_from_slice(&[0xff, 0xf7, 45, 2, 0, 0xff, 0x81, 21]);
+        g.extend_from_slice(&[0; 10]);
+        g.extend_from_slice(b"ijklmnopqrst\0mysql_native_password\0");
+        assert_eq!(greeting_scramble(&g).map(|s| s.0), Some(*b"abcdefghijklmnopqrst"));
+        assert!(greeting_scramble(&g[..30]).is_none());
     }
 }

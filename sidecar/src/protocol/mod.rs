@@ -1,20 +1,16 @@
-//! The server side of the MySQL client/server protocol: packet framing, the handshake,
-//! authentication, and encoding of OK/ERR/EOF packets. Pure encoders and decoders except
-//! [`PacketIo`], which owns the client socket.
+//! The server side of the MySQL client/server protocol, as far as the sidecar needs it: packet
+//! framing on the client socket, the handshake response and COM_CHANGE_USER fields, the
+//! native-password check of `users` entries, and the few packets it writes itself (errors, an
+//! auth switch). Pure encoders and decoders except [`PacketIo`], which owns the client socket.
 
 mod auth;
+mod change_user;
 mod handshake;
 mod packet;
 mod response;
 
-pub use auth::{
-    CACHING_SHA2_PASSWORD, CLEAR_PASSWORD, NATIVE_PASSWORD, PERFORM_FULL_AUTHENTICATION,
-    REQUEST_PUBLIC_KEY, Scramble, auth_more_data, auth_switch_request, clear_password,
-    native_password_matches, unmask_password,
-};
-pub use handshake::{ClientHello, Greeting, parse_client_hello, take_cstr};
-pub use packet::{MAX_PAYLOAD, PacketIo, QueuedPacket};
-pub use response::{
-    encode_eof, encode_err, encode_err_before_greeting, encode_ok, encode_result_end,
-    put_lenenc_int,
-};
+pub use auth::{NATIVE_PASSWORD, Scramble, auth_switch_request, native_password_matches};
+pub use change_user::{ChangeUser, parse_change_user};
+pub use handshake::{ClientHello, greeting_scramble, parse_client_hello, take_cstr};
+pub use packet::{MAX_PAYLOAD, PacketIo, split_payloads};
+pub use response::{encode_err, encode_err_before_greeting};

@@ -9,6 +9,20 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::Error;
 
+/// The payloads of whole packets in `packets` (headers included; login packets, never 16 MiB
+/// continuations); an error if one is cut short.
+pub fn split_payloads(mut packets: &[u8]) -> Result<Vec<Bytes>, Error> {
+    let cut = || Error::StreamBroken("a cut packet in a relayed answer".into());
+    let mut out = Vec::new();
+    while !packets.is_empty() {
+        let h = packets.get(..4).ok_or_else(cut)?;
+        let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+        out.push(Bytes::copy_from_slice(packets.get(4..4 + len).ok_or_else(cut)?));
+        packets = &packets[4 + len..];
+    }
+    Ok(out)
+}
+
 /// Largest payload of one packet; a payload this long continues in the next packet.
 pub const MAX_PAYLOAD: usize = 0xff_ffff;
 /// Buffered output is written once it reaches this size.

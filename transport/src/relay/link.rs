@@ -249,8 +249,13 @@ impl RelayLink {
         self.stream.flush().await
     }
 
-    /// Says goodbye (COM_QUIT) and closes, without waiting long for a frozen server.
+    /// Says goodbye (COM_QUIT) and closes, without waiting long for a frozen server. A link
+    /// waiting for the client (a file, an auth step) is only closed: a packet then would be
+    /// taken as part of what the server waits for.
     pub async fn quit(mut self) {
+        if self.pending.is_some() {
+            return;
+        }
         let quit = async {
             self.write_packet(&[common::mysql::command::QUIT], 0).await?;
             self.stream.shutdown().await

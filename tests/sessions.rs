@@ -1,5 +1,6 @@
-//! The upstream pool: a reused connection carries no state from its previous session, idle
-//! connections are reaped, and 1,000 concurrent clients all work and leave nothing behind.
+//! Session limits and clean ends: a quit session's upstream connection goes with it (its open
+//! transaction rolled back), limits give error 1040, and 1,000 concurrent clients all work and
+//! leave nothing behind.
 
 use std::time::Duration;
 
@@ -10,14 +11,6 @@ use mysql_async::prelude::Queryable;
 
 /// Concurrent clients in the big test.
 const CLIENTS: u64 = 1000;
-
-/// A tunnel whose transport has `pool` settings. Parked connections exist only on the emulated
-/// path (`relay: false`): a relayed login belongs to its client, and is never handed to another.
-async fn pooled_tunnel(pool: &str) -> Tunnel {
-    let transport = format!("{}pool:\n{pool}", e2e::transport_yaml(mysql_port()));
-    Tunnel::start_custom(&transport, |url| format!("{}relay: false\n", sidecar_yaml(url, TOKEN)))
-        .await
-}
 
 async fn processlist(d: &mut Conn) -> Vec<u64> {
     d.query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'app'")
@@ -39,58 +32,23 @@ async fn wait_until_gone(d: &mut Conn, ids: &[u64], secs: u64) -> Vec<u64> {
 }
 
 #[tokio::test]
-async fn a_reused_connection_carries_no_session_state() {
+async fn a_quit_session_leaves_no_connection_and_no_open_transaction() {
     within(60, async {
-        let tunnel = pooled_tunnel("  idle_timeout: 30s\n").await;
-        let mut first = tunnel.connect().await;
-        let id: u64 = first.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
-        first
-            .query_drop("CREATE TABLE IF NOT EXISTS pool_probe (id INT PRIMARY KEY) ENGINE=InnoDB")
+        let tunnel = Tunnel::start().await;
+        let mut d = direct().await;
+        d.query_drop("CREATE TABLE IF NOT EXISTS quit_probe (id INT PRIMARY KEY) ENGINE=InnoDB")
             .await
             .expect("create");
-        first
-            .query_drop("SET @leak = 'secret', SESSION sql_mode = 'ANSI_QUOTES'")
-            .await
-            .expect("vars");
-        first.query_drop("CREATE TEMPORARY TABLE leak_tmp (x INT)").await.expect("temp");
-        first.query_drop("USE mysql").await.expect("use");
-        first.query_drop("BEGIN").await.expect("begin");
-        first.query_drop("INSERT INTO tunnel_test.pool_probe VALUES (1)").await.expect("insert");
-        first.disconnect().await.expect("quit");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-
-        let mut second = tunnel.connect().await;
-        let id2: u64 = second.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
-        assert_eq!(id, id2, "the parked connection was reused");
-        let state: Option<(Option<String>, String, Option<String>)> =
-            second.query_first("SELECT @leak, @@sql_mode, DATABASE()").await.expect("state");
-        let direct_mode: Option<String> =
-            direct().await.query_first("SELECT @@sql_mode").await.expect("mode");
-        assert_eq!(state, Some((None, direct_mode.unwrap_or_default(), Some(DATABASE.to_owned()))));
-        let tmp = second.query_drop("SELECT * FROM leak_tmp").await;
-        assert!(tmp.is_err(), "temporary table gone");
-        let rows: Option<u64> =
-            second.query_first("SELECT COUNT(*) FROM pool_probe").await.expect("count");
-        assert_eq!(rows, Some(0), "the open transaction was rolled back");
-        let in_trans = second.last_ok_packet().map(|ok| ok.status_flags().bits() & 1);
-        assert_eq!(in_trans, Some(0));
-        second.query_drop("DROP TABLE pool_probe").await.expect("drop");
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn idle_connections_are_reaped_after_idle_timeout() {
-    within(60, async {
-        let tunnel = pooled_tunnel("  idle_timeout: 1s\n").await;
-        let mut d = direct().await;
         let mut t = tunnel.connect().await;
         let id: u64 = t.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
+        t.query_drop("BEGIN").await.expect("begin");
+        t.query_drop("INSERT INTO quit_probe VALUES (1)").await.expect("insert");
         t.disconnect().await.expect("quit");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(processlist(&mut d).await.contains(&id), "parked, still connected");
         let left = wait_until_gone(&mut d, &[id], 10).await;
-        assert!(left.is_empty(), "reaped after idle_timeout");
+        assert!(left.is_empty(), "the upstream connection ends with its session");
+        let rows: Option<u64> = d.query_first("SELECT COUNT(*) FROM quit_probe").await.expect("n");
+        assert_eq!(rows, Some(0), "the open transaction was rolled back");
+        d.query_drop("DROP TABLE quit_probe").await.expect("drop");
     })
     .await;
 }
@@ -98,7 +56,7 @@ async fn idle_connections_are_reaped_after_idle_timeout() {
 #[tokio::test]
 async fn too_many_sessions_is_error_1040() {
     within(60, async {
-        let transport = format!("{}pool:\n  max_sessions: 2\n", e2e::transport_yaml(mysql_port()));
+        let transport = format!("{}max_sessions: 2\n", e2e::transport_yaml(mysql_port()));
         let tunnel = Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await;
         let _a = tunnel.connect().await;
         let _b = tunnel.connect().await;
@@ -118,7 +76,7 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
         // The real binaries, as deployed: one sidecar process, one transport process.
         let (transport_port, sidecar_port) = (free_port(), free_port());
         let transport_yaml = format!(
-            "{}pool:\n  idle_timeout: 1s\n  max_idle_per_key: 16\n  max_sessions: 1500\n  max_sessions_per_token: 1500\n",
+            "{}max_sessions: 1500\nmax_sessions_per_token: 1500\n",
             e2e::transport_yaml(mysql_port())
                 .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
         );
@@ -156,11 +114,7 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
         }
         let mut d = direct().await;
         let left = wait_until_gone(&mut d, &ids, 30).await;
-        assert!(
-            left.is_empty(),
-            "{} upstream connections left after quit + idle_timeout",
-            left.len()
-        );
+        assert!(left.is_empty(), "{} upstream connections left after quit", left.len());
     })
     .await;
 }
@@ -169,7 +123,7 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
 async fn each_token_has_its_own_session_limit() {
     within(60, async {
         let transport = format!(
-            "{}pool:\n  max_sessions_per_token: 1\n",
+            "{}max_sessions_per_token: 1\n",
             e2e::transport_yaml(mysql_port()).replace(
                 &format!("tokens: [{TOKEN}]"),
                 &format!("tokens: [{TOKEN}, other-team-token]")

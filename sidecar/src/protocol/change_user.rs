@@ -1,10 +1,10 @@
-//! COM_CHANGE_USER: the request's fields. The sidecar answers with an auth switch (fresh
-//! scramble), proves the new login as at connect, then replaces the tunnel session.
+//! COM_CHANGE_USER: the request's fields, read when it names a `users` entry (the sidecar then
+//! checks it with an auth switch and a fresh scramble).
 
 use common::mysql::capability as cap;
 
+use super::take_cstr;
 use crate::Error;
-use crate::protocol::take_cstr;
 
 /// What a COM_CHANGE_USER asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,57 @@
+//! Writing what the transport sends back: a relayed answer's packets as they are, or login
+//! packets renumbered for the client leg; each ends with whose turn it is.
+
+use bytes::Bytes;
+use common::wire::{Frame, TurnEnd};
+
+use crate::Error;
+use crate::protocol::{PacketIo, split_payloads};
+use crate::tunnel::FrameStream;
+
+/// Writes a relayed answer's packets as they are; returns how the turn ended.
+pub async fn write_answer(
+    io: &mut PacketIo,
+    frames: &mut FrameStream<'_>,
+) -> Result<TurnEnd, Error> {
+    while let Some(frame) = frames.next().await? {
+        match frame {
+            Frame::Packets(packets) => io.write_raw(&packets).await?,
+            Frame::Heartbeat => {}
+            Frame::Turn(end) => return finish(frames, end).await,
+        }
+    }
+    Err(Error::StreamBroken("the transport's answer ended early".into()))
+}
+
+/// Writes login packets with the client leg's own sequence ids (TLS may be on one leg only,
+/// and an SSLRequest takes a sequence id); returns how the turn ended and the payloads.
+pub async fn write_login_packets(
+    io: &mut PacketIo,
+    frames: &mut FrameStream<'_>,
+) -> Result<(TurnEnd, Vec<Bytes>), Error> {
+    let mut written = Vec::new();
+    while let Some(frame) = frames.next().await? {
+        match frame {
+            Frame::Packets(packets) => {
+                for payload in split_payloads(&packets)? {
+                    io.queue_packet(&payload);
+                    written.push(payload);
+                }
+            }
+            Frame::Heartbeat => {}
+            Frame::Turn(end) => {
+                io.flush().await?;
+                return Ok((finish(frames, end).await?, written));
+            }
+        }
+    }
+    Err(Error::StreamBroken("the transport's answer ended early".into()))
+}
+
+/// The end of a turn must be the end of the body.
+async fn finish(frames: &mut FrameStream<'_>, end: TurnEnd) -> Result<TurnEnd, Error> {
+    match frames.next().await? {
+        None => Ok(end),
+        Some(_) => Err(Error::StreamBroken("frames after the end of a turn".into())),
+    }
+}

@@ -1,0 +1,156 @@
+//! The command phase: each client command is one relayed turn, or a few when the upstream
+//! asks the client for a file or an auth packet. Commands without an answer ride on the next
+//! request; a COM_CHANGE_USER to a `users` entry is checked here.
+
+use bytes::BytesMut;
+use common::mysql::{capability as cap, command};
+use common::wire::{LoginAs, TurnEnd};
+use tracing::debug;
+
+use super::Connection;
+use super::answers::{write_answer, write_login_packets};
+use super::users::Authenticator;
+use crate::Error;
+use crate::protocol::{Scramble, parse_change_user};
+use crate::tunnel::RelayStep;
+
+/// A LOAD DATA LOCAL file is uploaded in pieces of about this size.
+const FILE_PIECE: usize = 512 * 1024;
+
+/// How a relayed exchange ended for the client connection.
+enum Next {
+    /// The client sends its next command.
+    Command,
+    /// The upstream hung up: so does the sidecar.
+    Closed,
+}
+
+impl Connection {
+    /// The command loop, until the client quits or the upstream hangs up.
+    pub(super) async fn serve(&mut self, session: &str) -> Result<(), Error> {
+        let mut riding = BytesMut::new();
+        loop {
+            self.io.reset_seq();
+            let Some(packet) = self.io.read_raw().await? else { return Ok(()) };
+            let Some(&cmd) = packet.get(4) else {
+                return Err(Error::ClientProtocol("empty command packet"));
+            };
+            match cmd {
+                command::QUIT => return Ok(()),
+                command::CHANGE_USER if self.checks_change_user(&packet[5..])? => {
+                    self.change_user_as(session, &packet[5..]).await?;
+                    continue;
+                }
+                // No answer: they ride on the next command's request.
+                command::STMT_CLOSE | command::STMT_SEND_LONG_DATA => {
+                    riding.extend_from_slice(&packet);
+                    continue;
+                }
+                command::BINLOG_DUMP
+                | command::BINLOG_DUMP_GTID
+                | command::TABLE_DUMP
+                | command::REGISTER_SLAVE => {
+                    debug!(command = cmd, "replication command not relayed");
+                    self.write_error(&Error::NotRelayed).await?;
+                    continue;
+                }
+                _ => {}
+            }
+            let body = if riding.is_empty() {
+                packet
+            } else {
+                riding.extend_from_slice(&packet);
+                riding.split().freeze()
+            };
+            match self.exchange(session, RelayStep::Command(&body)).await {
+                Ok(Next::Command) => {}
+                Ok(Next::Closed) => return Ok(()),
+                Err(e) if !e.is_fatal() => self.write_error(&e).await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends `step` and relays answers until the client's next command is due.
+    async fn exchange(&mut self, session: &str, step: RelayStep<'_>) -> Result<Next, Error> {
+        let mut end = {
+            let mut frames = self.tunnel.relay(session, step).await?;
+            write_answer(&mut self.io, &mut frames).await?
+        };
+        loop {
+            self.io.flush().await?;
+            end = match end {
+                TurnEnd::Done => return Ok(Next::Command),
+                TurnEnd::Closed => return Ok(Next::Closed),
+                TurnEnd::AwaitAuth => {
+                    let packet =
+                        self.io.read_expected("client hung up during authentication").await?;
+                    let mut frames = self.tunnel.relay(session, RelayStep::Login(&packet)).await?;
+                    write_answer(&mut self.io, &mut frames).await?
+                }
+                TurnEnd::AwaitFile => self.send_file(session).await?,
+            };
+        }
+    }
+
+    /// Reads the file the client sends after a LOAD DATA LOCAL request and uploads it in
+    /// pieces; returns how the answer that follows it ended.
+    async fn send_file(&mut self, session: &str) -> Result<TurnEnd, Error> {
+        let mut piece = BytesMut::new();
+        loop {
+            let packet = self.io.read_raw().await?.ok_or(Error::ClientProtocol(
+                "client hung up while sending a LOAD DATA LOCAL file",
+            ))?;
+            let last = packet.len() == 4;
+            piece.extend_from_slice(&packet);
+            if last {
+                let step = RelayStep::File { packets: &piece, last: true };
+                let mut frames = self.tunnel.relay(session, step).await?;
+                return write_answer(&mut self.io, &mut frames).await;
+            }
+            if piece.len() >= FILE_PIECE {
+                let step = RelayStep::File { packets: &piece, last: false };
+                while self.tunnel.relay(session, step).await?.next().await?.is_some() {}
+                piece.clear();
+            }
+        }
+    }
+
+    /// True when a COM_CHANGE_USER (payload after the command byte) names a `users` entry, or
+    /// every login must be one: the sidecar then checks it itself.
+    fn checks_change_user(&self, payload: &[u8]) -> Result<bool, Error> {
+        let request = parse_change_user(payload, self.client.capabilities)?;
+        let config = &self.shared.config;
+        Ok(config.user(&request.user).is_some() || !config.passthrough())
+    }
+
+    /// COM_CHANGE_USER to a `users` entry: proven with an auth switch and a fresh scramble,
+    /// then the transport changes the upstream connection to the entry's credentials. A
+    /// refusal keeps the session, as on a server.
+    async fn change_user_as(&mut self, session: &str, payload: &[u8]) -> Result<(), Error> {
+        let request = parse_change_user(payload, self.client.capabilities)?;
+        let host = self.io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
+        let entry = self.shared.config.user(&request.user);
+        let authenticator = Authenticator {
+            io: &mut self.io,
+            host: &host,
+            scramble: Scramble::random()?,
+            can_switch: self.client.capabilities & cap::PLUGIN_AUTH != 0,
+        };
+        let entry = match authenticator.check(&request.user, entry, None).await {
+            Ok(entry) => entry,
+            Err(e) if !e.is_fatal() => return self.write_error(&e).await,
+            Err(e) => return Err(e),
+        };
+        let login = LoginAs {
+            user: entry.upstream_user().to_owned(),
+            password: entry.upstream_password().expose().to_owned(),
+            database: request.database,
+            client_flags: self.client.capabilities,
+            mariadb_flags: self.client.mariadb,
+            collation: request.collation.unwrap_or(self.client.collation),
+        };
+        let mut frames = self.tunnel.relay(session, RelayStep::LoginAs(&login)).await?;
+        write_login_packets(&mut self.io, &mut frames).await.map(drop)
+    }
+}

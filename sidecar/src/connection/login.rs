@@ -1,0 +1,143 @@
+//! The login phase: the greeting (one prepared ahead, or the upstream's asked for now), TLS on
+//! the client leg if it asks, then the login relayed to the upstream, which decides, or, for a
+//! `users` entry, checked here and logged in upstream by the transport.
+
+use bytes::Bytes;
+use common::mysql::capability as cap;
+use common::wire::{LoginAs, OpenRelay, TurnEnd};
+
+use super::answers::write_login_packets;
+use super::users::{Answer, Authenticator};
+use super::{ClientInfo, Connection};
+use crate::Error;
+use crate::protocol::{ClientHello, greeting_scramble, parse_client_hello};
+use crate::tunnel::RelayStep;
+
+/// Length of an SSLRequest (the fixed part of a handshake response).
+const SSL_REQUEST_LEN: usize = 32;
+/// Offset of MariaDB's extended capabilities in a handshake response.
+const MARIADB_CAPS_AT: usize = 28;
+
+impl Connection {
+    /// Greets, then relays the login until the upstream decides. Returns the session id, or
+    /// `None` when the upstream refused (its ERR was relayed).
+    pub(super) async fn log_in(&mut self) -> Result<Option<String>, Error> {
+        let Some((mut session, greeting)) = self.greet().await? else { return Ok(None) };
+        self.opening = Some(session.clone());
+        let mut packet = self.io.read_expected("client hung up during login").await?;
+        if packet.len() == SSL_REQUEST_LEN && client_flags(&packet) & cap::SSL != 0 {
+            let acceptor = self.shared.client_tls.clone().ok_or(Error::TlsUnsupported)?;
+            self.io.upgrade_tls(&acceptor).await?;
+            packet = self.io.read_expected("client hung up after TLS").await?;
+        }
+        let hello = parse_client_hello(&packet)?;
+        self.client = ClientInfo {
+            capabilities: hello.capabilities,
+            mariadb: mariadb_flags(&hello, &packet),
+            collation: hello.collation,
+        };
+        let config = &self.shared.config;
+        if config.user(&hello.user).is_some() || !config.passthrough() {
+            let (login, upstream) = self.check_listed(&hello, greeting.first()).await?;
+            let opened = self.shared.open_relay().upstream;
+            if !opened.is_empty() && upstream != opened {
+                // The entry maps to another upstream: its session is opened there.
+                self.tunnel.close_session(&session).await;
+                let other = OpenRelay { upstream, ..self.shared.open_relay() };
+                let (id, _, mut frames) = self.tunnel.open_relay(&other).await?;
+                while frames.next().await?.is_some() {}
+                session = id;
+                self.opening = Some(session.clone());
+            }
+            let mut frames = self.tunnel.relay(&session, RelayStep::LoginAs(&login)).await?;
+            return match write_login_packets(&mut self.io, &mut frames).await?.0 {
+                TurnEnd::Done => Ok(Some(session)),
+                _ => Ok(None),
+            };
+        }
+        loop {
+            let mut frames = self.tunnel.relay(&session, RelayStep::Login(&packet)).await?;
+            match write_login_packets(&mut self.io, &mut frames).await?.0 {
+                TurnEnd::Done => return Ok(Some(session)),
+                TurnEnd::AwaitAuth => {
+                    packet = self.io.read_expected("client hung up during authentication").await?
+                }
+                TurnEnd::Closed | TurnEnd::AwaitFile => return Ok(None),
+            }
+        }
+    }
+
+    /// Sends the greeting of a new relayed session: one prepared ahead if there is one (then
+    /// the login is this connection's only round trip to the transport), else asked for now.
+    /// Prepares the next one either way. `None` when the upstream refused at once.
+    async fn greet(&mut self) -> Result<Option<(String, Vec<Bytes>)>, Error> {
+        // The next one is prepared once this one is secured: never in its way (session limits).
+        let prepared = self.shared.greetings.take();
+        if let Some(prepared) = prepared {
+            self.shared.prepare_next_greeting(prepared.bucket);
+            // Its requests go where it was opened (a hashing proxy keeps it on one transport).
+            self.bucket = prepared.bucket;
+            self.tunnel = self.shared.tunnel.connection(self.shared.affinity(prepared.bucket));
+            for payload in &prepared.greeting {
+                self.io.queue_packet(payload);
+            }
+            self.io.flush().await?;
+            self.greeted = true;
+            return Ok(Some((prepared.session, prepared.greeting)));
+        }
+        let (session, _, mut frames) = self.tunnel.open_relay(&self.shared.open_relay()).await?;
+        let (end, greeting) = write_login_packets(&mut self.io, &mut frames).await?;
+        self.greeted = true;
+        self.shared.prepare_next_greeting(self.bucket);
+        if end != TurnEnd::AwaitAuth || session.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some((session, greeting)))
+    }
+
+    /// Checks a `users` entry's password against the greeting's scramble. Returns the upstream
+    /// login it maps to and the upstream's name.
+    async fn check_listed(
+        &mut self,
+        hello: &ClientHello,
+        greeting: Option<&Bytes>,
+    ) -> Result<(LoginAs, String), Error> {
+        let scramble = greeting
+            .and_then(|g| greeting_scramble(g))
+            .ok_or(Error::StreamBroken("the upstream's greeting has no scramble".into()))?;
+        let host = self.io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
+        let first = Answer { plugin: hello.plugin.as_deref(), response: &hello.auth_response };
+        let entry = self.shared.config.user(&hello.user);
+        let authenticator = Authenticator {
+            io: &mut self.io,
+            host: &host,
+            scramble,
+            can_switch: hello.capabilities & cap::PLUGIN_AUTH != 0,
+        };
+        let entry = authenticator.check(&hello.user, entry, Some(first)).await?;
+        let login = LoginAs {
+            user: entry.upstream_user().to_owned(),
+            password: entry.upstream_password().expose().to_owned(),
+            database: hello.database.clone(),
+            client_flags: self.client.capabilities,
+            mariadb_flags: self.client.mariadb,
+            collation: self.client.collation,
+        };
+        Ok((login, entry.upstream.clone()))
+    }
+}
+
+/// MariaDB's extended capabilities in a handshake response (when it clears CLIENT_MYSQL).
+fn mariadb_flags(hello: &ClientHello, packet: &[u8]) -> u32 {
+    match packet.get(MARIADB_CAPS_AT..MARIADB_CAPS_AT + 4) {
+        Some(b) if hello.capabilities & cap::LONG_PASSWORD == 0 => {
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        }
+        _ => 0,
+    }
+}
+
+/// The capability flags at the start of a handshake response or SSLRequest.
+fn client_flags(p: &[u8]) -> u32 {
+    p.get(..4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}

@@ -1,0 +1,130 @@
+//! One client connection, relayed: greeted with the upstream's own greeting, logged in by the
+//! upstream (or, for a `users` entry, checked here and logged in by the transport), then every
+//! command passed on as the client's packets and every answer written back as the upstream's.
+//! One value moving through its phases: [`Connection::run`] → `log_in` (login.rs) → `serve`
+//! (commands.rs); `answers.rs` writes what the transport sends back.
+
+mod answers;
+mod commands;
+mod login;
+mod users;
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tracing::{debug, info, warn};
+
+use crate::Error;
+use crate::protocol::{PacketIo, encode_err, encode_err_before_greeting};
+use crate::shared::Shared;
+use crate::tunnel::TunnelConn;
+
+/// Largest packet accepted before login completes.
+const MAX_LOGIN_PACKET: usize = 64 * 1024;
+
+/// What the client said of itself at login: capabilities, MariaDB's extended ones, collation.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClientInfo {
+    capabilities: u32,
+    mariadb: u32,
+    collation: u8,
+}
+
+/// A client connection from accept to hang-up.
+pub struct Connection {
+    io: PacketIo,
+    tunnel: TunnelConn,
+    shared: Arc<Shared>,
+    bucket: usize,
+    client: ClientInfo,
+    /// The session being logged in, closed if the login does not complete.
+    opening: Option<String>,
+    /// The client has been sent a greeting.
+    greeted: bool,
+}
+
+impl Connection {
+    /// Wraps an accepted socket; its requests carry the affinity key of `bucket`.
+    pub fn new(io: PacketIo, shared: Arc<Shared>, bucket: usize) -> Self {
+        let tunnel = shared.tunnel.connection(shared.affinity(bucket));
+        let client = ClientInfo::default();
+        Self { io, tunnel, shared, bucket, client, opening: None, greeted: false }
+    }
+
+    /// Serves the connection until the client or the upstream hangs up.
+    pub async fn run(mut self) {
+        let max_packet = self.shared.config.max_packet;
+        self.io.set_max_packet(MAX_LOGIN_PACKET);
+        let timeout = self.shared.config.handshake_timeout;
+        let login = tokio::time::timeout(timeout, self.log_in()).await;
+        if let Some(session) = self.opening.take()
+            && !matches!(login, Ok(Ok(Some(_))))
+        {
+            self.tunnel.close_session(&session).await;
+        }
+        let session = match login {
+            Ok(Ok(Some(session))) => session,
+            Ok(Ok(None)) => {
+                info!("login refused by the upstream");
+                return self.io.shutdown().await;
+            }
+            Ok(Err(e)) => return self.fail(&e).await,
+            Err(_) => {
+                return self.fail(&Error::ClientProtocol("login not completed in time")).await;
+            }
+        };
+        info!(session = %session, "client logged in");
+        self.io.set_max_packet(max_packet);
+        let gone = self.shared.live.register(&session, self.bucket);
+        let result = tokio::select! {
+            result = self.serve(&session) => result,
+            // Closing the socket is all a client needs to see its session is lost.
+            _ = gone.cancelled() => return self.io.shutdown().await,
+        };
+        self.shared.live.unregister(&session);
+        match result {
+            Ok(()) => debug!(session = %session, "client quit"),
+            Err(e) => {
+                warn!(session = %session, error = %e, "client connection ended");
+                self.send_error(&e).await;
+            }
+        }
+        // Hang up first, then release the session without making the client wait.
+        self.io.shutdown().await;
+        self.tunnel.close_session(&session).await;
+    }
+
+    /// Sends an error the connection survives.
+    async fn write_error(&mut self, e: &Error) -> Result<(), Error> {
+        let (code, state, msg) = e.to_mysql();
+        let mut buf = BytesMut::new();
+        encode_err(&mut buf, code, &state, msg.as_bytes());
+        self.io.queue_packet(&buf);
+        self.io.flush().await
+    }
+
+    /// Sends the client the error that ends its connection, if the socket still works.
+    async fn send_error(&mut self, e: &Error) {
+        if !matches!(e, Error::Io(_)) {
+            drop(self.write_error(e).await);
+        }
+    }
+
+    async fn fail(mut self, e: &Error) {
+        match e {
+            Error::AccessDenied { .. } => info!(error = %e, "login refused"),
+            _ => warn!(error = %e, "login failed"),
+        }
+        if self.greeted {
+            self.send_error(e).await;
+        } else {
+            // No greeting went out: the error takes its place, as a server's refusal does.
+            let (code, _, msg) = e.to_mysql();
+            let mut buf = BytesMut::new();
+            encode_err_before_greeting(&mut buf, code, msg.as_bytes());
+            self.io.queue_packet(&buf);
+            drop(self.io.flush().await);
+        }
+        self.io.shutdown().await;
+    }
+}

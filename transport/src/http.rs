@@ -1,0 +1,80 @@
+//! HTTP plumbing the endpoints share: bounded request bodies, the answers (JSON, frames,
+//! empty), and the one place transport errors become HTTP answers.
+
+use bytes::Bytes;
+use common::wire::{FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, SESSION_HEADER};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde::Serialize;
+use tracing::warn;
+
+use crate::Error;
+use crate::body::ResponseBody;
+
+/// Largest control (JSON) body accepted.
+pub const MAX_CONTROL_BODY: usize = 64 * 1024;
+
+/// Reads a request body of at most `limit` bytes.
+pub async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error> {
+    let declared =
+        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(Error::TooLarge { limit });
+    }
+    match Limited::new(req.into_body(), limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge { limit }),
+        Err(e) => Err(Error::BadRequest(format!("cannot read body: {e}"))),
+    }
+}
+
+/// A JSON answer.
+pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(JSON_CONTENT_TYPE));
+    response
+}
+
+/// A frames answer, naming the session it belongs to.
+pub fn frames(
+    status: StatusCode,
+    body: ResponseBody,
+    session: Option<&str>,
+) -> Response<ResponseBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(FRAMES_CONTENT_TYPE));
+    if let Some(v) = session.and_then(|id| HeaderValue::from_str(id).ok()) {
+        response.headers_mut().insert(SESSION_HEADER, v);
+    }
+    response
+}
+
+/// `204 No Content`.
+pub fn no_content() -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::from(Bytes::new()));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    response
+}
+
+/// Prometheus text.
+pub fn text(body: String) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    response
+}
+
+/// The one place transport errors become HTTP answers.
+pub fn error_response(err: &Error) -> Response<ResponseBody> {
+    let (status, body) = err.to_api();
+    if status.is_server_error() {
+        warn!(error = %err, "request failed");
+    }
+    json(status, &body)
+}
