@@ -36,7 +36,7 @@ fn query(sql: &str) -> Vec<u8> {
 #[tokio::test]
 async fn the_greeting_is_the_upstreams() {
     within(30, async {
-        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let tunnel = Tunnel::start_passthrough("").await;
         let (mut direct, dg) =
             RawClient::login_mariadb(mysql_port(), USER, PASSWORD, DATABASE, CAPS, MARIADB_CAPS)
                 .await;
@@ -126,7 +126,7 @@ async fn run_script(port: u16, caps: u32, mariadb: u32) -> Vec<Vec<u8>> {
 #[tokio::test]
 async fn answers_are_byte_for_byte_the_servers_whatever_the_client_asks_for() {
     within(240, async {
-        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let tunnel = Tunnel::start_passthrough("").await;
         let variants = [
             (CAPS, 0),
             (CAPS | DEPRECATE_EOF, 0),
@@ -136,11 +136,15 @@ async fn answers_are_byte_for_byte_the_servers_whatever_the_client_asks_for() {
         let names: Vec<String> =
             script().iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect();
         let port = tunnel.sidecar.port();
-        let runs = variants.map(|(caps, mariadb)| async move {
-            let direct = run_script(mysql_port(), caps, mariadb).await;
-            (caps, mariadb, direct, run_script(port, caps, mariadb).await)
+        // Each run is its own task, so its (large, in debug builds) future lives on the heap.
+        let runs = variants.map(|(caps, mariadb)| {
+            tokio::spawn(async move {
+                let direct = run_script(mysql_port(), caps, mariadb).await;
+                (caps, mariadb, direct, run_script(port, caps, mariadb).await)
+            })
         });
-        for (caps, mariadb, direct, through) in futures_join_all(runs).await {
+        for run in runs {
+            let (caps, mariadb, direct, through) = run.await.expect("run");
             for ((d, t), name) in direct.iter().zip(&through).zip(&names) {
                 assert!(!d.is_empty(), "{name}: no direct answer");
                 assert_eq!(t, d, "caps {caps:#x}/{mariadb:#x}: {name}");
@@ -153,7 +157,7 @@ async fn answers_are_byte_for_byte_the_servers_whatever_the_client_asks_for() {
 #[tokio::test]
 async fn extended_metadata_names_json_inet6_and_uuid_columns() {
     within(30, async {
-        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let tunnel = Tunnel::start_passthrough("").await;
         let create = query("CREATE TEMPORARY TABLE x (j JSON, a INET6, u UUID)");
         let (mut c, _) = RawClient::login_mariadb(
             tunnel.sidecar.port(),
@@ -172,13 +176,6 @@ async fn extended_metadata_names_json_inet6_and_uuid_columns() {
         }
     })
     .await;
-}
-
-/// Runs the futures concurrently and returns their outputs in order.
-async fn futures_join_all<F: std::future::Future>(futures: [F; 4]) -> Vec<F::Output> {
-    let [a, b, c, d] = futures;
-    let (a, b, c, d) = tokio::join!(a, b, c, d);
-    vec![a, b, c, d]
 }
 
 /// A cursor: COM_STMT_EXECUTE with CURSOR_TYPE_READ_ONLY, then COM_STMT_FETCH twice.
@@ -202,7 +199,7 @@ async fn cursor_answers(port: u16, caps: u32) -> Vec<Vec<u8>> {
 #[tokio::test]
 async fn a_server_side_cursor_is_fetched_as_directly() {
     within(60, async {
-        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let tunnel = Tunnel::start_passthrough("").await;
         for caps in [CAPS, CAPS | DEPRECATE_EOF] {
             let direct = cursor_answers(mysql_port(), caps).await;
             let through = cursor_answers(tunnel.sidecar.port(), caps).await;
@@ -216,7 +213,7 @@ async fn a_server_side_cursor_is_fetched_as_directly() {
 #[tokio::test]
 async fn kill_takes_the_servers_processlist_id() {
     within(30, async {
-        let tunnel = Tunnel::start_passthrough("relay: true\n").await;
+        let tunnel = Tunnel::start_passthrough("").await;
         let mut victim = Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await.expect("a");
         let mut killer = Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await.expect("b");
         let id: u64 = victim.query_first("SELECT CONNECTION_ID()").await.expect("q").expect("id");
@@ -251,11 +248,30 @@ async fn idle_past_wait_timeout(port: u16) -> Vec<u8> {
 #[tokio::test]
 async fn a_wait_timeout_disconnect_closes_the_client_connection() {
     within(30, async {
-        let tunnel = Tunnel::start_passthrough("relay: true\nheartbeat_interval: 500ms\n").await;
+        let tunnel = Tunnel::start_passthrough("heartbeat_interval: 500ms\n").await;
         let direct = idle_past_wait_timeout(mysql_port()).await;
         let through = idle_past_wait_timeout(tunnel.sidecar.port()).await;
         assert_eq!(through, direct, "the connection just ends");
         assert!(direct.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_asking_for_compression_is_never_offered_it_and_works() {
+    within(30, async {
+        let tunnel = Tunnel::start_passthrough("").await;
+        let (_, greeting) =
+            RawClient::login_mariadb(tunnel.sidecar.port(), USER, PASSWORD, DATABASE, CAPS, 0)
+                .await;
+        let (_, caps, _, _) = greeting_fields(&greeting);
+        assert_eq!(caps & 0x20, 0, "CLIENT_COMPRESS is not offered");
+        let compressed = opts(tunnel.sidecar.port(), Some(DATABASE))
+            .compression(mysql_async::Compression::fast());
+        let mut conn = Conn::new(compressed).await.expect("login with compression asked for");
+        let big: Option<String> =
+            conn.query_first("SELECT REPEAT('abc', 100000)").await.expect("query");
+        assert_eq!(big.map(|b| b.len()), Some(300_000));
     })
     .await;
 }
