@@ -3,7 +3,11 @@
 #   - sysbench oltp_point_select, 1 thread, text protocol and prepared statements (QPS ratios)
 #   - sysbench oltp_read_only, 1 thread, prepared statements (QPS ratio)
 #   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio tunnel/direct)
-# Each pair runs ROUNDS times (default 3), alternating; medians are printed.
+# Each pair runs ROUNDS times (default 3), alternating; medians are printed, with the CPU time
+# the transport and the sidecar spent per query (from /proc/<pid>/stat).
+# BASELINE_BIN=DIR (a directory with other `transport` and `sidecar` binaries, e.g. an older
+# build) and BASELINE_CONFIGS=DIR (their example configs) add a third column, measured
+# interleaved in the same run: an A/B comparison of two builds.
 # Usage: scripts/bench.sh [seconds-per-sysbench-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,8 +42,31 @@ target/release/transport --config "$WORK/transport.yaml" 2>"$WORK/transport.log"
 PIDS+=($!)
 target/release/sidecar --config "$WORK/sidecar.yaml" 2>"$WORK/sidecar.log" &
 PIDS+=($!)
+TRANSPORT_PID=${PIDS[0]} SIDECAR_PID=${PIDS[1]}
 wait_port "$transport_port"
 wait_port "$sidecar_port"
+
+# A second transport + sidecar from BASELINE_BIN, for an A/B run.
+baseline_port=""
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+    bt_port=$(free_port)
+    baseline_port=$(free_port)
+    sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
+        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$bt_port/" \
+        -e "s/level: info/level: warn/" "$BASELINE_CONFIGS/transport.example.yaml" >"$WORK/b-transport.yaml"
+    sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$bt_port/#" \
+        -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$baseline_port/" \
+        -e "s/level: info/level: warn/" "$BASELINE_CONFIGS/sidecar.example.yaml" >"$WORK/b-sidecar.yaml"
+    "$BASELINE_BIN/transport" --config "$WORK/b-transport.yaml" 2>"$WORK/b-transport.log" &
+    PIDS+=($!)
+    "$BASELINE_BIN/sidecar" --config "$WORK/b-sidecar.yaml" 2>"$WORK/b-sidecar.log" &
+    PIDS+=($!)
+    wait_port "$bt_port"
+    wait_port "$baseline_port"
+fi
+
+# CPU seconds (user + system) a process has used so far.
+cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$1/stat"; }
 
 sb() {
     local test=$1 port=$2 ps=$3 action=$4
@@ -65,7 +92,15 @@ for _ in $(seq "$ROUNDS"); do
     for i in "${!WORKLOADS[@]}"; do
         read -r test ps <<<"${WORKLOADS[$i]}"
         qps "$test" "$db_port" "$ps" >>"$WORK/qps.$i.direct"
-        qps "$test" "$sidecar_port" "$ps" >>"$WORK/qps.$i.tunnel"
+        t0=$(cpu_seconds "$TRANSPORT_PID") s0=$(cpu_seconds "$SIDECAR_PID")
+        q=$(qps "$test" "$sidecar_port" "$ps")
+        t1=$(cpu_seconds "$TRANSPORT_PID") s1=$(cpu_seconds "$SIDECAR_PID")
+        echo "$q" >>"$WORK/qps.$i.tunnel"
+        echo "($t1 - $t0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.transport"
+        echo "($s1 - $s0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.sidecar"
+        if [[ -n "$baseline_port" ]]; then
+            qps "$test" "$baseline_port" "$ps" >>"$WORK/qps.$i.baseline"
+        fi
     done
     big_select "$db_port" >>"$WORK/big.direct"
     big_select "$sidecar_port" >>"$WORK/big.tunnel"
@@ -79,10 +114,17 @@ for i in "${!WORKLOADS[@]}"; do
     qd=$(median <"$WORK/qps.$i.direct"); qt=$(median <"$WORK/qps.$i.tunnel")
     printf '%-18s ps-mode=%-8s direct %6.0f qps, tunnel %6.0f qps, ratio %.2f   (runs: %s | %s)\n' "$test" "$ps" "$qd" "$qt" \
         "$(echo "$qt / $qd" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.direct")" "$(paste -sd' ' "$WORK/qps.$i.tunnel")"
+    printf '%-18s CPU per query: transport %.1f us, sidecar %.1f us\n' "" \
+        "$(median <"$WORK/cpu.$i.transport")" "$(median <"$WORK/cpu.$i.sidecar")"
+    if [[ -n "$baseline_port" ]]; then
+        qb=$(median <"$WORK/qps.$i.baseline")
+        printf '%-18s baseline build %6.0f qps, ratio %.2f; this build / baseline %.2f   (runs: %s)\n' "" "$qb" \
+            "$(echo "$qb / $qd" | bc -l)" "$(echo "$qt / $qb" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.baseline")"
+    fi
 done
 printf '1M-row SELECT:              direct %.2f s,   tunnel %.2f s,   ratio %.2f (target <= 2.0)\n' "$bd" "$bt" "$(echo "$bt / $bd" | bc -l)"
 echo
-echo "== connection set-up (the tunnel's pool reuses parked upstream connections)"
+echo "== connection set-up (the sidecar prepares the next relayed session's greeting ahead)"
 cargo bench -p e2e --bench connect --locked -- "$db_port" "$sidecar_port" 300
 echo
 echo "== timing wheel vs DelayQueue vs BinaryHeap"

@@ -1,5 +1,5 @@
 //! Connection set-up benchmark: connect, `SELECT 1`, quit, one after another, directly and
-//! through the tunnel (whose pool hands each new session a parked upstream connection).
+//! through the tunnel (whose sidecar prepares each new session's greeting ahead).
 //! Usage: `cargo bench -p e2e --bench connect -- DIRECT_PORT TUNNEL_PORT [ROUNDS]`.
 
 use std::time::{Duration, Instant};
