@@ -147,7 +147,7 @@ impl RawClient {
     pub async fn read_until_quiet(&mut self) -> Vec<u8> {
         use std::time::Duration;
         let mut out = Vec::new();
-        let mut buf = [0u8; 65536];
+        let mut buf = vec![0u8; 65536]; // on the heap: this future is held across awaits
         let mut wait = Duration::from_secs(10);
         while let Ok(Ok(n)) = tokio::time::timeout(wait, self.stream.read(&mut buf)).await {
             if n == 0 {
