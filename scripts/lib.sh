@@ -90,14 +90,32 @@ stop_mariadb() {
 }
 
 # install_test_clients DIR
-# Real clients the tests drive, kept under DIR between runs: PyMySQL with cryptography (PyPI)
-# in a virtualenv, and node's mysql2 (npm).
+# Real clients the tests drive, kept under DIR between runs: PyMySQL with cryptography and
+# mysql-connector-python (PyPI) in a virtualenv, node's mysql2 (npm), and Oracle's
+# Connector/J jar.
 install_test_clients() {
     local dir=$1
     mkdir -p "$dir"
-    if ! "$dir/venv/bin/python" -c 'import pymysql, cryptography' 2>/dev/null; then
+    if ! "$dir/venv/bin/python" -c 'import pymysql, cryptography, mysql.connector' 2>/dev/null; then
         python3 -m venv "$dir/venv" 2>/dev/null || { ensure_packages python3-venv && python3 -m venv "$dir/venv"; }
-        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check 'PyMySQL>=1.1,<2' 'cryptography>=42'
+        "$dir/venv/bin/pip" install --quiet --disable-pip-version-check 'PyMySQL>=1.1,<2' \
+            'cryptography>=42' 'mysql-connector-python==26.10.0'
+    fi
+    # Oracle's MySQL Connector/J 8.0.33 (DBeaver's MySQL driver) comes bundled in PyPI's wbjdbc
+    # wheel; only the jar is kept.
+    if [[ ! -f "$dir/jars/mysql-connector-j-8.0.33.jar" ]]; then
+        mkdir -p "$dir/jars"
+        "$dir/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+            --dest "$dir/jars" 'wbjdbc==2.4.0'
+        "$dir/venv/bin/python" - "$dir/jars" <<'PY'
+import glob, sys, zipfile
+jars = sys.argv[1]
+with zipfile.ZipFile(glob.glob(f"{jars}/wbjdbc-*.whl")[0]) as wheel:
+    data = wheel.read("wbjdbc/resources/maven/mysql/mysql-connector-j-8.0.33.jar")
+with open(f"{jars}/mysql-connector-j-8.0.33.jar", "wb") as out:
+    out.write(data)
+PY
+        rm -f "$dir"/jars/wbjdbc-*.whl
     fi
     if [[ ! -f "$dir/node/node_modules/mysql2/package.json" ]]; then
         command -v npm >/dev/null || ensure_packages nodejs npm

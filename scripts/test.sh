@@ -9,7 +9,7 @@ source scripts/lib.sh
 ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java
 command -v javac >/dev/null || ensure_packages default-jdk-headless
 CLIENTS="$PWD/target/test-clients"
-echo "== test clients (PyMySQL, node mysql2) under $CLIENTS"
+echo "== test clients (PyMySQL, mysql-connector-python, node mysql2, Oracle Connector/J) under $CLIENTS"
 install_test_clients "$CLIENTS"
 
 echo "== cargo fmt --check"
@@ -32,7 +32,7 @@ start_mariadb "$WORK/mariadb" "$MYSQL_PORT"
 
 echo "== cargo test"
 set +e
-export SQLTUNNEL_TEST_PYTHON="$CLIENTS/venv/bin/python" SQLTUNNEL_TEST_NODE_MODULES="$CLIENTS/node/node_modules"
+export SQLTUNNEL_TEST_PYTHON="$CLIENTS/venv/bin/python" SQLTUNNEL_TEST_NODE_MODULES="$CLIENTS/node/node_modules" SQLTUNNEL_TEST_MYSQL_JAR="$CLIENTS/jars/mysql-connector-j-8.0.33.jar"
 SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e

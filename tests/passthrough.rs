@@ -4,6 +4,7 @@
 //! a MariaDB ed25519 user, a burst of logins.
 
 use e2e::cli::mariadb_async;
+use e2e::java::without_connection_tags;
 use e2e::{DATABASE, Tunnel, clients, create_user, mysql_port, opts_as, within};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, SslOpts};
@@ -149,23 +150,14 @@ async fn connector_j_logs_in_with_ssl_and_with_public_key_retrieval() {
             let direct = login(mysql_port(), "wrong", options).await;
             let through = login(tunnel.sidecar.port(), "wrong", options).await;
             assert!(through.starts_with("error | 1045 | 28000 |"), "{through}");
-            assert_eq!(strip_conn(&through), strip_conn(&direct), "{options}");
+            assert_eq!(
+                without_connection_tags(&through),
+                without_connection_tags(&direct),
+                "{options}"
+            );
         }
     })
     .await;
-}
-
-/// Drops what differs between two servers in Connector/J's messages: `(port=N)`, `(conn=N)`.
-fn strip_conn(line: &str) -> String {
-    let mut out = line.to_owned();
-    for tag in ["(port=", "(conn="] {
-        if let Some(a) = out.find(tag)
-            && let Some(b) = out[a..].find(')')
-        {
-            out.replace_range(a..a + b + 1, "");
-        }
-    }
-    out
 }
 
 #[tokio::test]

@@ -30,3 +30,26 @@ pub async fn run(classpath: &str, class: &str, args: &[&str]) -> Output {
     command.arg("-cp").arg(classpath).arg(class).args(args);
     tokio::task::spawn_blocking(move || command.output().expect("java")).await.expect("java task")
 }
+
+/// `classpath` (from [`compile`]) with Oracle's MySQL Connector/J 8.0.33, DBeaver's MySQL
+/// driver, in place of MariaDB's. `scripts/test.sh` takes the jar from PyPI's `wbjdbc` wheel
+/// and names it in `SQLTUNNEL_TEST_MYSQL_JAR`.
+pub fn with_oracle_driver(classpath: &str) -> String {
+    let jar = std::env::var("SQLTUNNEL_TEST_MYSQL_JAR").unwrap_or_else(|_| {
+        panic!("SQLTUNNEL_TEST_MYSQL_JAR is not set: run the tests through scripts/test.sh")
+    });
+    classpath.replacen(DRIVER, &jar, 1)
+}
+
+/// Drops what differs between two servers in a driver's messages: Connector/J's `(conn=N)`
+/// and `(port=N)` tags.
+pub fn without_connection_tags(line: &str) -> String {
+    let mut out = line.to_owned();
+    for tag in ["(port=", "(conn="] {
+        while let Some(a) = out.find(tag) {
+            let Some(b) = out[a..].find(')') else { break };
+            out.replace_range(a..a + b + 1, "");
+        }
+    }
+    out
+}

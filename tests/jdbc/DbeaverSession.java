@@ -37,8 +37,10 @@ public class DbeaverSession {
     }
 
     public static void main(String[] args) throws Exception {
-        String url = "jdbc:mariadb://127.0.0.1:" + args[0] + "/tunnel_test?user=app&password=app-pw"
-            + (args.length > 1 ? "&" + args[1] : "");
+        // args: port, [options], [scheme: "mariadb" (default) or "mysql" for Oracle's driver]
+        String scheme = args.length > 2 ? args[2] : "mariadb";
+        String url = "jdbc:" + scheme + "://127.0.0.1:" + args[0] + "/tunnel_test?user=app&password=app-pw"
+            + (args.length > 1 && !args[1].isEmpty() ? "&" + args[1] : "");
         try (Connection c = DriverManager.getConnection(url)) {
             DatabaseMetaData md = c.getMetaData();
             line("product " + md.getDatabaseProductName() + " " + md.getDatabaseProductVersion());
