@@ -1,5 +1,6 @@
 //! Session lifecycle: a silent sidecar's session expires (its row locks are released), while
-//! heartbeats keep idle sessions alive and a long-running command is never expired.
+//! heartbeats keep idle sessions alive, a long-running command is never expired, and a stalled
+//! transport forgives the silence it caused; a frozen one is a clear error, not a hang.
 
 use std::time::{Duration, Instant};
 
@@ -153,6 +154,74 @@ async fn the_sidecar_closes_clients_whose_session_is_gone() {
             raw.closed_by_server().await,
             "the sidecar closed the client without being asked anything"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stalled_transport_does_not_expire_live_sessions() {
+    within(60, async {
+        let (transport_port, sidecar_port) = (free_port(), free_port());
+        let transport_yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
+            .replace("session_timeout: 30s", "session_timeout: 2s");
+        let sidecar_yaml = format!(
+            "{}heartbeat_interval: 500ms\n",
+            sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
+        );
+        let transport = Proc::start("transport", &transport_yaml, "stall");
+        wait_port(transport_port).await;
+        let _sidecar = Proc::start("sidecar", &sidecar_yaml, "stall");
+        wait_port(sidecar_port).await;
+        let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
+        let id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        // Stopped for longer than the session timeout, as a stalled host or a debugger would.
+        transport.signal("STOP");
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        transport.signal("CONT");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let again: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("alive");
+        assert_eq!(again, id, "the same session, on the same upstream connection");
+        let log = std::fs::read_to_string(&transport.log).expect("log");
+        assert!(!log.contains("session expired"), "{log}");
+        assert!(log.contains("stalled"), "the stall is logged: {log}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_frozen_transport_is_a_clear_error_within_three_heartbeats() {
+    within(60, async {
+        let (transport_port, sidecar_port) = (free_port(), free_port());
+        let transport_yaml = format!(
+            "{}heartbeat_interval: 500ms\n",
+            e2e::transport_yaml(mysql_port())
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
+        );
+        let sidecar_yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"));
+        let transport = Proc::start("transport", &transport_yaml, "frozen");
+        wait_port(transport_port).await;
+        let _sidecar = Proc::start("sidecar", &sidecar_yaml, "frozen");
+        wait_port(sidecar_port).await;
+        let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
+        t.query_drop("DO 1").await.expect("works");
+
+        transport.signal("STOP");
+        let started = Instant::now();
+        let err = t.query_drop("SELECT 1").await.expect_err("a frozen transport answers nothing");
+        let waited = started.elapsed();
+        assert!(err.to_string().contains("transport"), "names the transport: {err}");
+        // Three heartbeat intervals of silence (1.5 s), not a hang.
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        let login = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect_err("no login");
+        let text = login.to_string();
+        assert!(text.contains("transport") && !text.contains("client protocol"), "{text}");
+
+        transport.signal("CONT");
+        let mut again = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("login again");
+        again.query_drop("DO 1").await.expect("works again");
     })
     .await;
 }

@@ -1,5 +1,6 @@
-//! The transport is a door into a private network: no secret ever reaches a log, and an
-//! unauthenticated caller learns nothing about what is behind it.
+//! The transport is a door into a private network: no secret ever reaches a log, an
+//! unauthenticated caller learns nothing about what is behind it, and a session answers only
+//! the token that opened it.
 
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{DATABASE, PASSWORD, TOKEN, USER, mysql_port, opts, sidecar_yaml, within};
@@ -61,8 +62,9 @@ async fn passwords_and_tokens_never_reach_the_logs() {
 async fn raw_request(port: u16, request: &str) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
     s.write_all(request.as_bytes()).await.expect("send");
-    let mut out = String::new();
-    drop(s.read_to_string(&mut out).await);
+    let mut bytes = Vec::new();
+    drop(s.read_to_end(&mut bytes).await);
+    let out = String::from_utf8_lossy(&bytes).into_owned();
     let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, out)
 }
@@ -82,6 +84,72 @@ async fn unauthenticated_callers_learn_nothing_about_upstreams() {
                 assert!(!text.contains(&upstream_port) && !text.contains("main") && !text.contains("MariaDB"), "{method} {path} leaks: {text}");
             }
         }
+    })
+    .await;
+}
+
+/// A request with `token`; returns the status, the session id header if any, and the body.
+async fn call(
+    port: u16,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String, String) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, text) = raw_request(port, &request).await;
+    let session = text
+        .lines()
+        .find_map(|l| l.strip_prefix("x-tunnel-session: "))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, session, body)
+}
+
+#[tokio::test]
+async fn a_session_answers_only_the_token_that_opened_it() {
+    within(60, async {
+        let (alice, bob) = ("alice-token-0123456789", "bob-token-0123456789ab");
+        let transport_port = free_port();
+        let yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
+            .replace(&format!("tokens: [{}]", TOKEN), &format!("tokens: [{alice}, {bob}]"));
+        let _transport = Proc::start("transport", &yaml, "tokens");
+        wait_port(transport_port).await;
+        let (status, id, _) = call(transport_port, alice, "POST", "/v1/relay", "{}").await;
+        assert_eq!((status, id.len()), (201, 32), "alice opens a session");
+        let unknown = "0123456789abcdef0123456789abcdef";
+        let login = format!(
+            "{{\"user\":\"{}\",\"password\":\"{}\",\"client_flags\":{},\"collation\":45}}",
+            USER, PASSWORD, 0x000a_a20d_u32
+        );
+        for (method, what, body) in
+            [("POST", "/login", login.as_str()), ("POST", "/command", "\x01\x00\x00\x00\x0e")]
+        {
+            let foreign =
+                call(transport_port, bob, method, &format!("/v1/sessions/{id}{what}"), body).await;
+            let never =
+                call(transport_port, bob, method, &format!("/v1/sessions/{unknown}{what}"), body)
+                    .await;
+            assert_eq!(foreign.0, 404, "bob on alice's session: {what}");
+            assert_eq!(foreign, never, "{what}: as unknown as an id never issued");
+        }
+        let keepalive = format!("{{\"sessions\":[\"{id}\"]}}");
+        let (_, _, gone) = call(transport_port, bob, "POST", "/v1/keepalive", &keepalive).await;
+        assert!(gone.contains(&id), "bob is told alice's session is gone: {gone}");
+        let (status, _, _) =
+            call(transport_port, bob, "DELETE", &format!("/v1/sessions/{id}"), "").await;
+        assert_eq!(status, 204, "closing is idempotent, and says nothing");
+        let (_, _, gone) = call(transport_port, alice, "POST", "/v1/keepalive", &keepalive).await;
+        assert!(!gone.contains(&id), "bob's requests did not end alice's session: {gone}");
+        let (status, _, answer) =
+            call(transport_port, alice, "POST", &format!("/v1/sessions/{id}/login"), &login).await;
+        assert_eq!(status, 200, "alice logs in on her session: {answer}");
     })
     .await;
 }

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use common::wire::session_label;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
@@ -28,7 +29,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
             match conn.keep_alive(sessions).await {
                 Ok(gone) => {
                     for id in gone {
-                        info!(session = %id, "the transport no longer has this session; closing its client");
+                        info!(session = %session_label(&id), "the transport no longer has this session; closing its client");
                         shared.live.close(&id);
                     }
                 }

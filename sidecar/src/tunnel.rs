@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::wire::{
@@ -16,13 +17,19 @@ use tokio_rustls::TlsConnector;
 
 use crate::Error;
 use crate::config::TransportLink;
-use crate::http::{HttpConn, ResponseHead};
+use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
 
 /// Idle HTTP connections kept for the next client session.
 const MAX_IDLE_HTTP: usize = 16;
 
 /// Largest error or control body read from the transport.
 const MAX_CONTROL_BODY: usize = 64 * 1024;
+
+/// Heartbeat intervals of silence after which the transport is taken for dead.
+const SILENT_HEARTBEATS: u64 = 3;
+
+/// The shortest silence limit, whatever the heartbeat (a loaded host may pause that long).
+const MIN_SILENCE_LIMIT_MS: u64 = 1_000;
 
 /// Where the transport is and how to authenticate to it.
 struct Endpoint {
@@ -35,6 +42,9 @@ struct Endpoint {
     connect_timeout: Duration,
     tls: Option<TlsConnector>,
     idle: std::sync::Mutex<Vec<HttpConn>>,
+    /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
+    /// once it has told them.
+    silence_limit_ms: AtomicU64,
 }
 
 impl fmt::Debug for Endpoint {
@@ -89,6 +99,7 @@ impl TunnelClient {
             connect_timeout: link.connect_timeout,
             tls,
             idle: std::sync::Mutex::new(Vec::new()),
+            silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
         })))
     }
 
@@ -154,6 +165,9 @@ impl TunnelConn {
                 self.http = Some(conn);
             }
             let Some(conn) = self.http.as_mut() else { break };
+            conn.set_silence_limit(Duration::from_millis(
+                ep.silence_limit_ms.load(Ordering::Relaxed),
+            ));
             match conn.request(head.as_bytes(), body).await {
                 Ok(response) if (200..300).contains(&response.status) => {
                     let conn = self
@@ -240,6 +254,13 @@ impl TunnelConn {
         let (head, _) = self.send("POST", "v1/relay", JSON_CONTENT_TYPE, None, &body, "").await?;
         let session = head.session.clone();
         let timeout = head.session_timeout_ms.map(Duration::from_millis);
+        if let Some(heartbeat) = head.heartbeat_ms {
+            let limit = heartbeat.saturating_mul(SILENT_HEARTBEATS).max(MIN_SILENCE_LIMIT_MS);
+            self.endpoint.silence_limit_ms.store(limit, Ordering::Relaxed);
+            if let Some(conn) = self.http.as_mut() {
+                conn.set_silence_limit(Duration::from_millis(limit));
+            }
+        }
         let frames = self.frames(head)?;
         Ok((session, timeout, frames))
     }

@@ -61,6 +61,16 @@ impl Proc {
             .expect("VmHWM")
     }
 
+    /// Sends `signal` (a name such as `STOP`, `CONT`, `TERM`, `HUP`) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill(1)");
+        assert!(status.success(), "kill -{signal} {}", self.pid());
+    }
+
     /// Kills the process with SIGKILL and reaps it.
     pub fn kill(&mut self) {
         drop(self.child.kill());

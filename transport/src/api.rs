@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use common::wire::{KeepAlive, KeepAliveAnswer, Route};
+use common::wire::{KeepAlive, KeepAliveAnswer, Route, session_label};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tracing::info;
@@ -29,11 +29,11 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     };
     let result = match route {
         Route::OpenRelay => relayed::open(&state, req, token).await,
-        Route::Login(id) => relayed::login(&state, &id, req).await,
-        Route::Command(id) => relayed::command(&state, &id, req).await,
-        Route::Infile(id) => relayed::infile(&state, &id, req).await,
-        Route::KeepAlive => keep_alive(&state, req).await,
-        Route::CloseSession(id) => Ok(close_session(&state, &id)),
+        Route::Login(id) => relayed::login(&state, &id, token, req).await,
+        Route::Command(id) => relayed::command(&state, &id, token, req).await,
+        Route::Infile(id) => relayed::infile(&state, &id, token, req).await,
+        Route::KeepAlive => keep_alive(&state, req, token).await,
+        Route::CloseSession(id) => Ok(close_session(&state, &id, token)),
         Route::Metrics => Ok(text(state.render_metrics())),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
         Route::Health | Route::NotFound => Err(Error::NotFound),
@@ -41,23 +41,26 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     result.unwrap_or_else(|e| error_response(&e))
 }
 
-/// Marks every listed session as heard from and names those that are gone.
+/// Marks every listed session of the caller's token as heard from and names those that are
+/// gone (another token's sessions are gone, to this caller).
 async fn keep_alive(
     state: &AppState,
     req: Request<Incoming>,
+    token: usize,
 ) -> Result<Response<ResponseBody>, Error> {
     let body = read_body(req, MAX_KEEPALIVE_BODY).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
-    let gone = list.sessions.into_iter().filter(|id| state.sessions.get(id).is_err()).collect();
+    let gone =
+        list.sessions.into_iter().filter(|id| state.sessions.get(id, token).is_err()).collect();
     Ok(json(StatusCode::OK, &KeepAliveAnswer { gone }))
 }
 
 /// COM_QUIT: the session ends and its upstream connection is closed, without making the
-/// client wait.
-fn close_session(state: &AppState, id: &str) -> Response<ResponseBody> {
-    if let Some(session) = state.sessions.remove(id) {
-        info!(session = %id, "session closed by client");
+/// client wait. Only the token that opened a session can close it.
+fn close_session(state: &AppState, id: &str, token: usize) -> Response<ResponseBody> {
+    if let Some(session) = state.sessions.remove_owned(id, token) {
+        info!(session = %session_label(id), "session closed by client");
         tokio::spawn(async move {
             if let Some(link) = session.link.lock().await.take() {
                 link.quit().await;

@@ -2,20 +2,36 @@
 //! silent sessions. A session's timer is due `session_timeout` after it was last heard from;
 //! requests only store a timestamp, and a timer that comes due for a session heard from since
 //! (or running a turn) is simply filed again, like a keep-alive pool's lazy refresh.
+//!
+//! A stall is never taken for silence. When the reaper wakes much later than it meant to (the
+//! process was stopped, the host starved it), the heartbeats that arrived meanwhile still sit
+//! unread in socket buffers, so every session due then gets a full `session_timeout` more.
+//! And a session is expired only at a second look, a moment after the first, so requests
+//! already queued are taken in first.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::wheel::{Clock, Wheel};
+use common::wire::session_label;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::session::Session;
 use crate::state::{AppState, Metrics};
 
 /// Tick of the reaper's wheel.
 const TICK: Duration = Duration::from_millis(10);
+
+/// Waking this much later than planned means the process stalled.
+const STALL: Duration = Duration::from_millis(500);
+
+/// Between the first and the second look at a silent session.
+const SECOND_LOOK: Duration = Duration::from_millis(250);
+
+/// A session on the wheel, and whether it was found silent once already.
+type Entry = (Arc<Session>, bool);
 
 /// Runs until `shutdown`; sessions to watch arrive on `new_sessions`.
 pub async fn run(
@@ -25,31 +41,43 @@ pub async fn run(
 ) {
     let timeout = state.config.session_timeout;
     let clock = Clock::new(Instant::now(), TICK);
-    let mut wheel: Wheel<Arc<Session>> = Wheel::new();
+    let mut wheel: Wheel<Entry> = Wheel::new();
     let mut due = Vec::new();
     loop {
-        let wake = wheel.next_deadline().map(|t| tokio::time::Instant::from_std(clock.instant(t)));
+        let planned = wheel.next_deadline().map(|t| clock.instant(t));
         tokio::select! {
             session = new_sessions.recv() => match session {
                 Some(s) => {
-                    wheel.insert(clock.deadline_tick(s.last_seen() + timeout), s);
+                    wheel.insert(clock.deadline_tick(s.last_seen() + timeout), (s, false));
                     continue;
                 }
                 None => return,
             },
-            _ = sleep_until(wake) => {}
+            _ = sleep_until(planned) => {}
             _ = shutdown.cancelled() => return,
         }
         let now = Instant::now();
+        let late = planned.map_or(Duration::ZERO, |p| now.saturating_duration_since(p));
+        let stalled = late >= STALL;
+        if stalled {
+            Metrics::bump(&state.metrics.stalls_forgiven);
+            warn!(
+                late_ms = late.as_millis() as u64,
+                "the transport stalled; silent sessions get another session_timeout"
+            );
+        }
         wheel.poll_into(clock.now_tick(now), &mut due);
-        for session in due.drain(..) {
+        for (session, looked) in due.drain(..) {
             if !state.sessions.contains(&session.id) {
                 continue;
             }
             let quiet_until = session.last_seen() + timeout;
-            if quiet_until > now || session.is_busy() {
-                let next = if session.is_busy() { now + timeout } else { quiet_until };
-                wheel.insert(clock.deadline_tick(next), session);
+            if stalled || session.is_busy() {
+                wheel.insert(clock.deadline_tick(now + timeout), (session, false));
+            } else if quiet_until > now {
+                wheel.insert(clock.deadline_tick(quiet_until), (session, false));
+            } else if !looked {
+                wheel.insert(clock.deadline_tick(now + SECOND_LOOK), (session, true));
             } else {
                 expire(&state, session);
             }
@@ -57,9 +85,9 @@ pub async fn run(
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
         None => std::future::pending().await,
     }
 }
@@ -69,7 +97,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 fn expire(state: &AppState, session: Arc<Session>) {
     state.sessions.remove(&session.id);
     Metrics::bump(&state.metrics.sessions_expired);
-    info!(session = %session.id, "session expired: its sidecar went silent");
+    info!(session = %session_label(&session.id), "session expired: its sidecar went silent");
     tokio::spawn(async move {
         if let Some(link) = session.link.lock().await.take() {
             link.quit().await;

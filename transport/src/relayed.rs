@@ -5,8 +5,8 @@
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, SESSION_TIMEOUT_HEADER, TurnEnd,
-    encode_packets, encode_turn,
+    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, SESSION_TIMEOUT_HEADER,
+    TurnEnd, encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -50,14 +50,13 @@ pub async fn open(
     let session = state.sessions.insert(link, limits)?;
     Metrics::bump(&state.metrics.sessions_opened);
     drop(state.reaper.send(session.clone()));
-    info!(session = %session.id, upstream = %upstream.name, connection_id, "relayed session opened");
+    info!(session = %session_label(&session.id), upstream = %upstream.name, connection_id, "relayed session opened");
     encode_turn(&mut out, TurnEnd::AwaitAuth);
     let mut response =
         frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), Some(&session.id));
-    let timeout_ms = state.config.session_timeout.as_millis().to_string();
-    if let Ok(v) = HeaderValue::from_str(&timeout_ms) {
-        response.headers_mut().insert(SESSION_TIMEOUT_HEADER, v);
-    }
+    let headers = response.headers_mut();
+    headers.insert(SESSION_TIMEOUT_HEADER, millis(state.config.session_timeout));
+    headers.insert(HEARTBEAT_HEADER, millis(state.config.heartbeat_interval));
     Ok(response)
 }
 
@@ -66,9 +65,10 @@ pub async fn open(
 pub async fn login(
     state: &AppState,
     id: &str,
+    token: usize,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
-    let session = state.sessions.get(id)?;
+    let session = state.sessions.get(id, token)?;
     let mut guard = lease(&session)?;
     let as_json = req
         .headers()
@@ -100,7 +100,7 @@ pub async fn login(
         Ok(framing) => Ok(turn(state, guard, framing, id).await),
         Err(LinkError::BadLogin(why)) => Err(Error::BadRequest(why.into())),
         Err(LinkError::Io(e)) => {
-            debug!(session = %id, error = %e, "upstream lost during login");
+            debug!(session = %session_label(id), error = %e, "upstream lost during login");
             *guard = None;
             Ok(closed(id))
         }
@@ -139,16 +139,16 @@ async fn login_as(
             } else if change_user {
                 TurnEnd::Done
             } else {
-                info!(session = %id, user = %login.user, "upstream refused a users entry's login");
+                info!(session = %session_label(id), user = %login.user, "upstream refused a users entry's login");
                 TurnEnd::Closed
             }
         }
         Err(LinkError::BadLogin(why)) => {
-            warn!(session = %id, user = %login.user, reason = why, "cannot log in upstream");
+            warn!(session = %session_label(id), user = %login.user, reason = why, "cannot log in upstream");
             return Err(Error::UpstreamUnreachable { name: "upstream".into(), reason: why.into() });
         }
         Err(LinkError::Io(e)) => {
-            debug!(session = %id, error = %e, "upstream lost during login");
+            debug!(session = %session_label(id), error = %e, "upstream lost during login");
             TurnEnd::Closed
         }
     };
@@ -164,9 +164,10 @@ async fn login_as(
 pub async fn command(
     state: &AppState,
     id: &str,
+    token: usize,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
-    let session = state.sessions.get(id)?;
+    let session = state.sessions.get(id, token)?;
     let mut guard = lease(&session)?;
     let body = read_body(req, state.config.max_request_bytes).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
@@ -176,7 +177,7 @@ pub async fn command(
     }
     Metrics::bump(&state.metrics.commands);
     if let Err(e) = link.write_raw(&body).await {
-        debug!(session = %session.id, error = %e, "upstream lost");
+        debug!(session = %session_label(&session.id), error = %e, "upstream lost");
         *guard = None;
         return Ok(closed(&session.id));
     }
@@ -192,9 +193,10 @@ pub async fn command(
 pub async fn infile(
     state: &AppState,
     id: &str,
+    token: usize,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
-    let session = state.sessions.get(id)?;
+    let session = state.sessions.get(id, token)?;
     let mut guard = lease(&session)?;
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
         Some(b"end") => true,
@@ -211,7 +213,7 @@ pub async fn infile(
         return Err(Error::BadRequest("the last piece must end with an empty packet".into()));
     }
     if let Err(e) = link.write_raw(&body).await {
-        debug!(session = %session.id, error = %e, "upstream lost during a file");
+        debug!(session = %session_label(&session.id), error = %e, "upstream lost during a file");
         *guard = None;
         return Ok(closed(&session.id));
     }
@@ -267,6 +269,11 @@ async fn turn(
         response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
     response
+}
+
+/// A duration as a header value in milliseconds.
+fn millis(d: std::time::Duration) -> HeaderValue {
+    HeaderValue::from(d.as_millis().min(u64::MAX.into()) as u64)
 }
 
 /// A turn that ends at once.

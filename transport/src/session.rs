@@ -90,9 +90,14 @@ impl SessionTable {
         Ok(session)
     }
 
-    /// The session with this id, marked as heard from.
-    pub fn get(&self, id: &str) -> Result<Arc<Session>, Error> {
-        let session = lock(&self.sessions).get(id).cloned().ok_or(Error::SessionNotFound)?;
+    /// The session with this id, if the token `token` opened it, marked as heard from. Another
+    /// token's session is as unknown as an id never issued.
+    pub fn get(&self, id: &str, token: usize) -> Result<Arc<Session>, Error> {
+        let session = lock(&self.sessions)
+            .get(id)
+            .filter(|s| s.token == token)
+            .cloned()
+            .ok_or(Error::SessionNotFound)?;
         session.touch();
         Ok(session)
     }
@@ -110,6 +115,15 @@ impl SessionTable {
     /// Removes a session from the table and returns it.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
         lock(&self.sessions).remove(id)
+    }
+
+    /// Removes a session from the table and returns it, if the token `token` opened it.
+    pub fn remove_owned(&self, id: &str, token: usize) -> Option<Arc<Session>> {
+        let mut sessions = lock(&self.sessions);
+        if sessions.get(id)?.token != token {
+            return None;
+        }
+        sessions.remove(id)
     }
 
     /// Number of open sessions.

@@ -19,6 +19,8 @@ pub struct Metrics {
     pub sessions_opened: AtomicU64,
     /// Sessions closed because their sidecar went silent.
     pub sessions_expired: AtomicU64,
+    /// Times the reaper woke late (a stall) and forgave the sessions due.
+    pub stalls_forgiven: AtomicU64,
     /// Commands relayed.
     pub commands: AtomicU64,
     /// Requests refused for a bad or missing token.
@@ -84,11 +86,13 @@ impl AppState {
             "# TYPE sqltunnel_sessions_open gauge\nsqltunnel_sessions_open {}\n\
              # TYPE sqltunnel_sessions_opened_total counter\nsqltunnel_sessions_opened_total {}\n\
              # TYPE sqltunnel_sessions_expired_total counter\nsqltunnel_sessions_expired_total {}\n\
+             # TYPE sqltunnel_stalls_forgiven_total counter\nsqltunnel_stalls_forgiven_total {}\n\
              # TYPE sqltunnel_commands_total counter\nsqltunnel_commands_total {}\n\
              # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n",
             self.sessions.len(),
             get(&m.sessions_opened),
             get(&m.sessions_expired),
+            get(&m.stalls_forgiven),
             get(&m.commands),
             get(&m.unauthorized),
         )

@@ -30,7 +30,18 @@ pub const INFILE_HEADER: &str = "x-tunnel-infile";
 /// Header on an opened relayed session: the transport's `session_timeout` in milliseconds (a
 /// session prepared ahead must be used well within it).
 pub const SESSION_TIMEOUT_HEADER: &str = "x-tunnel-session-timeout-ms";
+/// Header of the transport's answer to a new session: its heartbeat interval in milliseconds.
+/// A streamed answer carries a frame at least this often, so a sidecar that hears nothing for
+/// a few intervals knows the transport is gone.
+pub const HEARTBEAT_HEADER: &str = "x-tunnel-heartbeat-ms";
 /// Header a load balancer may hash on to keep one session on one transport.
 pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
 /// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.
 pub const SESSION_ID_BYTES: usize = 16;
+
+/// How logs name a session: the first 8 of its 32 hex digits. Enough to join the sidecar's
+/// lines with the transport's, too little to address the session (and a session answers only
+/// the token that opened it anyway).
+pub fn session_label(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}

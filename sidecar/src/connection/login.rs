@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use common::mysql::capability as cap;
 use common::wire::{LoginAs, OpenRelay, TurnEnd};
+use tokio::time::Instant;
 
 use super::answers::write_login_packets;
 use super::users::{Answer, Authenticator};
@@ -21,14 +22,15 @@ const MARIADB_CAPS_AT: usize = 28;
 impl Connection {
     /// Greets, then relays the login until the upstream decides. Returns the session id, or
     /// `None` when the upstream refused (its ERR was relayed).
-    pub(super) async fn log_in(&mut self) -> Result<Option<String>, Error> {
+    /// The client's own steps must be done by `deadline`.
+    pub(super) async fn log_in(&mut self, deadline: Instant) -> Result<Option<String>, Error> {
         let Some((mut session, greeting)) = self.greet().await? else { return Ok(None) };
         self.opening = Some(session.clone());
-        let mut packet = self.io.read_expected("client hung up during login").await?;
+        let mut packet = by(deadline, self.io.read_expected("client hung up during login")).await?;
         if packet.len() == SSL_REQUEST_LEN && client_flags(&packet) & cap::SSL != 0 {
             let acceptor = self.shared.client_tls.clone().ok_or(Error::TlsUnsupported)?;
-            self.io.upgrade_tls(&acceptor).await?;
-            packet = self.io.read_expected("client hung up after TLS").await?;
+            by(deadline, self.io.upgrade_tls(&acceptor)).await?;
+            packet = by(deadline, self.io.read_expected("client hung up after TLS")).await?;
         }
         let hello = parse_client_hello(&packet)?;
         self.client = ClientInfo {
@@ -38,7 +40,8 @@ impl Connection {
         };
         let config = &self.shared.config;
         if config.user(&hello.user).is_some() || !config.passthrough() {
-            let (login, upstream) = self.check_listed(&hello, greeting.first()).await?;
+            let (login, upstream) =
+                by(deadline, self.check_listed(&hello, greeting.first())).await?;
             let opened = self.shared.open_relay().upstream;
             if !opened.is_empty() && upstream != opened {
                 // The entry maps to another upstream: its session is opened there.
@@ -60,7 +63,8 @@ impl Connection {
             match write_login_packets(&mut self.io, &mut frames).await?.0 {
                 TurnEnd::Done => return Ok(Some(session)),
                 TurnEnd::AwaitAuth => {
-                    packet = self.io.read_expected("client hung up during authentication").await?
+                    let next = self.io.read_expected("client hung up during authentication");
+                    packet = by(deadline, next).await?;
                 }
                 TurnEnd::Closed | TurnEnd::AwaitFile => return Ok(None),
             }
@@ -124,6 +128,17 @@ impl Connection {
             collation: self.client.collation,
         };
         Ok((login, entry.upstream.clone()))
+    }
+}
+
+/// Runs one of the client's login steps, which must be done by `deadline`.
+async fn by<T, E: Into<Error>>(
+    deadline: Instant,
+    step: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout_at(deadline, step).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(_) => Err(Error::ClientProtocol("login not completed in time")),
     }
 }
 

@@ -9,6 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use common::stream::MaybeTls;
+use common::wire::{HEARTBEAT_HEADER, SESSION_TIMEOUT_HEADER};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
@@ -20,6 +21,9 @@ type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
 const MAX_HEADERS: usize = 32;
 /// Largest response head accepted.
 const MAX_HEAD: usize = 16 * 1024;
+/// The silence limit until the transport has told its heartbeat interval: three times its
+/// default.
+pub const DEFAULT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
 
 /// The status line and headers of a response.
 #[derive(Debug, Clone)]
@@ -34,6 +38,8 @@ pub struct ResponseHead {
     pub session: String,
     /// The transport's session timeout (`X-Tunnel-Session-Timeout-Ms`), if it said.
     pub session_timeout_ms: Option<u64>,
+    /// The transport's heartbeat interval (`X-Tunnel-Heartbeat-Ms`), if it said.
+    pub heartbeat_ms: Option<u64>,
 }
 
 /// A client HTTP/1.1 connection.
@@ -43,6 +49,9 @@ pub struct HttpConn {
     buf: BytesMut,
     body: BodyDecoder,
     keep_alive: bool,
+    /// Longest wait for any byte of an answer (or room to write a request): a transport that
+    /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
+    silence_limit: Duration,
 }
 
 impl HttpConn {
@@ -76,6 +85,25 @@ impl HttpConn {
             buf: BytesMut::with_capacity(16 * 1024),
             body: BodyDecoder::empty(),
             keep_alive: false,
+            silence_limit: DEFAULT_SILENCE_LIMIT,
+        })
+    }
+
+    /// Sets the longest silence tolerated from the transport.
+    pub fn set_silence_limit(&mut self, limit: Duration) {
+        self.silence_limit = limit;
+    }
+
+    /// Runs one socket operation within the silence limit.
+    async fn within_limit<T>(
+        limit: Duration,
+        op: impl std::future::Future<Output = io::Result<T>>,
+    ) -> io::Result<T> {
+        tokio::time::timeout(limit, op).await.unwrap_or_else(|_| {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the transport went silent: nothing for {} s", limit.as_secs_f32()),
+            ))
         })
     }
 
@@ -90,18 +118,22 @@ impl HttpConn {
     pub async fn request(&mut self, head: &[u8], body: &[u8]) -> io::Result<ResponseHead> {
         self.keep_alive = false;
         self.body = BodyDecoder::empty();
-        let sent = if body.len() <= 64 * 1024 {
-            let mut both = Vec::with_capacity(head.len() + body.len());
-            both.extend_from_slice(head);
-            both.extend_from_slice(body);
-            self.stream.write_all(&both).await
-        } else {
-            match self.stream.write_all(head).await {
-                Ok(()) => self.stream.write_all(body).await,
-                Err(e) => Err(e),
+        let stream = &mut self.stream;
+        let write = async {
+            if body.len() <= 64 * 1024 {
+                let mut both = Vec::with_capacity(head.len() + body.len());
+                both.extend_from_slice(head);
+                both.extend_from_slice(body);
+                stream.write_all(&both).await
+            } else {
+                stream.write_all(head).await?;
+                stream.write_all(body).await
             }
         };
-        sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?;
+        match Self::within_limit(self.silence_limit, write).await {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
+            sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
+        }
         self.read_head().await
     }
 
@@ -120,7 +152,9 @@ impl HttpConn {
                     reason: response.reason.unwrap_or("").to_owned(),
                     content_type: header(response.headers, "content-type").unwrap_or("").to_owned(),
                     session: header(response.headers, "x-tunnel-session").unwrap_or("").to_owned(),
-                    session_timeout_ms: header(response.headers, "x-tunnel-session-timeout-ms")
+                    session_timeout_ms: header(response.headers, SESSION_TIMEOUT_HEADER)
+                        .and_then(|v| v.parse().ok()),
+                    heartbeat_ms: header(response.headers, HEARTBEAT_HEADER)
                         .and_then(|v| v.parse().ok()),
                 };
                 let close = header(response.headers, "connection")
@@ -149,7 +183,8 @@ impl HttpConn {
             if self.buf.len() > MAX_HEAD {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too large"));
             }
-            let n = self.stream.read_buf(&mut self.buf).await?;
+            let n =
+                Self::within_limit(self.silence_limit, self.stream.read_buf(&mut self.buf)).await?;
             if n == 0 {
                 let kind = if first && self.buf.is_empty() {
                     io::ErrorKind::ConnectionAborted
@@ -170,7 +205,8 @@ impl HttpConn {
                 Decoded::Done => return Ok(None),
                 Decoded::NeedMore => {
                     self.buf.reserve(16 * 1024);
-                    if self.stream.read_buf(&mut self.buf).await? == 0 {
+                    let read = self.stream.read_buf(&mut self.buf);
+                    if Self::within_limit(self.silence_limit, read).await? == 0 {
                         self.body.at_eof()?;
                         return Ok(None);
                     }

@@ -5,4 +5,4 @@ mod body;
 mod conn;
 
 pub use body::{BodyDecoder, Decoded};
-pub use conn::{HttpConn, ResponseHead};
+pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
