@@ -2,11 +2,11 @@
 //! unauthenticated caller learns nothing about what is behind it, and a session answers only
 //! the token that opened it.
 
+use e2e::http::{call, raw_request};
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{DATABASE, PASSWORD, TOKEN, USER, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn passwords_and_tokens_never_reach_the_logs() {
@@ -59,16 +59,6 @@ async fn passwords_and_tokens_never_reach_the_logs() {
     .await;
 }
 
-async fn raw_request(port: u16, request: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-    s.write_all(request.as_bytes()).await.expect("send");
-    let mut bytes = Vec::new();
-    drop(s.read_to_end(&mut bytes).await);
-    let out = String::from_utf8_lossy(&bytes).into_owned();
-    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, out)
-}
-
 #[tokio::test]
 async fn unauthenticated_callers_learn_nothing_about_upstreams() {
     within(60, async {
@@ -86,29 +76,6 @@ async fn unauthenticated_callers_learn_nothing_about_upstreams() {
         }
     })
     .await;
-}
-
-/// A request with `token`; returns the status, the session id header if any, and the body.
-async fn call(
-    port: u16,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: &str,
-) -> (u16, String, String) {
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let (status, text) = raw_request(port, &request).await;
-    let session = text
-        .lines()
-        .find_map(|l| l.strip_prefix("x-tunnel-session: "))
-        .unwrap_or("")
-        .trim()
-        .to_owned();
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, session, body)
 }
 
 #[tokio::test]

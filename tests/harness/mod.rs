@@ -5,6 +5,7 @@ pub mod answer;
 pub mod certs;
 pub mod cli;
 pub mod clients;
+pub mod http;
 pub mod java;
 pub mod nginx;
 pub mod processes;

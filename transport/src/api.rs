@@ -1,6 +1,7 @@
 //! HTTP endpoints: authentication, routing, and the control endpoints (health, keep-alive,
 //! closing a session, metrics). A session's own requests are served by [`crate::relayed`].
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use common::wire::{KeepAlive, KeepAliveAnswer, Route, session_label};
@@ -18,13 +19,19 @@ use crate::state::{AppState, Metrics};
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
 
 /// Answers one request.
-pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<ResponseBody> {
+pub async fn handle(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<ResponseBody> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     if route == Route::Health {
         return json(StatusCode::OK, &serde_json::json!({ "status": "ok" }));
     }
     let Some(token) = state.tokens.authorize(req.headers()) else {
         Metrics::bump(&state.metrics.unauthorized);
+        let answer_at = state.refusals.refuse(peer.ip());
+        tokio::time::sleep_until(answer_at.into()).await;
         return error_response(&Error::Unauthorized);
     };
     let result = match route {
@@ -48,7 +55,7 @@ async fn keep_alive(
     req: Request<Incoming>,
     token: usize,
 ) -> Result<Response<ResponseBody>, Error> {
-    let body = read_body(req, MAX_KEEPALIVE_BODY).await?;
+    let body = read_body(req, MAX_KEEPALIVE_BODY, state.config.body_timeout).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
     let gone =

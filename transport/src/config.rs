@@ -36,6 +36,16 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Largest request body accepted (a command packet, e.g. a big INSERT).
     pub max_request_bytes: usize,
+    /// An HTTP connection between requests, or a request's head, may take this long; then the
+    /// connection is closed. Longer than nginx's upstream `keepalive_timeout` (60s), so nginx
+    /// never sends on a connection the transport is closing.
+    #[serde(with = "serde_duration")]
+    pub idle_timeout: Duration,
+    /// Longest pause while a request body arrives; then the request fails with 408.
+    #[serde(with = "serde_duration")]
+    pub body_timeout: Duration,
+    /// Most HTTP connections at once; beyond it new connections are closed at once.
+    pub max_connections: usize,
     /// Most sessions at once; beyond it logins get error 1040.
     pub max_sessions: usize,
     /// The same limit for the sessions of any one token.
@@ -60,6 +70,9 @@ impl Default for TransportConfig {
             heartbeat_interval: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             max_request_bytes: 64 << 20,
+            idle_timeout: Duration::from_secs(75),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 4096,
             max_sessions: 1000,
             max_sessions_per_token: 1000,
             tls: None,
@@ -142,6 +155,13 @@ impl TransportConfig {
         }
         if let Some(tls) = &self.tls {
             tls.build()?;
+        }
+        if self.idle_timeout < Duration::from_secs(1) || self.body_timeout < Duration::from_secs(1)
+        {
+            return invalid("`idle_timeout` and `body_timeout` must be at least 1s".into());
+        }
+        if self.max_connections == 0 {
+            return invalid("`max_connections` must be at least 1".into());
         }
         if self.max_sessions == 0 || self.max_sessions_per_token == 0 {
             return invalid(

@@ -30,6 +30,9 @@ pub enum Error {
     /// Malformed request body.
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// The request body stopped arriving.
+    #[error("the request body stalled for {0:?}")]
+    BodyTimeout(std::time::Duration),
     /// Request body over the limit.
     #[error("request body exceeds {limit} bytes")]
     TooLarge {
@@ -62,6 +65,7 @@ impl Error {
             Error::SessionNotFound => (StatusCode::NOT_FOUND, ApiErrorKind::SessionNotFound),
             Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
+            Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
             Error::UnknownUpstream(_) => (StatusCode::FORBIDDEN, ApiErrorKind::UnknownUpstream),
             Error::TooManySessions(_) => {

@@ -1,11 +1,13 @@
 //! HTTP plumbing the endpoints share: bounded request bodies, the answers (JSON, frames,
 //! empty), and the one place transport errors become HTTP answers.
 
-use bytes::Bytes;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
 use common::wire::{FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, SESSION_HEADER};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::Serialize;
 use tracing::warn;
@@ -16,17 +18,34 @@ use crate::body::ResponseBody;
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
 
-/// Reads a request body of at most `limit` bytes.
-pub async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, Error> {
+/// Reads a request body of at most `limit` bytes; a pause longer than `stall` fails it.
+pub async fn read_body(
+    req: Request<Incoming>,
+    limit: usize,
+    stall: Duration,
+) -> Result<Bytes, Error> {
     let declared =
         req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
-    match Limited::new(req.into_body(), limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge { limit }),
-        Err(e) => Err(Error::BadRequest(format!("cannot read body: {e}"))),
+    let mut body = req.into_body();
+    // Grown as data arrives: a declared length reserves at most 1 MiB up front.
+    let mut all = BytesMut::with_capacity(declared.unwrap_or(0).min(1 << 20));
+    loop {
+        let frame = match tokio::time::timeout(stall, body.frame()).await {
+            Err(_) => return Err(Error::BodyTimeout(stall)),
+            Ok(None) => return Ok(all.freeze()),
+            Ok(Some(frame)) => {
+                frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?
+            }
+        };
+        if let Ok(data) = frame.into_data() {
+            if all.len() + data.len() > limit {
+                return Err(Error::TooLarge { limit });
+            }
+            all.extend_from_slice(&data);
+        }
     }
 }
 

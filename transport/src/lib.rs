@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod reaper;
+pub mod refusals;
 pub mod relay;
 pub mod relayed;
 pub mod server;

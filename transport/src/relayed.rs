@@ -29,7 +29,7 @@ pub async fn open(
     req: Request<Incoming>,
     token: usize,
 ) -> Result<Response<ResponseBody>, Error> {
-    let body = read_body(req, MAX_CONTROL_BODY).await?;
+    let body = read_body(req, MAX_CONTROL_BODY, state.config.body_timeout).await?;
     let open: OpenRelay = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid relay request: {e}")))?;
     let upstream = state
@@ -74,7 +74,7 @@ pub async fn login(
         .headers()
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes() == JSON_CONTENT_TYPE.as_bytes());
-    let body = read_body(req, MAX_CONTROL_BODY).await?;
+    let body = read_body(req, MAX_CONTROL_BODY, state.config.body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)
@@ -169,7 +169,7 @@ pub async fn command(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
     let mut guard = lease(&session)?;
-    let body = read_body(req, state.config.max_request_bytes).await?;
+    let body = read_body(req, state.config.max_request_bytes, state.config.body_timeout).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     if link.phase != Phase::Ready || link.pending.is_some() {
@@ -203,7 +203,7 @@ pub async fn infile(
         Some(b"more") => false,
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
     };
-    let body = read_body(req, state.config.max_request_bytes).await?;
+    let body = read_body(req, state.config.max_request_bytes, state.config.body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
     if awaited != Some(TurnEnd::AwaitFile) {

@@ -6,20 +6,24 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::TransportConfig;
-use crate::state::AppState;
+use crate::state::{AppState, Metrics};
 use crate::{api, reaper};
 
 /// Time a client has to complete the TLS handshake.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// Time a new connection has to send its first byte (sidecars and proxies send at once).
+const FIRST_BYTE: Duration = Duration::from_secs(10);
 
 /// How long shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -38,32 +42,54 @@ pub async fn run(
         None => None,
     };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
+    let connections = Arc::new(Semaphore::new(state.config.max_connections));
+    let idle_timeout = state.config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
     loop {
         let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {
             break;
         };
+        let Ok(slot) = connections.clone().try_acquire_owned() else {
+            Metrics::bump(&state.metrics.connections_refused);
+            debug!(%peer, "max_connections reached: connection closed");
+            continue;
+        };
         let state = state.clone();
         let service = service_fn(move |req| {
             let state = state.clone();
-            async move { Ok::<_, std::convert::Infallible>(api::handle(state, req).await) }
+            async move { Ok::<_, std::convert::Infallible>(api::handle(state, peer, req).await) }
         });
         let watcher = graceful.watcher();
         let tls = tls.clone();
         tokio::spawn(async move {
-            let result = match tls {
-                None => serve(TokioIo::new(stream), service, watcher).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => serve(TokioIo::new(stream), service, watcher).await,
-                        Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => return debug!(%peer, "TLS handshake timed out"),
-                    }
-                }
-            };
-            if let Err(e) = result {
-                debug!(%peer, error = %e, "http connection ended with an error");
+            let _slot = slot;
+            // A silent connection costs this small task only: HTTP and TLS state (boxed
+            // below) is allocated once it speaks.
+            let first_byte = FIRST_BYTE.min(idle_timeout);
+            // (A peek, not `readable()`: a new socket counts as readable until a read fails.)
+            match tokio::time::timeout(first_byte, stream.peek(&mut [0u8; 1])).await {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(_) => return,
+                Err(_) => return debug!(%peer, "a new connection sent nothing: closed"),
             }
+            Box::pin(async move {
+                let result = match tls {
+                    None => serve(TokioIo::new(stream), service, watcher, idle_timeout).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
+                            Ok(Ok(stream)) => {
+                                serve(TokioIo::new(stream), service, watcher, idle_timeout).await
+                            }
+                            Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
+                            Err(_) => return debug!(%peer, "TLS handshake timed out"),
+                        }
+                    }
+                };
+                if let Err(e) = result {
+                    debug!(%peer, error = %e, "http connection ended with an error");
+                }
+            })
+            .await;
         });
     }
     info!("transport shutting down");
@@ -78,11 +104,13 @@ pub async fn run(
     Ok(())
 }
 
-/// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS.
+/// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS. A request head, or the
+/// wait for the next request, may take `idle_timeout`.
 async fn serve<IO, S>(
     io: TokioIo<IO>,
     service: S,
     watcher: hyper_util::server::graceful::Watcher,
+    idle_timeout: Duration,
 ) -> hyper::Result<()>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -91,5 +119,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    watcher.watch(http1::Builder::new().keep_alive(true).serve_connection(io, service)).await
+    let mut builder = http1::Builder::new();
+    builder.keep_alive(true).timer(TokioTimer::new()).header_read_timeout(idle_timeout);
+    watcher.watch(builder.serve_connection(io, service)).await
 }

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::auth::Tokens;
 use crate::config::{TransportConfig, UpstreamConfig};
+use crate::refusals::Refusals;
 use crate::relay::link::UpstreamTlsLink;
 use crate::session::{Session, SessionTable, lock};
 
@@ -25,6 +26,8 @@ pub struct Metrics {
     pub commands: AtomicU64,
     /// Requests refused for a bad or missing token.
     pub unauthorized: AtomicU64,
+    /// Connections closed at once because `max_connections` were open.
+    pub connections_refused: AtomicU64,
 }
 
 impl Metrics {
@@ -45,6 +48,8 @@ pub struct AppState {
     pub sessions: SessionTable,
     /// Counters.
     pub metrics: Metrics,
+    /// Peers that sent wrong tokens.
+    pub refusals: Refusals,
     /// New sessions for the reaper to watch.
     pub reaper: mpsc::UnboundedSender<Arc<Session>>,
     /// TLS settings of upstream links, built once per upstream.
@@ -60,6 +65,7 @@ impl AppState {
             config,
             sessions: SessionTable::default(),
             metrics: Metrics::default(),
+            refusals: Refusals::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -88,13 +94,15 @@ impl AppState {
              # TYPE sqltunnel_sessions_expired_total counter\nsqltunnel_sessions_expired_total {}\n\
              # TYPE sqltunnel_stalls_forgiven_total counter\nsqltunnel_stalls_forgiven_total {}\n\
              # TYPE sqltunnel_commands_total counter\nsqltunnel_commands_total {}\n\
-             # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n",
+             # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n\
+             # TYPE sqltunnel_connections_refused_total counter\nsqltunnel_connections_refused_total {}\n",
             self.sessions.len(),
             get(&m.sessions_opened),
             get(&m.sessions_expired),
             get(&m.stalls_forgiven),
             get(&m.commands),
             get(&m.unauthorized),
+            get(&m.connections_refused),
         )
     }
 }

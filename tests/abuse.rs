@@ -1,0 +1,146 @@
+//! The transport under abuse, without a token or with a wrong one: silent sockets, headers
+//! trickled a byte at a time, a body that never comes, token guessing. Each is bounded, costs
+//! little memory, and leaves the transport serving.
+
+use std::time::{Duration, Instant};
+
+use e2e::http::{call, raw_request};
+use e2e::processes::{Proc, free_port, wait_port};
+use e2e::{TOKEN, mysql_port, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A transport on a free port with `extra` config lines.
+async fn transport(extra: &str, tag: &str) -> (Proc, u16) {
+    let port = free_port();
+    let yaml = format!(
+        "{}{extra}",
+        e2e::transport_yaml(mysql_port()).replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
+    );
+    let proc = Proc::start("transport", &yaml, tag);
+    wait_port(port).await;
+    (proc, port)
+}
+
+/// Resident memory now (VmRSS), in KiB.
+fn rss_kib(proc: &Proc) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", proc.pid())).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// How long until the transport closes `stream`, reading (and dropping) what it sends.
+async fn until_closed(mut stream: TcpStream) -> Duration {
+    let start = Instant::now();
+    let mut buf = vec![0u8; 4096];
+    while let Ok(n) = stream.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    start.elapsed()
+}
+
+#[tokio::test]
+async fn slow_heads_and_stalled_bodies_are_cut_off() {
+    within(60, async {
+        let (_transport, port) = transport("idle_timeout: 2s\nbody_timeout: 1s\n", "slow").await;
+        // Slowloris: a head trickled a byte every 300 ms never completes.
+        let mut slow = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        slow.write_all(b"GET /v1/health HTTP/1.1\r\nX-Slow: ").await.expect("send");
+        let trickle = tokio::spawn(async move {
+            for _ in 0..40 {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if slow.write_all(b"a").await.is_err() {
+                    return true;
+                }
+            }
+            false
+        });
+        let started = Instant::now();
+        assert!(trickle.await.expect("trickle"), "the transport closed the slow connection");
+        assert!(started.elapsed() < Duration::from_secs(6), "within idle_timeout (2 s)");
+
+        // Idle keep-alive: a connection that asked once and then fell silent is closed.
+        let mut idle = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        idle.write_all(b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n").await.expect("send");
+        assert!(until_closed(idle).await < Duration::from_secs(6), "idle keep-alive closed");
+
+        // A body that stops arriving: 408 after body_timeout, with the token.
+        let mut stalled = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let head = format!(
+            "POST /v1/relay HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 100\r\n\r\n{{\"upstream\":"
+        );
+        stalled.write_all(head.as_bytes()).await.expect("send");
+        let mut answer = vec![0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut answer))
+            .await
+            .expect("answered within 5 s")
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ten_thousand_silent_sockets_cost_little_and_go_away() {
+    within(120, async {
+        let (transport, port) = transport("", "silent").await;
+        let before = rss_kib(&transport);
+        let mut sockets = Vec::with_capacity(10_000);
+        for _ in 0..10_000 {
+            match TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(s) => sockets.push(s),
+                Err(e) => panic!("connect #{}: {e}", sockets.len()),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let during = rss_kib(&transport);
+        assert!(during < before + 16 * 1024, "RSS {before} KiB -> {during} KiB");
+        // Beyond max_connections (4096 by default) they are closed at once; the rest within
+        // the first-byte timeout (10 s).
+        let started = Instant::now();
+        for s in sockets.drain(..) {
+            until_closed(s).await;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        let (status, _, _) = call(port, TOKEN, "POST", "/v1/keepalive", "{\"sessions\":[]}").await;
+        assert_eq!(status, 200, "the transport serves on");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn token_guessing_is_slowed_down_logged_and_never_delays_the_right_token() {
+    within(60, async {
+        let (transport, port) = transport("", "guess").await;
+        let started = Instant::now();
+        for i in 0..15 {
+            let (status, _, _) =
+                call(port, &format!("guess-{i:08}"), "POST", "/v1/keepalive", "{}").await;
+            assert_eq!(status, 401);
+        }
+        // Five free, then 50 ms more apart each: 50 ms × (1 + 2 + … + 10) = 2.75 s at least.
+        assert!(started.elapsed() >= Duration::from_millis(2750), "{:?}", started.elapsed());
+        let right = Instant::now();
+        let (status, _, _) = call(port, TOKEN, "POST", "/v1/keepalive", "{\"sessions\":[]}").await;
+        assert_eq!(status, 200);
+        // The next refusal would wait 550 ms; the right token does not.
+        assert!(right.elapsed() < Duration::from_millis(500), "{:?}", right.elapsed());
+        let log = std::fs::read_to_string(&transport.log).expect("log");
+        assert!(log.contains("refused requests with a wrong or missing token"), "{log}");
+        assert!(
+            log.contains("127.0.0.1") && !log.contains("guess-"),
+            "peer logged, guess not: {log}"
+        );
+        let (status, text) =
+            raw_request(port, "GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .await;
+        assert_eq!(status, 200, "{text}");
+    })
+    .await;
+}

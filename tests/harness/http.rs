@@ -1,0 +1,39 @@
+//! Raw HTTP/1.1 requests to the transport, written by hand so a test controls every byte.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Sends `request` as is on a new connection and reads until the transport closes it; returns
+/// the status code (0 when there was no answer) and the whole answer, lossily as text.
+pub async fn raw_request(port: u16, request: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    s.write_all(request.as_bytes()).await.expect("send");
+    let mut bytes = Vec::new();
+    drop(s.read_to_end(&mut bytes).await);
+    let out = String::from_utf8_lossy(&bytes).into_owned();
+    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out)
+}
+
+/// A request with a bearer `token` and a JSON `body`, on a new connection; returns the status,
+/// the session id the answer named (or empty), and the body.
+pub async fn call(
+    port: u16,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String, String) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, text) = raw_request(port, &request).await;
+    let session = text
+        .lines()
+        .find_map(|l| l.strip_prefix("x-tunnel-session: "))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, session, body)
+}
