@@ -1,39 +1,63 @@
-//! Session keep-alives: every `heartbeat_interval`, one batched request per affinity key in
-//! use tells the transport holding those sessions that they are still served; client
-//! connections whose session is gone are closed (the client sees a lost connection, as after a
-//! server restart, and reconnects).
+//! Session keep-alives: one long-polling loop per affinity key in use tells the transport
+//! holding those sessions that they are still served, at least every `heartbeat_interval`.
+//! The transport answers at once when one of them ends (expired, or its upstream closed the
+//! connection), and the client's connection is then closed, as a direct server would: the
+//! client sees a lost connection and reconnects.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::wire::session_label;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::shared::Shared;
+use crate::shared::{AFFINITY_BUCKETS, Shared};
 
 /// Sends keep-alives until `shutdown`.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let loops = (0..AFFINITY_BUCKETS).map(|bucket| {
+        let shared = shared.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = keep_bucket_alive(&shared, bucket) => {}
+                () = shutdown.cancelled() => {}
+            }
+        })
+    });
+    for task in loops.collect::<Vec<_>>() {
+        drop(task.await);
+    }
+}
+
+/// The keep-alive loop of the sessions of one affinity bucket.
+async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
     let every = shared.config.heartbeat_interval;
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    let mut conns = HashMap::new();
+    let mut conn = shared.tunnel.connection(shared.affinity(bucket));
+    let mut registrations = shared.live.registrations();
     loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.cancelled() => return,
-        }
-        for (bucket, sessions) in shared.live.by_bucket() {
-            let conn = conns
-                .entry(bucket)
-                .or_insert_with(|| shared.tunnel.connection(shared.affinity(bucket)));
-            match conn.keep_alive(sessions).await {
-                Ok(gone) => {
-                    for id in gone {
-                        info!(session = %session_label(&id), "the transport no longer has this session; closing its client");
-                        shared.live.close(&id);
-                    }
-                }
+        registrations.mark_unchanged();
+        let started = Instant::now();
+        let sessions = shared.live.in_bucket(bucket);
+        let sessions_was_empty = sessions.is_empty();
+        let mut gone = Vec::new();
+        if !sessions.is_empty() {
+            match conn.keep_alive(sessions, every).await {
+                Ok(list) => gone = list,
                 Err(e) => debug!(error = %e, "keepalive failed; will retry"),
+            }
+        }
+        for id in &gone {
+            info!(session = %session_label(id), "the transport no longer has this session; closing its client");
+            shared.live.close(id);
+        }
+        if gone.is_empty() {
+            // Whatever the transport did with the wait (an older one answers at once); a
+            // loop with nothing to watch wakes for a new session.
+            let idle = sessions_was_empty;
+            tokio::select! {
+                () = tokio::time::sleep_until(started + every) => {}
+                _ = registrations.changed(), if idle => {}
             }
         }
     }

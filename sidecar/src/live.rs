@@ -4,15 +4,20 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Live sessions of this sidecar, each with the token that closes its client connection.
 #[derive(Debug, Default)]
-pub struct LiveSessions(Mutex<HashMap<String, (CancellationToken, usize)>>);
+pub struct LiveSessions {
+    sessions: Mutex<HashMap<String, (CancellationToken, usize)>>,
+    /// Counts registrations, so an idle keep-alive loop wakes for a new session.
+    registered: watch::Sender<u64>,
+}
 
 impl LiveSessions {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (CancellationToken, usize)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a session of affinity bucket `bucket`; the token is cancelled when the
@@ -20,7 +25,13 @@ impl LiveSessions {
     pub fn register(&self, id: &str, bucket: usize) -> CancellationToken {
         let token = CancellationToken::new();
         self.lock().insert(id.to_owned(), (token.clone(), bucket));
+        self.registered.send_modify(|n| *n += 1);
         token
+    }
+
+    /// Changes whenever a session registers.
+    pub fn registrations(&self) -> watch::Receiver<u64> {
+        self.registered.subscribe()
     }
 
     /// Forgets a session.
@@ -28,13 +39,9 @@ impl LiveSessions {
         self.lock().remove(id);
     }
 
-    /// Session ids grouped by affinity bucket.
-    pub fn by_bucket(&self) -> HashMap<usize, Vec<String>> {
-        let mut groups: HashMap<usize, Vec<String>> = HashMap::new();
-        for (id, (_, bucket)) in self.lock().iter() {
-            groups.entry(*bucket).or_default().push(id.clone());
-        }
-        groups
+    /// Session ids of affinity bucket `bucket`.
+    pub fn in_bucket(&self, bucket: usize) -> Vec<String> {
+        self.lock().iter().filter(|(_, (_, b))| *b == bucket).map(|(id, _)| id.clone()).collect()
     }
 
     /// Closes a session's client connection (the transport no longer has the session).

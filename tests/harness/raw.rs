@@ -159,6 +159,13 @@ impl RawClient {
         out
     }
 
+    /// True when the peer closes the connection (or resets it) within `wait`, the client
+    /// having sent nothing; false if it stays open, or sends something instead.
+    pub async fn closed_within(&mut self, wait: std::time::Duration) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(tokio::time::timeout(wait, self.stream.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
+    }
+
     /// The connection id the server's greeting announced.
     pub fn greeting_connection_id(&self) -> u32 {
         self.connection_id

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::wire::{KeepAlive, KeepAliveAnswer, Route, session_label};
 use http::{Request, Response, StatusCode};
@@ -58,9 +59,26 @@ async fn keep_alive(
     let body = read_body(req, MAX_KEEPALIVE_BODY, state.config.body_timeout).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
-    let gone =
-        list.sessions.into_iter().filter(|id| state.sessions.get(id, token).is_err()).collect();
-    Ok(json(StatusCode::OK, &KeepAliveAnswer { gone }))
+    // A long poll: answered at once when a session is gone, else when one ends or at `wait`
+    // (at most a heartbeat interval, so the sidecar never takes the wait for silence).
+    let wait = Duration::from_millis(list.wait_ms).min(state.config.heartbeat_interval);
+    let deadline = tokio::time::Instant::now() + wait;
+    // Sessions opened after the list was made count too: any of this token's the upstream
+    // ends meanwhile.
+    let mut news = state.ended_news();
+    let since = *news.borrow_and_update();
+    loop {
+        news.mark_unchanged();
+        let mut gone = state.ended_since(since, token);
+        for id in &list.sessions {
+            if state.sessions.get(id, token).is_err() && !gone.contains(id) {
+                gone.push(id.clone());
+            }
+        }
+        if !gone.is_empty() || tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
+            return Ok(json(StatusCode::OK, &KeepAliveAnswer { gone }));
+        }
+    }
 }
 
 /// COM_QUIT: the session ends and its upstream connection is closed, without making the
@@ -69,7 +87,7 @@ fn close_session(state: &AppState, id: &str, token: usize) -> Response<ResponseB
     if let Some(session) = state.sessions.remove_owned(id, token) {
         info!(session = %session_label(id), "session closed by client");
         tokio::spawn(async move {
-            if let Some(link) = session.link.lock().await.take() {
+            if let Some(link) = session.take_link().await {
                 link.quit().await;
             }
         });

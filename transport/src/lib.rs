@@ -11,6 +11,7 @@ pub mod body;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod idle_watch;
 pub mod reaper;
 pub mod refusals;
 pub mod relay;

@@ -99,7 +99,7 @@ fn expire(state: &AppState, session: Arc<Session>) {
     Metrics::bump(&state.metrics.sessions_expired);
     info!(session = %session_label(&session.id), "session expired: its sidecar went silent");
     tokio::spawn(async move {
-        if let Some(link) = session.link.lock().await.take() {
+        if let Some(link) = session.take_link().await {
             link.quit().await;
         }
     });

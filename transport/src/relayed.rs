@@ -2,6 +2,8 @@
 //! upstream link and is answered by one turn: the upstream's packets as they come, then whose
 //! turn it is. Open (the greeting), login packets, commands, LOAD DATA LOCAL pieces.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
@@ -16,16 +18,17 @@ use tracing::{debug, info, warn};
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::http::{MAX_CONTROL_BODY, frames, no_content, read_body};
+use crate::idle_watch;
 use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer};
 use crate::relay::turn::LinkGuard;
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
-use crate::session::{Session, SessionLimits};
+use crate::session::SessionLimits;
 use crate::state::{AppState, Metrics};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
 pub async fn open(
-    state: &AppState,
+    state: &Arc<AppState>,
     req: Request<Incoming>,
     token: usize,
 ) -> Result<Response<ResponseBody>, Error> {
@@ -50,6 +53,7 @@ pub async fn open(
     let session = state.sessions.insert(link, limits)?;
     Metrics::bump(&state.metrics.sessions_opened);
     drop(state.reaper.send(session.clone()));
+    tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
     info!(session = %session_label(&session.id), upstream = %upstream.name, connection_id, "relayed session opened");
     encode_turn(&mut out, TurnEnd::AwaitAuth);
     let mut response =
@@ -69,7 +73,7 @@ pub async fn login(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
-    let mut guard = lease(&session)?;
+    let mut guard = session.lease().await?;
     let as_json = req
         .headers()
         .get(CONTENT_TYPE)
@@ -168,7 +172,7 @@ pub async fn command(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
-    let mut guard = lease(&session)?;
+    let mut guard = session.lease().await?;
     let body = read_body(req, state.config.max_request_bytes, state.config.body_timeout).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
@@ -197,7 +201,7 @@ pub async fn infile(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
-    let mut guard = lease(&session)?;
+    let mut guard = session.lease().await?;
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
         Some(b"end") => true,
         Some(b"more") => false,
@@ -223,12 +227,6 @@ pub async fn infile(
     let Some(mut framing) = link.pending.take() else { return Ok(closed(&session.id)) };
     framing.resume();
     Ok(turn(state, guard, framing, &session.id).await)
-}
-
-/// Takes the session's link for one turn; a turn already running makes the request wait for
-/// nobody: it is refused.
-fn lease(session: &Session) -> Result<LinkGuard, Error> {
-    session.link.clone().try_lock_owned().map_err(|_| Error::SessionBusy)
 }
 
 /// The limits a new session of `token` is checked against; an error when already reached.

@@ -97,7 +97,7 @@ pub async fn run(
         warn!("some requests were still running after the grace period");
     }
     for session in state.sessions.drain() {
-        if let Some(link) = session.link.lock().await.take() {
+        if let Some(link) = session.take_link().await {
             link.quit().await;
         }
     }

@@ -12,6 +12,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use crate::Error;
 use crate::relay::RelayLink;
+use crate::relay::turn::{LinkGuard, LinkUse};
 
 /// One client session and its upstream connection.
 #[derive(Debug)]
@@ -20,8 +21,11 @@ pub struct Session {
     pub id: String,
     /// Index of the token that opened it.
     pub token: usize,
-    /// The upstream connection; `None` once closed. Held for the whole of a turn.
+    /// The upstream connection; `None` once closed. Held for the whole of a turn, and by the
+    /// idle watcher between turns.
     pub link: Arc<AsyncMutex<Option<RelayLink>>>,
+    /// Who uses the link.
+    pub link_use: Arc<LinkUse>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -39,7 +43,25 @@ impl Session {
 
     /// True while a turn runs on it.
     pub fn is_busy(&self) -> bool {
-        self.link.try_lock().is_err()
+        self.link_use.in_turn.load(Ordering::Acquire)
+    }
+
+    /// The link for one turn; [`Error::SessionBusy`] while another turn holds it. The idle
+    /// watcher lets go of it at once.
+    pub async fn lease(&self) -> Result<LinkGuard, Error> {
+        if self.is_busy() {
+            return Err(Error::SessionBusy);
+        }
+        self.link_use.wanted.notify_one();
+        let guard = self.link.clone().lock_owned().await;
+        self.link_use.in_turn.store(true, Ordering::Release);
+        Ok(LinkGuard::new(guard, self.link_use.clone()))
+    }
+
+    /// Takes the link out to close it (quit, expiry, shutdown), after any turn on it.
+    pub async fn take_link(&self) -> Option<RelayLink> {
+        self.link_use.wanted.notify_one();
+        self.link.lock().await.take()
     }
 }
 
@@ -82,6 +104,7 @@ impl SessionTable {
             id: id.clone(),
             token: limits.token,
             link: Arc::new(AsyncMutex::new(Some(link))),
+            link_use: Arc::default(),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
         });

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub sessions_opened: AtomicU64,
     /// Sessions closed because their sidecar went silent.
     pub sessions_expired: AtomicU64,
+    /// Sessions ended because the upstream closed their idle connection.
+    pub sessions_ended_by_upstream: AtomicU64,
     /// Times the reaper woke late (a stall) and forgave the sessions due.
     pub stalls_forgiven: AtomicU64,
     /// Commands relayed.
@@ -37,6 +39,16 @@ impl Metrics {
     }
 }
 
+/// Most ended sessions remembered for keep-alives waiting for news.
+const MAX_ENDED: usize = 4096;
+
+/// Sessions their upstream ended: (sequence, id, token), and the latest sequence.
+#[derive(Debug, Default)]
+struct EndedSessions {
+    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, usize)>>,
+    news: tokio::sync::watch::Sender<u64>,
+}
+
 /// Everything request handlers share.
 #[derive(Debug)]
 pub struct AppState {
@@ -50,6 +62,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Peers that sent wrong tokens.
     pub refusals: Refusals,
+    /// Sessions ended by their upstream, newest last; keep-alives waiting for news watch it.
+    ended: EndedSessions,
     /// New sessions for the reaper to watch.
     pub reaper: mpsc::UnboundedSender<Arc<Session>>,
     /// TLS settings of upstream links, built once per upstream.
@@ -66,8 +80,33 @@ impl AppState {
             sessions: SessionTable::default(),
             metrics: Metrics::default(),
             refusals: Refusals::default(),
+            ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Records that the upstream ended session `id` of token `token`, and wakes the
+    /// keep-alives waiting for news.
+    pub fn session_ended(&self, id: &str, token: usize) {
+        let mut list = lock(&self.ended.list);
+        let seq = list.back().map_or(1, |(seq, _, _)| seq + 1);
+        if list.len() >= MAX_ENDED {
+            list.pop_front();
+        }
+        list.push_back((seq, id.to_owned(), token));
+        drop(list);
+        self.ended.news.send_replace(seq);
+    }
+
+    /// Where the record of ended sessions stands now, to wait for news from.
+    pub fn ended_news(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended.news.subscribe()
+    }
+
+    /// Sessions of token `token` the upstream ended after `since`.
+    pub fn ended_since(&self, since: u64, token: usize) -> Vec<String> {
+        let list = lock(&self.ended.list);
+        list.iter().filter(|(seq, _, t)| *seq > since && *t == token).map(|e| e.1.clone()).collect()
     }
 
     /// The TLS settings of links to `upstream`, built on first use.
@@ -93,6 +132,7 @@ impl AppState {
              # TYPE sqltunnel_sessions_opened_total counter\nsqltunnel_sessions_opened_total {}\n\
              # TYPE sqltunnel_sessions_expired_total counter\nsqltunnel_sessions_expired_total {}\n\
              # TYPE sqltunnel_stalls_forgiven_total counter\nsqltunnel_stalls_forgiven_total {}\n\
+             # TYPE sqltunnel_sessions_ended_by_upstream_total counter\nsqltunnel_sessions_ended_by_upstream_total {}\n\
              # TYPE sqltunnel_commands_total counter\nsqltunnel_commands_total {}\n\
              # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n\
              # TYPE sqltunnel_connections_refused_total counter\nsqltunnel_connections_refused_total {}\n",
@@ -100,6 +140,7 @@ impl AppState {
             get(&m.sessions_opened),
             get(&m.sessions_expired),
             get(&m.stalls_forgiven),
+            get(&m.sessions_ended_by_upstream),
             get(&m.commands),
             get(&m.unauthorized),
             get(&m.connections_refused),

@@ -59,6 +59,10 @@ impl fmt::Debug for LoginAs {
 pub struct KeepAlive {
     /// Session ids.
     pub sessions: Vec<String>,
+    /// Wait up to this long (ms) for one of them to end before answering (a long poll; the
+    /// transport caps it at its heartbeat interval). 0: answer at once.
+    #[serde(default)]
+    pub wait_ms: u64,
 }
 
 /// Answer to a keepalive: the sessions the transport no longer has.

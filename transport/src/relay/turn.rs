@@ -2,21 +2,66 @@
 //! on as `Packets` frames while the framing looks for its end, then a `Turn` frame. Driven by
 //! whoever polls the HTTP response body: no task and no channel of its own.
 
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{TurnEnd, encode_heartbeat, encode_packets, encode_turn};
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
 use super::framing::Framing;
 use super::link::{Phase, READ_CHUNK, RelayLink};
 
-/// A session's upstream link, held for one turn.
-pub type LinkGuard = OwnedMutexGuard<Option<RelayLink>>;
+/// Who uses a session's link: one turn at a time, and between turns its idle watcher, which
+/// gives the link up whenever a turn wants it.
+#[derive(Debug, Default)]
+pub struct LinkUse {
+    /// A turn holds (or is about to hold) the link.
+    pub in_turn: AtomicBool,
+    /// A turn (or a close) wants the link: the idle watcher lets go.
+    pub wanted: Notify,
+    /// A turn let go of the link: the idle watcher may take it again.
+    pub released: Notify,
+}
+
+/// A session's upstream link, held for one turn; letting go of it wakes the idle watcher.
+pub struct LinkGuard {
+    guard: OwnedMutexGuard<Option<RelayLink>>,
+    link_use: Arc<LinkUse>,
+}
+
+impl LinkGuard {
+    /// Holds the link for a turn.
+    pub fn new(guard: OwnedMutexGuard<Option<RelayLink>>, link_use: Arc<LinkUse>) -> Self {
+        Self { guard, link_use }
+    }
+}
+
+impl Deref for LinkGuard {
+    type Target = Option<RelayLink>;
+    fn deref(&self) -> &Self::Target {
+        &self.guard
+    }
+}
+
+impl DerefMut for LinkGuard {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.guard
+    }
+}
+
+impl Drop for LinkGuard {
+    fn drop(&mut self) {
+        self.link_use.in_turn.store(false, Ordering::Release);
+        self.link_use.released.notify_one();
+    }
+}
 
 /// The answer of one turn, streamed as it arrives.
 pub struct Turn {
