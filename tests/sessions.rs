@@ -1,5 +1,6 @@
 //! Session limits and clean ends: a quit session's upstream connection goes with it (its open
-//! transaction rolled back), limits give error 1040, and 1,000 concurrent clients all work and
+//! transaction rolled back), limits give error 1040 (the transport's sessions, the sidecar's
+//! clients), and 1,000 concurrent clients all work and
 //! leave nothing behind.
 
 use std::time::Duration;
@@ -66,6 +67,38 @@ async fn too_many_sessions_is_error_1040() {
             }
             other => panic!("expected 1040, got {:?}", other.map(|_| ())),
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn beyond_max_clients_the_sidecar_answers_1040_and_frees_up() {
+    within(60, async {
+        let tunnel = Tunnel::start_custom(&e2e::transport_yaml(mysql_port()), |url| {
+            format!("{}max_clients: 2\n", sidecar_yaml(url, TOKEN))
+        })
+        .await;
+        let a = tunnel.connect().await;
+        let mut b = tunnel.connect().await;
+        match Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!((e.code, e.message.as_str()), (1040, "Too many connections"))
+            }
+            other => panic!("expected 1040, got {:?}", other.map(|_| ())),
+        }
+        a.disconnect().await.expect("quit");
+        // The slot is free once the sidecar has seen the quit.
+        let mut c = None;
+        for _ in 0..50 {
+            if let Ok(conn) = Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await {
+                c = Some(conn);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut c = c.expect("a client fits again");
+        c.query_drop("DO 1").await.expect("works");
+        b.query_drop("DO 1").await.expect("the others carry on");
     })
     .await;
 }

@@ -32,6 +32,8 @@ pub struct SidecarConfig {
     pub handshake_timeout: Duration,
     /// Largest command packet accepted from a client (bytes).
     pub max_packet: usize,
+    /// Most client connections at once; beyond it a new one gets error 1040.
+    pub max_clients: usize,
     /// TLS for clients that ask for it.
     pub client_tls: ClientLegTls,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
@@ -50,6 +52,7 @@ impl Default for SidecarConfig {
             heartbeat_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
+            max_clients: 1000,
             client_tls: ClientLegTls::default(),
             worker_threads: 1,
             log: LogConfig::default(),
@@ -191,6 +194,9 @@ impl SidecarConfig {
         }
         if self.client_tls.enabled && self.client_tls.cert_file.is_some() {
             self.client_tls.acceptor()?;
+        }
+        if self.max_clients == 0 {
+            return invalid("`max_clients` must be at least 1".into());
         }
         if self.max_packet < 1024 {
             return invalid("`max_packet` must be at least 1024".into());

@@ -31,6 +31,9 @@ pub enum Error {
         /// Whether a password was sent.
         using_password: bool,
     },
+    /// `max_clients` connections are open already.
+    #[error("Too many connections")]
+    TooManyClients,
     /// A command the tunnel does not carry (replication streams).
     #[error("Unknown command")]
     NotRelayed,
@@ -102,6 +105,7 @@ impl Error {
             }
             Error::AccessDenied { .. } => (code::ACCESS_DENIED, *code::STATE_ACCESS, msg),
             Error::NotRelayed => (code::UNKNOWN_COMMAND, *code::STATE_COMM, msg),
+            Error::TooManyClients => (code::TOO_MANY_CONNECTIONS, *b"08004", msg),
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
                 (code::PACKET_TOO_LARGE, *code::STATE_COMM, msg)
             }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info, info_span, warn};
@@ -16,6 +17,9 @@ use crate::connection::Connection;
 use crate::heartbeat;
 use crate::protocol::PacketIo;
 use crate::shared::{AFFINITY_BUCKETS, Shared};
+
+/// Time to write a refusal to a client beyond `max_clients`.
+const REFUSAL_WRITE: Duration = Duration::from_secs(1);
 
 /// How long shutdown waits for clients to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -32,11 +36,22 @@ pub async fn run(
     tracker.spawn(heartbeat::run(shared.clone(), shutdown.clone()));
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
     let accepted = AtomicUsize::new(0);
+    let clients = Arc::new(Semaphore::new(shared.config.max_clients));
+    let (mut last_warned, mut refused) = (None::<std::time::Instant>, 0u64);
     loop {
         let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {
             break;
         };
         let n = accepted.fetch_add(1, Ordering::Relaxed);
+        let Ok(slot) = clients.clone().try_acquire_owned() else {
+            refused += 1;
+            if last_warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+                warn!(refused, "max_clients reached: new connections get error 1040");
+                (last_warned, refused) = (Some(std::time::Instant::now()), 0);
+            }
+            tracker.spawn(too_many(stream, max_packet));
+            continue;
+        };
         let conn = Connection::new(
             PacketIo::new(stream, max_packet),
             shared.clone(),
@@ -45,6 +60,7 @@ pub async fn run(
         let token = shutdown.clone();
         tracker.spawn(
             async move {
+                let _slot = slot;
                 tokio::select! {
                     _ = conn.run() => {}
                     _ = token.cancelled() => {}
@@ -58,4 +74,10 @@ pub async fn run(
         warn!("some client connections were still open after the grace period");
     }
     Ok(())
+}
+
+/// Refuses a client beyond `max_clients` as a server does: error 1040 in place of the greeting.
+async fn too_many(stream: tokio::net::TcpStream, max_packet: usize) {
+    let refuse = Connection::refuse(PacketIo::new(stream, max_packet), &Error::TooManyClients);
+    drop(tokio::time::timeout(REFUSAL_WRITE, refuse).await);
 }

@@ -110,6 +110,16 @@ impl Connection {
         }
     }
 
+    /// Refuses a client before any greeting: the error takes the greeting's place.
+    pub async fn refuse(mut io: PacketIo, e: &Error) {
+        let (code, _, msg) = e.to_mysql();
+        let mut buf = BytesMut::new();
+        encode_err_before_greeting(&mut buf, code, msg.as_bytes());
+        io.queue_packet(&buf);
+        drop(io.flush().await);
+        io.shutdown().await;
+    }
+
     async fn fail(mut self, e: &Error) {
         match e {
             Error::AccessDenied { .. } => info!(error = %e, "login refused"),
@@ -117,14 +127,10 @@ impl Connection {
         }
         if self.greeted {
             self.send_error(e).await;
+            self.io.shutdown().await;
         } else {
             // No greeting went out: the error takes its place, as a server's refusal does.
-            let (code, _, msg) = e.to_mysql();
-            let mut buf = BytesMut::new();
-            encode_err_before_greeting(&mut buf, code, msg.as_bytes());
-            self.io.queue_packet(&buf);
-            drop(self.io.flush().await);
+            Self::refuse(self.io, e).await;
         }
-        self.io.shutdown().await;
     }
 }
