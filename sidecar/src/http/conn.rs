@@ -124,11 +124,13 @@ impl HttpConn {
                 let mut both = Vec::with_capacity(head.len() + body.len());
                 both.extend_from_slice(head);
                 both.extend_from_slice(body);
-                stream.write_all(&both).await
+                stream.write_all(&both).await?;
             } else {
                 stream.write_all(head).await?;
-                stream.write_all(body).await
+                stream.write_all(body).await?;
             }
+            // Over HTTPS the last records may still sit in rustls: a flush sends them.
+            stream.flush().await
         };
         match Self::within_limit(self.silence_limit, write).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),

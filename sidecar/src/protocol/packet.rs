@@ -241,6 +241,9 @@ impl PacketIo {
         if !self.wbuf.is_empty() {
             self.flushes += 1;
             self.stream.write_all(&self.wbuf).await?;
+            // With TLS, `write_all` may leave the last records inside rustls when the socket
+            // is full: only a flush sends them (else the client waits forever for its answer).
+            self.stream.flush().await?;
             self.wbuf.clear();
         }
         Ok(())
