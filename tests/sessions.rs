@@ -117,8 +117,11 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
             .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"));
         let _transport = Proc::start("transport", &transport_yaml, "thousand");
         wait_port(transport_port).await;
-        let _sidecar =
-            Proc::start("sidecar", &format!("{sidecar_yaml}handshake_timeout: 60s\n"), "thousand");
+        let _sidecar = Proc::start(
+            "sidecar",
+            &format!("{sidecar_yaml}handshake_timeout: 60s\nmax_clients: 1100\n"),
+            "thousand",
+        );
         wait_port(sidecar_port).await;
         let mut tasks = Vec::new();
         for i in 0..CLIENTS {

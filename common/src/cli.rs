@@ -33,6 +33,21 @@ struct Cli {
     log_format: Option<String>,
 }
 
+impl Cli {
+    /// Applies the command line's overrides to a loaded configuration.
+    fn override_config<C: ServiceConfig>(&self, config: &mut C) {
+        if let Some(listen) = self.listen {
+            *config.listen() = listen;
+        }
+        if let Some(level) = &self.log_level {
+            config.log().level = level.clone();
+        }
+        if let Some(format) = &self.log_format {
+            config.log().format = if format == "json" { LogFormat::Json } else { LogFormat::Text };
+        }
+    }
+}
+
 /// What a binary's configuration offers to the shared start-up.
 pub trait ServiceConfig: Sized {
     /// Loads and validates a config file.
@@ -78,11 +93,16 @@ pub struct Binary {
     pub about: &'static str,
 }
 
-/// Parses the command line and runs `serve` until Ctrl-C or SIGTERM.
+/// Configurations reloaded on SIGHUP, for the service to apply what it can.
+pub type Reloads<C> = tokio::sync::mpsc::UnboundedReceiver<C>;
+
+/// Parses the command line and runs `serve` until Ctrl-C or SIGTERM. SIGHUP reloads the
+/// config file: the log level is applied here, the rest is handed to the service; a file
+/// that does not load is refused with an error line, and the running configuration stays.
 pub fn main<C, F, Fut, E>(bin: Binary, serve: F) -> ExitCode
 where
-    C: ServiceConfig,
-    F: FnOnce(TcpListener, C, CancellationToken) -> Fut,
+    C: ServiceConfig + Send + 'static,
+    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
@@ -101,8 +121,8 @@ where
 
 fn start<C, F, Fut, E>(cli: Cli, serve: F) -> Result<(), String>
 where
-    C: ServiceConfig,
-    F: FnOnce(TcpListener, C, CancellationToken) -> Fut,
+    C: ServiceConfig + Send + 'static,
+    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
@@ -111,16 +131,8 @@ where
         println!("{}: ok", cli.config.display());
         return Ok(());
     }
-    if let Some(listen) = cli.listen {
-        *config.listen() = listen;
-    }
-    if let Some(level) = cli.log_level {
-        config.log().level = level;
-    }
-    if let Some(format) = cli.log_format {
-        config.log().format = if format == "json" { LogFormat::Json } else { LogFormat::Text };
-    }
-    crate::telemetry::init(config.log()).map_err(|e| e.to_string())?;
+    cli.override_config(&mut config);
+    let set_level = crate::telemetry::init(config.log()).map_err(|e| e.to_string())?;
     let runtime = crate::runtime::build(config.worker_threads())
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
@@ -133,8 +145,41 @@ where
             crate::runtime::wait_for_signal().await;
             on_signal.cancel();
         });
-        serve(listener, config, shutdown).await.map_err(|e| e.to_string())
+        let (reloaded, reloads) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(reload_on_hangup(cli, set_level, reloaded));
+        serve(listener, config, shutdown, reloads).await.map_err(|e| e.to_string())
     })
+}
+
+/// On each SIGHUP, loads the config file again and hands it on; never ends the process.
+async fn reload_on_hangup<C: ServiceConfig>(
+    cli: Cli,
+    set_level: crate::telemetry::LevelReload,
+    reloaded: tokio::sync::mpsc::UnboundedSender<C>,
+) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else { return };
+        while hangups.recv().await.is_some() {
+            let mut config = match C::load(&cli.config) {
+                Ok(config) => config,
+                Err(e) => {
+                    tracing::error!(file = %cli.config.display(), error = %chain(e.as_ref()), "reload refused; the running configuration stays");
+                    continue;
+                }
+            };
+            cli.override_config(&mut config);
+            if let Err(e) = set_level(&config.log().level) {
+                tracing::error!(error = %e, "log.level not applied");
+            }
+            if reloaded.send(config).is_err() {
+                return;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    drop((cli, set_level, reloaded));
 }
 
 /// An error and its causes, joined.

@@ -28,6 +28,8 @@ pub struct Prepared {
     pub greeting: Vec<Bytes>,
     /// The affinity bucket it was opened with (its later requests must use it too).
     pub bucket: usize,
+    /// The `Authorization` it was opened with (its later requests must carry it too).
+    pub authorization: Arc<str>,
     made: Instant,
     /// How long it stays usable: [`FRESH_FOR`], or less when the transport's session timeout
     /// is shorter.
@@ -80,7 +82,8 @@ impl Greetings {
                 }
             };
             if let Some(stale) = stale {
-                tunnel.connection(&affinity).close_session(&stale.session).await;
+                let mut conn = tunnel.connection_as(&affinity, stale.authorization.clone());
+                conn.close_session(&stale.session).await;
             }
         });
     }
@@ -112,5 +115,6 @@ async fn open_session(
     if end != Some(TurnEnd::AwaitAuth) || session.is_empty() {
         return Err(Error::StreamBroken("the upstream refused a connection".into()));
     }
-    Ok(Prepared { session, greeting, bucket, made: Instant::now(), fresh_for })
+    let authorization = conn.authorization();
+    Ok(Prepared { session, greeting, bucket, authorization, made: Instant::now(), fresh_for })
 }

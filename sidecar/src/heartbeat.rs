@@ -4,7 +4,9 @@
 //! connection), and the client's connection is then closed, as a direct server would: the
 //! client sees a lost connection and reconnects.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::wire::session_label;
 use tokio::time::Instant;
@@ -12,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::shared::{AFFINITY_BUCKETS, Shared};
+use crate::tunnel::TunnelConn;
 
 /// Sends keep-alives until `shutdown`.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
@@ -30,20 +33,27 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
     }
 }
 
-/// The keep-alive loop of the sessions of one affinity bucket.
+/// The keep-alive loop of the sessions of one affinity bucket. Sessions opened with a token
+/// since replaced (a reload) are kept alive with it, without waiting for news.
 async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
     let every = shared.config.heartbeat_interval;
-    let mut conn = shared.tunnel.connection(shared.affinity(bucket));
+    let affinity = shared.affinity(bucket);
+    let mut conns: HashMap<Arc<str>, TunnelConn> = HashMap::new();
     let mut registrations = shared.live.registrations();
     loop {
         registrations.mark_unchanged();
         let started = Instant::now();
-        let sessions = shared.live.in_bucket(bucket);
-        let sessions_was_empty = sessions.is_empty();
+        let groups = shared.live.in_bucket(bucket);
+        conns.retain(|authorization, _| groups.contains_key(authorization));
+        let current = shared.tunnel.authorization();
         let mut gone = Vec::new();
-        if !sessions.is_empty() {
-            match conn.keep_alive(sessions, every).await {
-                Ok(list) => gone = list,
+        for (authorization, sessions) in &groups {
+            let wait = if *authorization == current { every } else { Duration::ZERO };
+            let conn = conns
+                .entry(authorization.clone())
+                .or_insert_with(|| shared.tunnel.connection_as(affinity, authorization.clone()));
+            match conn.keep_alive(sessions.clone(), wait).await {
+                Ok(list) => gone.extend(list),
                 Err(e) => debug!(error = %e, "keepalive failed; will retry"),
             }
         }
@@ -54,10 +64,9 @@ async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
         if gone.is_empty() {
             // Whatever the transport did with the wait (an older one answers at once); a
             // loop with nothing to watch wakes for a new session.
-            let idle = sessions_was_empty;
             tokio::select! {
                 () = tokio::time::sleep_until(started + every) => {}
-                _ = registrations.changed(), if idle => {}
+                _ = registrations.changed(), if groups.is_empty() => {}
             }
         }
     }

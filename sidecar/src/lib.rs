@@ -21,4 +21,4 @@ pub mod tunnel;
 
 pub use config::SidecarConfig;
 pub use error::Error;
-pub use server::run;
+pub use server::{run, run_with_reloads};

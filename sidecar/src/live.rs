@@ -2,29 +2,32 @@
 //! when the transport reports the session gone.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+/// A live session: what closes its client, its affinity bucket, its `Authorization`.
+type Entry = (CancellationToken, usize, Arc<str>);
+
 /// Live sessions of this sidecar, each with the token that closes its client connection.
 #[derive(Debug, Default)]
 pub struct LiveSessions {
-    sessions: Mutex<HashMap<String, (CancellationToken, usize)>>,
+    sessions: Mutex<HashMap<String, Entry>>,
     /// Counts registrations, so an idle keep-alive loop wakes for a new session.
     registered: watch::Sender<u64>,
 }
 
 impl LiveSessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (CancellationToken, usize)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a session of affinity bucket `bucket`; the token is cancelled when the
     /// transport reports the session gone.
-    pub fn register(&self, id: &str, bucket: usize) -> CancellationToken {
+    pub fn register(&self, id: &str, bucket: usize, authorization: Arc<str>) -> CancellationToken {
         let token = CancellationToken::new();
-        self.lock().insert(id.to_owned(), (token.clone(), bucket));
+        self.lock().insert(id.to_owned(), (token.clone(), bucket, authorization));
         self.registered.send_modify(|n| *n += 1);
         token
     }
@@ -39,14 +42,21 @@ impl LiveSessions {
         self.lock().remove(id);
     }
 
-    /// Session ids of affinity bucket `bucket`.
-    pub fn in_bucket(&self, bucket: usize) -> Vec<String> {
-        self.lock().iter().filter(|(_, (_, b))| *b == bucket).map(|(id, _)| id.clone()).collect()
+    /// Session ids of affinity bucket `bucket`, grouped by the `Authorization` they were
+    /// opened with.
+    pub fn in_bucket(&self, bucket: usize) -> HashMap<Arc<str>, Vec<String>> {
+        let mut groups: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+        for (id, (_, b, authorization)) in self.lock().iter() {
+            if *b == bucket {
+                groups.entry(authorization.clone()).or_default().push(id.clone());
+            }
+        }
+        groups
     }
 
     /// Closes a session's client connection (the transport no longer has the session).
     pub fn close(&self, id: &str) {
-        if let Some((token, _)) = self.lock().remove(id) {
+        if let Some((token, ..)) = self.lock().remove(id) {
             token.cancel();
         }
     }

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         version: env!("CARGO_PKG_VERSION"),
         about: env!("CARGO_PKG_DESCRIPTION"),
     };
-    common::cli::main(bin, |listener, config: sidecar::SidecarConfig, shutdown| {
-        sidecar::run(listener, config, shutdown)
+    common::cli::main(bin, |listener, config: sidecar::SidecarConfig, shutdown, reloads| {
+        sidecar::run_with_reloads(listener, config, shutdown, reloads)
     })
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::cli::Reloads;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -30,8 +31,37 @@ pub async fn run(
     config: SidecarConfig,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
+    run_with_reloads(listener, config, shutdown, tokio::sync::mpsc::unbounded_channel().1).await
+}
+
+/// [`run`], applying each configuration that arrives on `reloads` (SIGHUP): the transport
+/// token takes effect for the next request (the log level is applied by the caller); other
+/// changes need a restart, and a warning says so.
+pub async fn run_with_reloads(
+    listener: TcpListener,
+    config: SidecarConfig,
+    shutdown: CancellationToken,
+    mut reloads: Reloads<SidecarConfig>,
+) -> Result<(), Error> {
     let max_packet = config.max_packet;
     let shared = Arc::new(Shared::new(config)?);
+    let reloading = shared.clone();
+    tokio::spawn(async move {
+        while let Some(mut config) = reloads.recv().await {
+            if let Some(token) = &config.transport.token
+                && let Err(e) = reloading.tunnel.set_token(token)
+            {
+                warn!(error = %e, "reloaded transport.token not applied");
+            }
+            config.log = reloading.config.log.clone();
+            if format!("{config:?}") != format!("{:?}", reloading.config) {
+                warn!(
+                    "settings other than transport.token and log.level changed: restart the sidecar to apply them"
+                );
+            }
+            info!("configuration reloaded");
+        }
+    });
     let tracker = TaskTracker::new();
     tracker.spawn(heartbeat::run(shared.clone(), shutdown.clone()));
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");

@@ -13,6 +13,7 @@ use common::wire::{
     PACKETS_CONTENT_TYPE, SESSION_HEADER,
 };
 
+use common::config::Secret;
 use tokio_rustls::TlsConnector;
 
 use crate::Error;
@@ -38,7 +39,7 @@ struct Endpoint {
     port: u16,
     host_header: String,
     prefix: String,
-    authorization: String,
+    authorization: std::sync::RwLock<Arc<str>>,
     connect_timeout: Duration,
     tls: Option<TlsConnector>,
     idle: std::sync::Mutex<Vec<HttpConn>>,
@@ -85,9 +86,7 @@ impl TunnelClient {
             prefix.push('/');
         }
         let token = link.token.clone().unwrap_or_default();
-        if token.expose().bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(bad("transport.token has characters not allowed in a header".into()));
-        }
+        check_token(&token)?;
         let url = format!("{}://{host_header}{prefix}", uri.scheme_str().unwrap_or("http"));
         Ok(Self(Arc::new(Endpoint {
             url,
@@ -95,12 +94,24 @@ impl TunnelClient {
             port,
             host_header,
             prefix,
-            authorization: format!("Bearer {}", token.expose()),
+            authorization: std::sync::RwLock::new(bearer(&token)),
             connect_timeout: link.connect_timeout,
             tls,
             idle: std::sync::Mutex::new(Vec::new()),
             silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
         })))
+    }
+
+    /// Sends `token` from now on (a reloaded configuration).
+    pub fn set_token(&self, token: &Secret) -> Result<(), Error> {
+        check_token(token)?;
+        *self.0.authorization.write().unwrap_or_else(|p| p.into_inner()) = bearer(token);
+        Ok(())
+    }
+
+    /// The `Authorization` header value new sessions use.
+    pub fn authorization(&self) -> Arc<str> {
+        self.0.authorization.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The base URL, for messages.
@@ -111,8 +122,29 @@ impl TunnelClient {
     /// A new (not yet connected) HTTP connection for one client session. Every request it
     /// sends carries `affinity`, so a hashing proxy keeps them all on one transport.
     pub fn connection(&self, affinity: &str) -> TunnelConn {
-        TunnelConn { endpoint: self.0.clone(), http: None, affinity: affinity.to_owned() }
+        self.connection_as(affinity, self.authorization())
     }
+
+    /// [`Self::connection`] with the `Authorization` a session was opened with: a session
+    /// answers only the token that opened it, even after the token is changed by a reload.
+    pub fn connection_as(&self, affinity: &str, authorization: Arc<str>) -> TunnelConn {
+        let endpoint = self.0.clone();
+        TunnelConn { endpoint, http: None, affinity: affinity.to_owned(), authorization }
+    }
+}
+
+fn bearer(token: &Secret) -> Arc<str> {
+    format!("Bearer {}", token.expose()).into()
+}
+
+/// Refuses a token that cannot travel in a header.
+fn check_token(token: &Secret) -> Result<(), Error> {
+    if token.expose().bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(Error::Config(common::Error::ConfigInvalid(
+            "transport.token has characters not allowed in a header".into(),
+        )));
+    }
+    Ok(())
 }
 
 /// One client session's HTTP connection to the transport.
@@ -121,9 +153,15 @@ pub struct TunnelConn {
     endpoint: Arc<Endpoint>,
     http: Option<HttpConn>,
     affinity: String,
+    authorization: Arc<str>,
 }
 
 impl TunnelConn {
+    /// The `Authorization` header value its requests carry.
+    pub fn authorization(&self) -> Arc<str> {
+        self.authorization.clone()
+    }
+
     fn unreachable(&self, e: &std::io::Error) -> Error {
         Error::TransportUnreachable { url: self.endpoint.url.clone(), reason: e.to_string() }
     }
@@ -143,7 +181,7 @@ impl TunnelConn {
             "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n",
             ep.prefix,
             ep.host_header,
-            ep.authorization,
+            self.authorization,
             body.len()
         );
         head.push_str(&format!("{AFFINITY_HEADER}: {}\r\n", self.affinity));

@@ -24,6 +24,8 @@ pub struct Proc {
     child: Child,
     /// Its log file.
     pub log: PathBuf,
+    /// Its config file (rewrite it, then send SIGHUP, to reload).
+    pub config: PathBuf,
 }
 
 impl Proc {
@@ -42,7 +44,12 @@ impl Proc {
             .stderr(log_file)
             .spawn()
             .expect("start binary");
-        Proc { child, log }
+        Proc { child, log, config }
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Process id.

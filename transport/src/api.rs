@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use tracing::info;
 
 use crate::Error;
+use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::http::{error_response, json, no_content, read_body, text};
 use crate::relayed;
@@ -29,7 +30,7 @@ pub async fn handle(
     if route == Route::Health {
         return json(StatusCode::OK, &serde_json::json!({ "status": "ok" }));
     }
-    let Some(token) = state.tokens.authorize(req.headers()) else {
+    let Some(token) = state.tokens().authorize(req.headers()) else {
         Metrics::bump(&state.metrics.unauthorized);
         let answer_at = state.refusals.refuse(peer.ip());
         tokio::time::sleep_until(answer_at.into()).await;
@@ -54,14 +55,14 @@ pub async fn handle(
 async fn keep_alive(
     state: &AppState,
     req: Request<Incoming>,
-    token: usize,
+    token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
-    let body = read_body(req, MAX_KEEPALIVE_BODY, state.config.body_timeout).await?;
+    let body = read_body(req, MAX_KEEPALIVE_BODY, state.config().body_timeout).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
     // A long poll: answered at once when a session is gone, else when one ends or at `wait`
     // (at most a heartbeat interval, so the sidecar never takes the wait for silence).
-    let wait = Duration::from_millis(list.wait_ms).min(state.config.heartbeat_interval);
+    let wait = Duration::from_millis(list.wait_ms).min(state.config().heartbeat_interval);
     let deadline = tokio::time::Instant::now() + wait;
     // Sessions opened after the list was made count too: any of this token's the upstream
     // ends meanwhile.
@@ -83,7 +84,7 @@ async fn keep_alive(
 
 /// COM_QUIT: the session ends and its upstream connection is closed, without making the
 /// client wait. Only the token that opened a session can close it.
-fn close_session(state: &AppState, id: &str, token: usize) -> Response<ResponseBody> {
+fn close_session(state: &AppState, id: &str, token: TokenId) -> Response<ResponseBody> {
     if let Some(session) = state.sessions.remove_owned(id, token) {
         info!(session = %session_label(id), "session closed by client");
         tokio::spawn(async move {

@@ -1,30 +1,52 @@
 //! Bearer-token check for every request, in constant time per candidate token.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use common::config::Secret;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
+/// Which token a request carried: the same for the same secret across configuration
+/// reloads, so sessions stay with their token when others are added or removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenId(u64);
+
+impl TokenId {
+    fn of(secret: &Secret) -> Self {
+        let mut hasher = DefaultHasher::new();
+        secret.expose().hash(&mut hasher);
+        Self(hasher.finish())
+    }
+}
+
 /// Accepted tokens.
 #[derive(Debug, Clone)]
-pub struct Tokens(Vec<Secret>);
+pub struct Tokens(Vec<(Secret, TokenId)>);
 
 impl Tokens {
     /// Accepts any of `tokens`.
     pub fn new(tokens: Vec<Secret>) -> Self {
-        Self(tokens)
+        Self(
+            tokens
+                .into_iter()
+                .map(|t| {
+                    let id = TokenId::of(&t);
+                    (t, id)
+                })
+                .collect(),
+        )
     }
 
-    /// The index of the token the request carries as `Authorization: Bearer <token>`, if it
-    /// is one of ours.
-    pub fn authorize(&self, headers: &HeaderMap) -> Option<usize> {
+    /// Which of our tokens the request carries as `Authorization: Bearer <token>`, if any.
+    pub fn authorize(&self, headers: &HeaderMap) -> Option<TokenId> {
         let presented = headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))?;
         // Compare against every token without stopping early, so timing says nothing.
-        self.0.iter().enumerate().fold(None, |found, (i, t)| {
+        self.0.iter().fold(None, |found, (t, id)| {
             if constant_time_eq(presented.as_bytes(), t.expose().as_bytes()) {
-                Some(i)
+                Some(*id)
             } else {
                 found
             }
@@ -57,8 +79,11 @@ mod tests {
     #[test]
     fn accepts_any_configured_token_only() {
         let tokens = Tokens::new(vec![Secret::new("old-token-1"), Secret::new("new-token-2")]);
-        assert_eq!(tokens.authorize(&headers("Bearer old-token-1")), Some(0));
-        assert_eq!(tokens.authorize(&headers("Bearer new-token-2")), Some(1));
+        let (old, new) =
+            (TokenId::of(&Secret::new("old-token-1")), TokenId::of(&Secret::new("new-token-2")));
+        assert_ne!(old, new);
+        assert_eq!(tokens.authorize(&headers("Bearer old-token-1")), Some(old));
+        assert_eq!(tokens.authorize(&headers("Bearer new-token-2")), Some(new));
         assert_eq!(tokens.authorize(&headers("Bearer new-token-3")), None);
         assert_eq!(tokens.authorize(&headers("bearer new-token-2")), None);
         assert_eq!(tokens.authorize(&headers("new-token-2")), None);

@@ -22,4 +22,4 @@ pub mod state;
 
 pub use config::TransportConfig;
 pub use error::Error;
-pub use server::run;
+pub use server::{run, run_with_reloads};

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         version: env!("CARGO_PKG_VERSION"),
         about: env!("CARGO_PKG_DESCRIPTION"),
     };
-    common::cli::main(bin, |listener, config: transport::TransportConfig, shutdown| {
-        transport::run(listener, config, shutdown)
+    common::cli::main(bin, |listener, config: transport::TransportConfig, shutdown, reloads| {
+        transport::run_with_reloads(listener, config, shutdown, reloads)
     })
 }

@@ -39,11 +39,11 @@ pub async fn run(
     mut new_sessions: mpsc::UnboundedReceiver<Arc<Session>>,
     shutdown: CancellationToken,
 ) {
-    let timeout = state.config.session_timeout;
     let clock = Clock::new(Instant::now(), TICK);
     let mut wheel: Wheel<Entry> = Wheel::new();
     let mut due = Vec::new();
     loop {
+        let timeout = state.config().session_timeout;
         let planned = wheel.next_deadline().map(|t| clock.instant(t));
         tokio::select! {
             session = new_sessions.recv() => match session {

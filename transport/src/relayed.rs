@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use tracing::{debug, info, warn};
 
 use crate::Error;
+use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::http::{MAX_CONTROL_BODY, frames, no_content, read_body};
 use crate::idle_watch;
@@ -30,18 +31,18 @@ use crate::state::{AppState, Metrics};
 pub async fn open(
     state: &Arc<AppState>,
     req: Request<Incoming>,
-    token: usize,
+    token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
-    let body = read_body(req, MAX_CONTROL_BODY, state.config.body_timeout).await?;
+    let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
     let open: OpenRelay = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid relay request: {e}")))?;
-    let upstream = state
-        .config
+    let config = state.config();
+    let upstream = config
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
     let limits = session_limits(state, token)?;
     let tls = state.upstream_tls(upstream)?;
-    let timeout = state.config.connect_timeout;
+    let timeout = state.config().connect_timeout;
     let (link, greeting) = RelayLink::dial(upstream, tls, open.client_tls, timeout).await?;
     let mut out = BytesMut::new();
     encode_packets(&mut out, &greeting);
@@ -59,8 +60,8 @@ pub async fn open(
     let mut response =
         frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), Some(&session.id));
     let headers = response.headers_mut();
-    headers.insert(SESSION_TIMEOUT_HEADER, millis(state.config.session_timeout));
-    headers.insert(HEARTBEAT_HEADER, millis(state.config.heartbeat_interval));
+    headers.insert(SESSION_TIMEOUT_HEADER, millis(state.config().session_timeout));
+    headers.insert(HEARTBEAT_HEADER, millis(state.config().heartbeat_interval));
     Ok(response)
 }
 
@@ -69,7 +70,7 @@ pub async fn open(
 pub async fn login(
     state: &AppState,
     id: &str,
-    token: usize,
+    token: TokenId,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
@@ -78,7 +79,7 @@ pub async fn login(
         .headers()
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes() == JSON_CONTENT_TYPE.as_bytes());
-    let body = read_body(req, MAX_CONTROL_BODY, state.config.body_timeout).await?;
+    let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)
@@ -125,7 +126,7 @@ async fn login_as(
         Phase::Ready if link.pending.is_none() => true,
         _ => return Err(Error::BadRequest("the login has already started".into())),
     };
-    let timeout = state.config.connect_timeout;
+    let timeout = state.config().connect_timeout;
     let steps = async {
         if change_user { link.change_user_as(login).await } else { link.login_as(login).await }
     };
@@ -168,12 +169,13 @@ async fn login_as(
 pub async fn command(
     state: &AppState,
     id: &str,
-    token: usize,
+    token: TokenId,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
-    let body = read_body(req, state.config.max_request_bytes, state.config.body_timeout).await?;
+    let body =
+        read_body(req, state.config().max_request_bytes, state.config().body_timeout).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     if link.phase != Phase::Ready || link.pending.is_some() {
@@ -197,7 +199,7 @@ pub async fn command(
 pub async fn infile(
     state: &AppState,
     id: &str,
-    token: usize,
+    token: TokenId,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
@@ -207,7 +209,8 @@ pub async fn infile(
         Some(b"more") => false,
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
     };
-    let body = read_body(req, state.config.max_request_bytes, state.config.body_timeout).await?;
+    let body =
+        read_body(req, state.config().max_request_bytes, state.config().body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
     if awaited != Some(TurnEnd::AwaitFile) {
@@ -230,11 +233,11 @@ pub async fn infile(
 }
 
 /// The limits a new session of `token` is checked against; an error when already reached.
-fn session_limits(state: &AppState, token: usize) -> Result<SessionLimits, Error> {
-    let max_sessions = state.config.max_sessions;
+fn session_limits(state: &AppState, token: TokenId) -> Result<SessionLimits, Error> {
+    let max_sessions = state.config().max_sessions;
     let limits = SessionLimits {
         total: max_sessions,
-        per_token: state.config.max_sessions_per_token,
+        per_token: state.config().max_sessions_per_token,
         token,
     };
     if state.sessions.len() >= max_sessions
@@ -253,7 +256,7 @@ async fn turn(
     framing: Framing,
     id: &str,
 ) -> Response<ResponseBody> {
-    let mut turn = Turn::new(guard, framing, state.config.heartbeat_interval);
+    let mut turn = Turn::new(guard, framing, state.config().heartbeat_interval);
     let first = std::future::poll_fn(|cx| turn.poll_chunk(cx)).await;
     let body = match first {
         Some(chunk) if turn.is_finished() => ResponseBody::from(chunk),

@@ -15,6 +15,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use common::cli::Reloads;
+
 use crate::config::TransportConfig;
 use crate::state::{AppState, Metrics};
 use crate::{api, reaper};
@@ -34,16 +36,32 @@ pub async fn run(
     config: TransportConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    run_with_reloads(listener, config, shutdown, tokio::sync::mpsc::unbounded_channel().1).await
+}
+
+/// [`run`], applying each configuration that arrives on `reloads` (SIGHUP).
+pub async fn run_with_reloads(
+    listener: TcpListener,
+    config: TransportConfig,
+    shutdown: CancellationToken,
+    mut reloads: Reloads<TransportConfig>,
+) -> std::io::Result<()> {
     let (reaper_tx, reaper_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = Arc::new(AppState::new(config, reaper_tx));
+    let reloading = state.clone();
+    tokio::spawn(async move {
+        while let Some(config) = reloads.recv().await {
+            reloading.reload(config);
+        }
+    });
     let graceful = GracefulShutdown::new();
-    let tls = match &state.config.tls {
+    let tls = match &state.config().tls {
         Some(tls) => Some(TlsAcceptor::from(tls.build().map_err(std::io::Error::other)?)),
         None => None,
     };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
-    let connections = Arc::new(Semaphore::new(state.config.max_connections));
-    let idle_timeout = state.config.idle_timeout;
+    let connections = Arc::new(Semaphore::new(state.config().max_connections));
+    let idle_timeout = state.config().idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
     loop {
         let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {

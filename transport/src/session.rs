@@ -11,6 +11,7 @@ use common::wire::SESSION_ID_BYTES;
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::Error;
+use crate::auth::TokenId;
 use crate::relay::RelayLink;
 use crate::relay::turn::{LinkGuard, LinkUse};
 
@@ -20,7 +21,7 @@ pub struct Session {
     /// The session id (hex of 128 random bits).
     pub id: String,
     /// Index of the token that opened it.
-    pub token: usize,
+    pub token: TokenId,
     /// The upstream connection; `None` once closed. Held for the whole of a turn, and by the
     /// idle watcher between turns.
     pub link: Arc<AsyncMutex<Option<RelayLink>>>,
@@ -73,7 +74,7 @@ pub struct SessionLimits {
     /// Most sessions per token.
     pub per_token: usize,
     /// The token opening this one.
-    pub token: usize,
+    pub token: TokenId,
 }
 
 /// The table of open sessions.
@@ -115,7 +116,7 @@ impl SessionTable {
 
     /// The session with this id, if the token `token` opened it, marked as heard from. Another
     /// token's session is as unknown as an id never issued.
-    pub fn get(&self, id: &str, token: usize) -> Result<Arc<Session>, Error> {
+    pub fn get(&self, id: &str, token: TokenId) -> Result<Arc<Session>, Error> {
         let session = lock(&self.sessions)
             .get(id)
             .filter(|s| s.token == token)
@@ -126,7 +127,7 @@ impl SessionTable {
     }
 
     /// Sessions opened with token `token`.
-    pub fn count_for_token(&self, token: usize) -> usize {
+    pub fn count_for_token(&self, token: TokenId) -> usize {
         lock(&self.sessions).values().filter(|s| s.token == token).count()
     }
 
@@ -141,7 +142,7 @@ impl SessionTable {
     }
 
     /// Removes a session from the table and returns it, if the token `token` opened it.
-    pub fn remove_owned(&self, id: &str, token: usize) -> Option<Arc<Session>> {
+    pub fn remove_owned(&self, id: &str, token: TokenId) -> Option<Arc<Session>> {
         let mut sessions = lock(&self.sessions);
         if sessions.get(id)?.token != token {
             return None;

@@ -2,12 +2,13 @@
 //! links, and counters.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use tokio::sync::mpsc;
+use tracing::{info, warn};
 
-use crate::auth::Tokens;
+use crate::auth::{TokenId, Tokens};
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::refusals::Refusals;
 use crate::relay::link::UpstreamTlsLink;
@@ -45,17 +46,17 @@ const MAX_ENDED: usize = 4096;
 /// Sessions their upstream ended: (sequence, id, token), and the latest sequence.
 #[derive(Debug, Default)]
 struct EndedSessions {
-    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, usize)>>,
+    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, TokenId)>>,
     news: tokio::sync::watch::Sender<u64>,
 }
 
 /// Everything request handlers share.
 #[derive(Debug)]
 pub struct AppState {
-    /// The configuration.
-    pub config: TransportConfig,
-    /// Accepted tokens.
-    pub tokens: Tokens,
+    /// The configuration, replaced whole by a reload.
+    config: RwLock<Arc<TransportConfig>>,
+    /// Accepted tokens, replaced by a reload.
+    tokens: RwLock<Arc<Tokens>>,
     /// Open sessions.
     pub sessions: SessionTable,
     /// Counters.
@@ -75,8 +76,8 @@ impl AppState {
     pub fn new(config: TransportConfig, reaper: mpsc::UnboundedSender<Arc<Session>>) -> Self {
         Self {
             reaper,
-            tokens: Tokens::new(config.tokens.clone()),
-            config,
+            tokens: RwLock::new(Arc::new(Tokens::new(config.tokens.clone()))),
+            config: RwLock::new(Arc::new(config)),
             sessions: SessionTable::default(),
             metrics: Metrics::default(),
             refusals: Refusals::default(),
@@ -85,9 +86,44 @@ impl AppState {
         }
     }
 
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<TransportConfig> {
+        read(&self.config).clone()
+    }
+
+    /// The tokens accepted now.
+    pub fn tokens(&self) -> Arc<Tokens> {
+        read(&self.tokens).clone()
+    }
+
+    /// Applies a reloaded configuration (SIGHUP): tokens, limits, timeouts and upstreams take
+    /// effect for what comes next; what cannot change in a running process (`listen`, `tls`,
+    /// `worker_threads`, `max_connections`, the log format) keeps its value and is named in
+    /// a warning. Sessions keep their token, and their upstream connection, until they end.
+    pub fn reload(&self, mut new: TransportConfig) {
+        let old = self.config();
+        let fixed = [
+            ("listen", old.listen != new.listen),
+            ("tls", format!("{:?}", old.tls) != format!("{:?}", new.tls)),
+            ("worker_threads", old.worker_threads != new.worker_threads),
+            ("max_connections", old.max_connections != new.max_connections),
+            ("log.format", old.log.format != new.log.format),
+        ];
+        for (key, _) in fixed.iter().filter(|(_, changed)| *changed) {
+            warn!(key, "this setting cannot change in a running transport: restart to apply it");
+        }
+        (new.listen, new.tls, new.worker_threads) =
+            (old.listen, old.tls.clone(), old.worker_threads);
+        (new.max_connections, new.log.format) = (old.max_connections, old.log.format);
+        *write(&self.tokens) = Arc::new(Tokens::new(new.tokens.clone()));
+        lock(&self.upstream_tls).clear();
+        info!(tokens = new.tokens.len(), upstreams = new.upstreams.len(), "configuration reloaded");
+        *write(&self.config) = Arc::new(new);
+    }
+
     /// Records that the upstream ended session `id` of token `token`, and wakes the
     /// keep-alives waiting for news.
-    pub fn session_ended(&self, id: &str, token: usize) {
+    pub fn session_ended(&self, id: &str, token: TokenId) {
         let mut list = lock(&self.ended.list);
         let seq = list.back().map_or(1, |(seq, _, _)| seq + 1);
         if list.len() >= MAX_ENDED {
@@ -104,7 +140,7 @@ impl AppState {
     }
 
     /// Sessions of token `token` the upstream ended after `since`.
-    pub fn ended_since(&self, since: u64, token: usize) -> Vec<String> {
+    pub fn ended_since(&self, since: u64, token: TokenId) -> Vec<String> {
         let list = lock(&self.ended.list);
         list.iter().filter(|(seq, _, t)| *seq > since && *t == token).map(|e| e.1.clone()).collect()
     }
@@ -146,4 +182,12 @@ impl AppState {
             get(&m.connections_refused),
         )
     }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
 }

@@ -81,7 +81,9 @@ impl Connection {
             self.shared.prepare_next_greeting(prepared.bucket);
             // Its requests go where it was opened (a hashing proxy keeps it on one transport).
             self.bucket = prepared.bucket;
-            self.tunnel = self.shared.tunnel.connection(self.shared.affinity(prepared.bucket));
+            let affinity = self.shared.affinity(prepared.bucket);
+            self.tunnel =
+                self.shared.tunnel.connection_as(affinity, prepared.authorization.clone());
             for payload in &prepared.greeting {
                 self.io.queue_packet(payload);
             }

@@ -75,7 +75,7 @@ impl Connection {
         };
         info!(session = %session_label(&session), "client logged in");
         self.io.set_max_packet(max_packet);
-        let gone = self.shared.live.register(&session, self.bucket);
+        let gone = self.shared.live.register(&session, self.bucket, self.tunnel.authorization());
         let result = tokio::select! {
             result = self.serve(&session) => result,
             // Closing the socket is all a client needs to see its session is lost.

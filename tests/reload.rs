@@ -1,0 +1,67 @@
+//! SIGHUP reloads the configuration and never ends the process: tokens are rotated without
+//! dropping a session, a file that does not load is refused with an error line, and both
+//! binaries go on.
+
+use std::time::Duration;
+
+use e2e::processes::{Proc, free_port, wait_port};
+use e2e::{DATABASE, mysql_port, opts, sidecar_yaml, within};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+
+const OLD: &str = "old-token-0123456789";
+const NEW: &str = "new-token-0123456789";
+
+/// Rewrites `proc`'s config file with `yaml` and sends it SIGHUP.
+async fn reload(proc: &Proc, yaml: &str) {
+    std::fs::write(&proc.config, yaml).expect("config");
+    proc.signal("HUP");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+#[tokio::test]
+async fn sighup_rotates_tokens_without_dropping_sessions() {
+    within(60, async {
+        let (transport_port, sidecar_port) = (free_port(), free_port());
+        let transport_yaml = |tokens: &str| {
+            e2e::transport_yaml(mysql_port())
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
+                .replace(&format!("tokens: [{}]", e2e::TOKEN), &format!("tokens: [{tokens}]"))
+        };
+        let sidecar_yaml = |token: &str| {
+            sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), token)
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
+        };
+        let mut transport = Proc::start("transport", &transport_yaml(OLD), "reload");
+        wait_port(transport_port).await;
+        let mut sidecar = Proc::start("sidecar", &sidecar_yaml(OLD), "reload");
+        wait_port(sidecar_port).await;
+        let mut before = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("login");
+
+        // Rotation: the transport accepts both, then the sidecar switches to the new token.
+        reload(&transport, &transport_yaml(&format!("{OLD}, {NEW}"))).await;
+        reload(&sidecar, &sidecar_yaml(NEW)).await;
+        // (The greeting prepared ahead was opened with the old token: one login uses it.)
+        let mut after = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("login");
+        let mut newest = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("login");
+        before.query_drop("DO 1").await.expect("a session of the old token carries on");
+        after.query_drop("DO 1").await.expect("works");
+        newest.query_drop("DO 1").await.expect("works");
+
+        // The old token withdrawn: its session is refused, the new ones carry on.
+        reload(&transport, &transport_yaml(NEW)).await;
+        let refused = before.query_drop("DO 1").await.expect_err("the old token is gone");
+        assert!(refused.to_string().contains("token"), "{refused}");
+        newest.query_drop("DO 1").await.expect("the new token's session carries on");
+
+        // A file that does not load is refused; the running configuration stays.
+        reload(&transport, "tokens: [").await;
+        reload(&sidecar, "listen: [").await;
+        newest.query_drop("DO 1").await.expect("still works");
+        assert!(transport.is_running() && sidecar.is_running(), "SIGHUP never ends a process");
+        let log = std::fs::read_to_string(&transport.log).expect("log");
+        assert!(log.contains("reload refused"), "{log}");
+        assert!(!log.contains(OLD) && !log.contains(NEW), "no token in the log");
+    })
+    .await;
+}
