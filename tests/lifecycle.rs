@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::processes::{Proc, free_port, wait_port};
+use e2e::processes::ProcTunnel;
 use e2e::{DATABASE, TOKEN, Tunnel, direct, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -19,6 +19,16 @@ async fn short_lived_tunnel(session_timeout: &str, heartbeat: &str) -> Tunnel {
     .await
 }
 
+/// The real binaries with a 2 s session timeout and a 500 ms sidecar heartbeat.
+async fn short_lived_procs(tag: &str) -> ProcTunnel {
+    ProcTunnel::start(
+        tag,
+        |t| t.replace("session_timeout: 30s", "session_timeout: 2s"),
+        |s| format!("{s}heartbeat_interval: 500ms\n"),
+    )
+    .await
+}
+
 async fn upstream_ids(conn: &mut Conn) -> Vec<u64> {
     conn.query("SELECT ID FROM information_schema.PROCESSLIST").await.expect("processlist")
 }
@@ -26,19 +36,8 @@ async fn upstream_ids(conn: &mut Conn) -> Vec<u64> {
 #[tokio::test]
 async fn killed_sidecar_session_expires_and_its_locks_are_released() {
     within(120, async {
-        let (transport_port, sidecar_port) = (free_port(), free_port());
-        let transport_yaml = e2e::transport_yaml(mysql_port())
-            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
-            .replace("session_timeout: 30s", "session_timeout: 2s");
-        let sidecar_yaml = format!(
-            "{}heartbeat_interval: 500ms\n",
-            sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
-                .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
-        );
-        let _transport = Proc::start("transport", &transport_yaml, "expire");
-        wait_port(transport_port).await;
-        let mut sidecar = Proc::start("sidecar", &sidecar_yaml, "expire");
-        wait_port(sidecar_port).await;
+        let ProcTunnel { transport: _transport, mut sidecar, sidecar_port } =
+            short_lived_procs("expire").await;
 
         let mut d = direct().await;
         d.query_drop(
@@ -161,19 +160,8 @@ async fn the_sidecar_closes_clients_whose_session_is_gone() {
 #[tokio::test]
 async fn a_stalled_transport_does_not_expire_live_sessions() {
     within(60, async {
-        let (transport_port, sidecar_port) = (free_port(), free_port());
-        let transport_yaml = e2e::transport_yaml(mysql_port())
-            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
-            .replace("session_timeout: 30s", "session_timeout: 2s");
-        let sidecar_yaml = format!(
-            "{}heartbeat_interval: 500ms\n",
-            sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
-                .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
-        );
-        let transport = Proc::start("transport", &transport_yaml, "stall");
-        wait_port(transport_port).await;
-        let _sidecar = Proc::start("sidecar", &sidecar_yaml, "stall");
-        wait_port(sidecar_port).await;
+        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port } =
+            short_lived_procs("stall").await;
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         let id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");
         // Stopped for longer than the session timeout, as a stalled host or a debugger would.
@@ -193,18 +181,8 @@ async fn a_stalled_transport_does_not_expire_live_sessions() {
 #[tokio::test]
 async fn a_frozen_transport_is_a_clear_error_within_three_heartbeats() {
     within(60, async {
-        let (transport_port, sidecar_port) = (free_port(), free_port());
-        let transport_yaml = format!(
-            "{}heartbeat_interval: 500ms\n",
-            e2e::transport_yaml(mysql_port())
-                .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
-        );
-        let sidecar_yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
-            .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"));
-        let transport = Proc::start("transport", &transport_yaml, "frozen");
-        wait_port(transport_port).await;
-        let _sidecar = Proc::start("sidecar", &sidecar_yaml, "frozen");
-        wait_port(sidecar_port).await;
+        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port } =
+            ProcTunnel::start("frozen", |t| format!("{t}heartbeat_interval: 500ms\n"), |s| s).await;
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         t.query_drop("DO 1").await.expect("works");
 

@@ -107,3 +107,38 @@ pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
+
+/// The real binaries as deployed: a transport process and a sidecar process in front of it.
+pub struct ProcTunnel {
+    /// The transport.
+    pub transport: Proc,
+    /// The sidecar.
+    pub sidecar: Proc,
+    /// Where clients connect.
+    pub sidecar_port: u16,
+}
+
+impl ProcTunnel {
+    /// Starts both on free ports, with the harness's configs as `edit_transport` and
+    /// `edit_sidecar` change them (YAML text in, YAML text out).
+    pub async fn start(
+        tag: &str,
+        edit_transport: impl FnOnce(String) -> String,
+        edit_sidecar: impl FnOnce(String) -> String,
+    ) -> ProcTunnel {
+        let (transport_port, sidecar_port) = (free_port(), free_port());
+        let transport_yaml = edit_transport(
+            crate::transport_yaml(crate::mysql_port())
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}")),
+        );
+        let sidecar_yaml = edit_sidecar(
+            crate::sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), crate::TOKEN)
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}")),
+        );
+        let transport = Proc::start("transport", &transport_yaml, tag);
+        wait_port(transport_port).await;
+        let sidecar = Proc::start("sidecar", &sidecar_yaml, tag);
+        wait_port(sidecar_port).await;
+        ProcTunnel { transport, sidecar, sidecar_port }
+    }
+}
