@@ -3,6 +3,8 @@
 #   - sysbench oltp_point_select, 1 thread, text protocol and prepared statements (QPS ratios)
 #   - sysbench oltp_read_only, 1 thread, prepared statements (QPS ratio)
 #   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio tunnel/direct)
+# Two chained socat (a plain two-hop byte relay) are measured in the same rounds, as the
+# floor any two-hop tunnel starts from.
 # Each pair runs ROUNDS times (default 3), alternating; medians are printed, with the CPU time
 # the transport and the sidecar spent per query (from /proc/<pid>/stat).
 # BASELINE_BIN=DIR (a directory with other `transport` and `sidecar` binaries, e.g. an older
@@ -59,11 +61,23 @@ if [[ -n "${BASELINE_BIN:-}" ]]; then
         -e "s/level: info/level: warn/" "$BASELINE_CONFIGS/sidecar.example.yaml" >"$WORK/b-sidecar.yaml"
     "$BASELINE_BIN/transport" --config "$WORK/b-transport.yaml" 2>"$WORK/b-transport.log" &
     PIDS+=($!)
+    B_TRANSPORT_PID=$!
     "$BASELINE_BIN/sidecar" --config "$WORK/b-sidecar.yaml" 2>"$WORK/b-sidecar.log" &
     PIDS+=($!)
+    B_SIDECAR_PID=$!
     wait_port "$bt_port"
     wait_port "$baseline_port"
 fi
+
+# A plain byte relay of two hops, as a model of any two-hop tunnel: two chained socat.
+ensure_packages socat
+socat_port=$(free_port) socat_mid=$(free_port)
+socat TCP-LISTEN:"$socat_mid",bind=127.0.0.1,fork,reuseaddr,nodelay TCP:127.0.0.1:"$db_port",nodelay &
+PIDS+=($!)
+socat TCP-LISTEN:"$socat_port",bind=127.0.0.1,fork,reuseaddr,nodelay TCP:127.0.0.1:"$socat_mid",nodelay &
+PIDS+=($!)
+wait_port "$socat_mid"
+wait_port "$socat_port"
 
 # CPU seconds (user + system) a process has used so far.
 cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$1/stat"; }
@@ -98,8 +112,14 @@ for _ in $(seq "$ROUNDS"); do
         echo "$q" >>"$WORK/qps.$i.tunnel"
         echo "($t1 - $t0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.transport"
         echo "($s1 - $s0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.sidecar"
+        qps "$test" "$socat_port" "$ps" >>"$WORK/qps.$i.socat"
         if [[ -n "$baseline_port" ]]; then
-            qps "$test" "$baseline_port" "$ps" >>"$WORK/qps.$i.baseline"
+            t0=$(cpu_seconds "$B_TRANSPORT_PID") s0=$(cpu_seconds "$B_SIDECAR_PID")
+            q=$(qps "$test" "$baseline_port" "$ps")
+            t1=$(cpu_seconds "$B_TRANSPORT_PID") s1=$(cpu_seconds "$B_SIDECAR_PID")
+            echo "$q" >>"$WORK/qps.$i.baseline"
+            echo "($t1 - $t0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.b-transport"
+            echo "($s1 - $s0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.b-sidecar"
         fi
     done
     big_select "$db_port" >>"$WORK/big.direct"
@@ -116,10 +136,15 @@ for i in "${!WORKLOADS[@]}"; do
         "$(echo "$qt / $qd" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.direct")" "$(paste -sd' ' "$WORK/qps.$i.tunnel")"
     printf '%-18s CPU per query: transport %.1f us, sidecar %.1f us\n' "" \
         "$(median <"$WORK/cpu.$i.transport")" "$(median <"$WORK/cpu.$i.sidecar")"
+    qs=$(median <"$WORK/qps.$i.socat")
+    printf '%-18s 2 socat hops %6.0f qps, ratio %.2f; tunnel / 2 socat hops %.2f   (runs: %s)\n' "" "$qs" \
+        "$(echo "$qs / $qd" | bc -l)" "$(echo "$qt / $qs" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.socat")"
     if [[ -n "$baseline_port" ]]; then
         qb=$(median <"$WORK/qps.$i.baseline")
         printf '%-18s baseline build %6.0f qps, ratio %.2f; this build / baseline %.2f   (runs: %s)\n' "" "$qb" \
             "$(echo "$qb / $qd" | bc -l)" "$(echo "$qt / $qb" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.baseline")"
+        printf '%-18s baseline CPU per query: transport %.1f us, sidecar %.1f us\n' "" \
+            "$(median <"$WORK/cpu.$i.b-transport")" "$(median <"$WORK/cpu.$i.b-sidecar")"
     fi
 done
 printf '1M-row SELECT:              direct %.2f s,   tunnel %.2f s,   ratio %.2f (target <= 2.0)\n' "$bd" "$bt" "$(echo "$bt / $bd" | bc -l)"

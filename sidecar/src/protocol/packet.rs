@@ -261,6 +261,10 @@ impl PacketIo {
 }
 
 #[cfg(test)]
+#[path = "packet_tls_tests.rs"]
+mod tls_tests;
+
+#[cfg(test)]
 mod tests {
     use tokio::net::TcpListener;
 
