@@ -79,6 +79,11 @@ impl<S> Prefixed<S> {
     pub fn new(prefix: Bytes, inner: S) -> Self {
         Self { prefix, inner }
     }
+
+    /// The stream underneath.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {

@@ -41,6 +41,8 @@ pub struct Prepared {
 pub struct Greetings {
     slot: Mutex<Option<Prepared>>,
     preparing: AtomicBool,
+    /// Told when a greeting being prepared is ready (or could not be).
+    prepared: tokio::sync::Notify,
 }
 
 impl Greetings {
@@ -48,6 +50,22 @@ impl Greetings {
     pub fn take(&self) -> Option<Prepared> {
         let prepared = self.lock().take()?;
         (prepared.made.elapsed() < prepared.fresh_for).then_some(prepared)
+    }
+
+    /// A prepared greeting, waiting (up to [`FRESH_FOR`]) for one on its way: it costs no more
+    /// than opening another, and opening another could overrun the session limits.
+    pub async fn take_or_wait(&self) -> Option<Prepared> {
+        let ready = self.prepared.notified();
+        tokio::pin!(ready);
+        ready.as_mut().enable();
+        if let Some(prepared) = self.take() {
+            return Some(prepared);
+        }
+        if !self.preparing.load(Ordering::Acquire) {
+            return None;
+        }
+        drop(tokio::time::timeout(FRESH_FOR, ready).await);
+        self.take()
     }
 
     /// Prepares the next greeting in the background, unless one is ready or on its way.
@@ -64,13 +82,18 @@ impl Greetings {
         let greetings = self.clone();
         tokio::spawn(async move {
             let prepared = open_session(&tunnel, &open, &affinity, bucket).await;
-            greetings.preparing.store(false, Ordering::Release);
-            let (session, fresh_for) = match prepared {
+            let ready = match prepared {
                 Ok(prepared) => {
                     let kept = (prepared.session.clone(), prepared.fresh_for);
                     *greetings.lock() = Some(prepared);
-                    kept
+                    Ok(kept)
                 }
+                Err(e) => Err(e),
+            };
+            greetings.preparing.store(false, Ordering::Release);
+            greetings.prepared.notify_waiters();
+            let (session, fresh_for) = match ready {
+                Ok(kept) => kept,
                 Err(e) => return debug!(error = %e, "cannot prepare a greeting"),
             };
             tokio::time::sleep(fresh_for).await;

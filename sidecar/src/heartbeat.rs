@@ -46,20 +46,23 @@ async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
         let groups = shared.live.in_bucket(bucket);
         conns.retain(|authorization, _| groups.contains_key(authorization));
         let current = shared.tunnel.authorization();
-        let mut gone = Vec::new();
+        let (mut gone, mut reset) = (Vec::new(), Vec::new());
         for (authorization, sessions) in &groups {
             let wait = if *authorization == current { every } else { Duration::ZERO };
             let conn = conns
                 .entry(authorization.clone())
                 .or_insert_with(|| shared.tunnel.connection_as(affinity, authorization.clone()));
             match conn.keep_alive(sessions.clone(), wait).await {
-                Ok(list) => gone.extend(list),
+                Ok(answer) => {
+                    gone.extend(answer.gone);
+                    reset.extend(answer.reset);
+                }
                 Err(e) => debug!(error = %e, "keepalive failed; will retry"),
             }
         }
         for id in &gone {
             info!(session = %session_label(id), "the transport no longer has this session; closing its client");
-            shared.live.close(id);
+            shared.live.close(id, reset.contains(id));
         }
         if gone.is_empty() {
             // Whatever the transport did with the wait (an older one answers at once); a

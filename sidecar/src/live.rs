@@ -2,13 +2,33 @@
 //! when the transport reports the session gone.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// A live session: what closes its client, its affinity bucket, its `Authorization`.
-type Entry = (CancellationToken, usize, Arc<str>);
+/// A live session: what ends its client connection, its affinity bucket, its `Authorization`.
+type Entry = (Gone, usize, Arc<str>);
+
+/// Tells a client connection that its session is gone, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Gone {
+    token: CancellationToken,
+    reset: Arc<AtomicBool>,
+}
+
+impl Gone {
+    /// Completes once the session is gone.
+    pub async fn cancelled(&self) {
+        self.token.cancelled().await;
+    }
+
+    /// The server reset the connection (rather than closing it in order).
+    pub fn was_reset(&self) -> bool {
+        self.reset.load(Ordering::Acquire)
+    }
+}
 
 /// Live sessions of this sidecar, each with the token that closes its client connection.
 #[derive(Debug, Default)]
@@ -25,8 +45,8 @@ impl LiveSessions {
 
     /// Registers a session of affinity bucket `bucket`; the token is cancelled when the
     /// transport reports the session gone.
-    pub fn register(&self, id: &str, bucket: usize, authorization: Arc<str>) -> CancellationToken {
-        let token = CancellationToken::new();
+    pub fn register(&self, id: &str, bucket: usize, authorization: Arc<str>) -> Gone {
+        let token = Gone::default();
         self.lock().insert(id.to_owned(), (token.clone(), bucket, authorization));
         self.registered.send_modify(|n| *n += 1);
         token
@@ -54,10 +74,12 @@ impl LiveSessions {
         groups
     }
 
-    /// Closes a session's client connection (the transport no longer has the session).
-    pub fn close(&self, id: &str) {
-        if let Some((token, ..)) = self.lock().remove(id) {
-            token.cancel();
+    /// Ends a session's client connection (the transport no longer has the session): with a
+    /// reset when its server reset the connection, else in order.
+    pub fn close(&self, id: &str, reset: bool) {
+        if let Some((gone, ..)) = self.lock().remove(id) {
+            gone.reset.store(reset, Ordering::Release);
+            gone.token.cancel();
         }
     }
 }

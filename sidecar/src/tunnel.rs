@@ -274,18 +274,17 @@ impl TunnelConn {
         })
     }
 
-    /// Reports live sessions; returns those the transport no longer has, at once if there
-    /// are any, else as soon as one ends or after `wait`.
+    /// Reports live sessions; answers with those the transport no longer has, at once if
+    /// there are any, else as soon as one ends or after `wait`.
     pub async fn keep_alive(
         &mut self,
         sessions: Vec<String>,
         wait: Duration,
-    ) -> Result<Vec<String>, Error> {
+    ) -> Result<KeepAliveAnswer, Error> {
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
         let body = serde_json::to_vec(&KeepAlive { sessions, wait_ms })
             .map_err(|e| Error::StreamBroken(e.to_string()))?;
-        let answer: KeepAliveAnswer = self.json("POST", "v1/keepalive", &body).await?;
-        Ok(answer.gone)
+        self.json("POST", "v1/keepalive", &body).await
     }
 
     /// Opens a relayed session: returns its id (empty when the upstream refused at once), the

@@ -21,6 +21,21 @@ fn ok_status(p: &[u8]) -> u16 {
     u16::from_le_bytes([p[at], p[at + 1]])
 }
 
+/// How a connection ended, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Nothing happened.
+    StillOpen,
+    /// An orderly close (FIN).
+    Closed,
+    /// A reset (RST).
+    Reset,
+    /// Another socket error.
+    Failed,
+    /// Bytes arrived instead.
+    SentSomething,
+}
+
 /// A logged-in raw connection.
 pub struct RawClient {
     stream: TcpStream,
@@ -159,11 +174,16 @@ impl RawClient {
         out
     }
 
-    /// True when the peer closes the connection (or resets it) within `wait`, the client
-    /// having sent nothing; false if it stays open, or sends something instead.
-    pub async fn closed_within(&mut self, wait: std::time::Duration) -> bool {
+    /// How the connection ends within `wait`, the client having sent nothing.
+    pub async fn ending_within(&mut self, wait: std::time::Duration) -> Ending {
         let mut byte = [0u8; 1];
-        matches!(tokio::time::timeout(wait, self.stream.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
+        match tokio::time::timeout(wait, self.stream.read(&mut byte)).await {
+            Err(_) => Ending::StillOpen,
+            Ok(Ok(0)) => Ending::Closed,
+            Ok(Ok(_)) => Ending::SentSomething,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => Ending::Reset,
+            Ok(Err(_)) => Ending::Failed,
+        }
     }
 
     /// The connection id the server's greeting announced.

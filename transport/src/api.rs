@@ -70,14 +70,16 @@ async fn keep_alive(
     let since = *news.borrow_and_update();
     loop {
         news.mark_unchanged();
-        let mut gone = state.ended_since(since, token);
+        let ended = state.ended_since(since, token);
+        let reset: Vec<String> = ended.iter().filter(|e| e.1).map(|e| e.0.clone()).collect();
+        let mut gone: Vec<String> = ended.into_iter().map(|e| e.0).collect();
         for id in &list.sessions {
             if state.sessions.get(id, token).is_err() && !gone.contains(id) {
                 gone.push(id.clone());
             }
         }
         if !gone.is_empty() || tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
-            return Ok(json(StatusCode::OK, &KeepAliveAnswer { gone }));
+            return Ok(json(StatusCode::OK, &KeepAliveAnswer { gone, reset }));
         }
     }
 }

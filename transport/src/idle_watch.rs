@@ -33,13 +33,14 @@ pub async fn watch(state: Arc<AppState>, session: Arc<Session>) {
         drop(guard);
         if state.sessions.remove(&session.id).is_some() {
             Metrics::bump(&state.metrics.sessions_ended_by_upstream);
+            let reset = matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
             let how = match read {
                 Ok(0) => "closed".to_owned(),
                 Ok(_) => format!("sent {said} bytes unasked and was closed"),
                 Err(e) => format!("failed ({e})"),
             };
             info!(session = %session_label(&session.id), "the upstream connection {how} while idle; session ended");
-            state.session_ended(&session.id, session.token);
+            state.session_ended(&session.id, session.token, reset);
         }
         return;
     }

@@ -43,10 +43,10 @@ impl Metrics {
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
 
-/// Sessions their upstream ended: (sequence, id, token), and the latest sequence.
+/// Sessions their upstream ended: (sequence, id, token, reset), and the latest sequence.
 #[derive(Debug, Default)]
 struct EndedSessions {
-    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, TokenId)>>,
+    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, TokenId, bool)>>,
     news: tokio::sync::watch::Sender<u64>,
 }
 
@@ -123,13 +123,13 @@ impl AppState {
 
     /// Records that the upstream ended session `id` of token `token`, and wakes the
     /// keep-alives waiting for news.
-    pub fn session_ended(&self, id: &str, token: TokenId) {
+    pub fn session_ended(&self, id: &str, token: TokenId, reset: bool) {
         let mut list = lock(&self.ended.list);
-        let seq = list.back().map_or(1, |(seq, _, _)| seq + 1);
+        let seq = list.back().map_or(1, |(seq, ..)| seq + 1);
         if list.len() >= MAX_ENDED {
             list.pop_front();
         }
-        list.push_back((seq, id.to_owned(), token));
+        list.push_back((seq, id.to_owned(), token, reset));
         drop(list);
         self.ended.news.send_replace(seq);
     }
@@ -139,10 +139,14 @@ impl AppState {
         self.ended.news.subscribe()
     }
 
-    /// Sessions of token `token` the upstream ended after `since`.
-    pub fn ended_since(&self, since: u64, token: TokenId) -> Vec<String> {
+    /// Sessions of token `token` the upstream ended after `since`, and whether it reset the
+    /// connection.
+    pub fn ended_since(&self, since: u64, token: TokenId) -> Vec<(String, bool)> {
         let list = lock(&self.ended.list);
-        list.iter().filter(|(seq, _, t)| *seq > since && *t == token).map(|e| e.1.clone()).collect()
+        list.iter()
+            .filter(|(seq, _, t, _)| *seq > since && *t == token)
+            .map(|(_, id, _, reset)| (id.clone(), *reset))
+            .collect()
     }
 
     /// The TLS settings of links to `upstream`, built on first use.

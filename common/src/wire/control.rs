@@ -70,6 +70,10 @@ pub struct KeepAlive {
 pub struct KeepAliveAnswer {
     /// Session ids that are gone (expired, or the transport restarted).
     pub gone: Vec<String>,
+    /// Those of `gone` whose server reset the connection (a direct client would have seen a
+    /// reset, not an orderly close).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reset: Vec<String>,
 }
 
 /// What kind of failure an [`ApiError`] reports; clients branch on this, not on text.

@@ -76,7 +76,7 @@ impl Connection {
     /// Prepares the next one either way. `None` when the upstream refused at once.
     async fn greet(&mut self) -> Result<Option<(String, Vec<Bytes>)>, Error> {
         // The next one is prepared once this one is secured: never in its way (session limits).
-        let prepared = self.shared.greetings.take();
+        let prepared = self.shared.greetings.take_or_wait().await;
         if let Some(prepared) = prepared {
             self.shared.prepare_next_greeting(prepared.bucket);
             // Its requests go where it was opened (a hashing proxy keeps it on one transport).

@@ -79,7 +79,9 @@ impl Connection {
         let result = tokio::select! {
             result = self.serve(&session) => result,
             // Closing the socket is all a client needs to see its session is lost.
-            _ = gone.cancelled() => return self.io.shutdown().await,
+            () = gone.cancelled() => {
+                return if gone.was_reset() { self.io.reset() } else { self.io.shutdown().await };
+            }
         };
         self.shared.live.unregister(&session);
         match result {

@@ -249,6 +249,19 @@ impl PacketIo {
         Ok(())
     }
 
+    /// Makes the connection end with a reset (RST) when it is dropped, as a server's reset
+    /// would have reached a direct client.
+    pub fn reset(&mut self) {
+        let tcp = match &self.stream {
+            MaybeTls::Plain(tcp) => Some(tcp),
+            MaybeTls::Tls(tls) => Some(tls.get_ref().0.inner()),
+            MaybeTls::Gone => None,
+        };
+        if let Some(Err(e)) = tcp.map(TcpStream::set_zero_linger) {
+            tracing::debug!(error = %e, "cannot reset the client connection");
+        }
+    }
+
     /// Closes the write side so the client sees the connection end at once.
     pub async fn shutdown(&mut self) {
         drop(self.stream.shutdown().await);
