@@ -33,6 +33,7 @@ impl Connection {
             packet = by(deadline, self.io.read_expected("client hung up after TLS")).await?;
         }
         let hello = parse_client_hello(&packet)?;
+        self.user = Some(hello.user.clone());
         self.client = ClientInfo {
             capabilities: hello.capabilities,
             mariadb: mariadb_flags(&hello, &packet),

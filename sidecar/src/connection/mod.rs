@@ -42,6 +42,8 @@ pub struct Connection {
     opening: Option<String>,
     /// The client has been sent a greeting.
     greeted: bool,
+    /// The user name the client logs in with, once it said (for logs; never a password).
+    user: Option<String>,
 }
 
 impl Connection {
@@ -49,7 +51,7 @@ impl Connection {
     pub fn new(io: PacketIo, shared: Arc<Shared>, bucket: usize) -> Self {
         let tunnel = shared.tunnel.connection(shared.affinity(bucket));
         let client = ClientInfo::default();
-        Self { io, tunnel, shared, bucket, client, opening: None, greeted: false }
+        Self { io, tunnel, shared, bucket, client, opening: None, greeted: false, user: None }
     }
 
     /// Serves the connection until the client or the upstream hangs up.
@@ -68,7 +70,8 @@ impl Connection {
         let session = match login {
             Ok(Some(session)) => session,
             Ok(None) => {
-                info!("login refused by the upstream");
+                let user = self.user.as_deref().unwrap_or("");
+                info!(user, "login refused by the upstream");
                 return self.io.shutdown().await;
             }
             Err(e) => return self.fail(&e).await,
