@@ -1,12 +1,14 @@
 //! The transport under abuse, without a token or with a wrong one: silent sockets, headers
-//! trickled a byte at a time, a body that never comes, token guessing. Each is bounded, costs
-//! little memory, and leaves the transport serving.
+//! trickled a byte at a time, a body that never comes, token guessing, large statements all
+//! at once. Each is bounded, costs little memory, and leaves the transport serving.
 
 use std::time::{Duration, Instant};
 
 use e2e::http::{call, raw_request};
-use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{TOKEN, mysql_port, within};
+use e2e::processes::{Proc, ProcTunnel, free_port, wait_port};
+use e2e::{DATABASE, TOKEN, mysql_port, opts, within};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -141,6 +143,36 @@ async fn token_guessing_is_slowed_down_logged_and_never_delays_the_right_token()
             raw_request(port, "GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
                 .await;
         assert_eq!(status, 200, "{text}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn concurrent_large_statements_share_the_inflight_budget() {
+    within(120, async {
+        // Room for two 12 MB statements at once: four arrive together, two wait their turn.
+        let budget = "max_request_bytes: 16777216\nmax_inflight_bytes: 25165824\n";
+        let tunnel = ProcTunnel::start("budget", |t| format!("{t}{budget}"), |s| s).await;
+        let port = tunnel.sidecar_port;
+        let statements = (0..4).map(|i| {
+            tokio::spawn(async move {
+                let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
+                let text = "x".repeat((12 << 20) + i);
+                let sql = format!("SELECT LENGTH('{text}')");
+                let length: Option<usize> = conn.query_first(sql).await.expect("statement");
+                assert_eq!(length, Some(text.len()));
+            })
+        });
+        for statement in statements.collect::<Vec<_>>() {
+            statement.await.expect("all four complete");
+        }
+        let transport_port = tunnel.transport_port;
+        let (_, _, metrics) = call(transport_port, TOKEN, "GET", "/metrics", "").await;
+        let waits = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("sqltunnel_budget_waits_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert!(waits.is_some_and(|n| n > 0), "some waited for room: {metrics}");
     })
     .await;
 }

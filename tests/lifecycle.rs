@@ -36,7 +36,7 @@ async fn upstream_ids(conn: &mut Conn) -> Vec<u64> {
 #[tokio::test]
 async fn killed_sidecar_session_expires_and_its_locks_are_released() {
     within(120, async {
-        let ProcTunnel { transport: _transport, mut sidecar, sidecar_port } =
+        let ProcTunnel { transport: _transport, mut sidecar, sidecar_port, .. } =
             short_lived_procs("expire").await;
 
         let mut d = direct().await;
@@ -160,7 +160,7 @@ async fn the_sidecar_closes_clients_whose_session_is_gone() {
 #[tokio::test]
 async fn a_stalled_transport_does_not_expire_live_sessions() {
     within(60, async {
-        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port } =
+        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port, .. } =
             short_lived_procs("stall").await;
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         let id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");
@@ -181,7 +181,7 @@ async fn a_stalled_transport_does_not_expire_live_sessions() {
 #[tokio::test]
 async fn a_frozen_transport_is_a_clear_error_within_three_heartbeats() {
     within(60, async {
-        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port } =
+        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port, .. } =
             ProcTunnel::start("frozen", |t| format!("{t}heartbeat_interval: 500ms\n"), |s| s).await;
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         t.query_drop("DO 1").await.expect("works");

@@ -116,6 +116,8 @@ pub struct ProcTunnel {
     pub sidecar: Proc,
     /// Where clients connect.
     pub sidecar_port: u16,
+    /// Where the transport listens.
+    pub transport_port: u16,
 }
 
 impl ProcTunnel {
@@ -139,6 +141,6 @@ impl ProcTunnel {
         wait_port(transport_port).await;
         let sidecar = Proc::start("sidecar", &sidecar_yaml, tag);
         wait_port(sidecar_port).await;
-        ProcTunnel { transport, sidecar, sidecar_port }
+        ProcTunnel { transport, sidecar, sidecar_port, transport_port }
     }
 }

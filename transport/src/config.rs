@@ -46,6 +46,9 @@ pub struct TransportConfig {
     pub body_timeout: Duration,
     /// Most HTTP connections at once; beyond it new connections are closed at once.
     pub max_connections: usize,
+    /// Most bytes of command and file bodies held at once, over all sessions; a request that
+    /// would exceed it waits (up to `body_timeout`) for room, then gets 503.
+    pub max_inflight_bytes: usize,
     /// Most sessions at once; beyond it logins get error 1040.
     pub max_sessions: usize,
     /// The same limit for the sessions of any one token.
@@ -73,6 +76,7 @@ impl Default for TransportConfig {
             idle_timeout: Duration::from_secs(75),
             body_timeout: Duration::from_secs(30),
             max_connections: 4096,
+            max_inflight_bytes: 256 << 20,
             max_sessions: 1000,
             max_sessions_per_token: 1000,
             tls: None,
@@ -159,6 +163,13 @@ impl TransportConfig {
         if self.idle_timeout < Duration::from_secs(1) || self.body_timeout < Duration::from_secs(1)
         {
             return invalid("`idle_timeout` and `body_timeout` must be at least 1s".into());
+        }
+        if self.max_inflight_bytes < self.max_request_bytes
+            || self.max_inflight_bytes > u32::MAX as usize
+        {
+            return invalid(
+                "`max_inflight_bytes` must be at least `max_request_bytes` and below 4 GiB".into(),
+            );
         }
         if self.max_connections == 0 {
             return invalid("`max_connections` must be at least 1".into());

@@ -33,6 +33,9 @@ pub enum Error {
     /// The request body stopped arriving.
     #[error("the request body stalled for {0:?}")]
     BodyTimeout(std::time::Duration),
+    /// `max_inflight_bytes` stayed full for `body_timeout`.
+    #[error("the transport holds max_inflight_bytes of requests already; try again")]
+    Busy,
     /// Request body over the limit.
     #[error("request body exceeds {limit} bytes")]
     TooLarge {
@@ -66,6 +69,7 @@ impl Error {
             Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
+            Error::Busy => (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable),
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
             Error::UnknownUpstream(_) => (StatusCode::FORBIDDEN, ApiErrorKind::UnknownUpstream),
             Error::TooManySessions(_) => {

@@ -1,6 +1,8 @@
 //! HTTP plumbing the endpoints share: bounded request bodies, the answers (JSON, frames,
 //! empty), and the one place transport errors become HTTP answers.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -10,10 +12,12 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::Serialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
 use crate::Error;
 use crate::body::ResponseBody;
+use crate::state::Metrics;
 
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
@@ -24,18 +28,51 @@ pub async fn read_body(
     limit: usize,
     stall: Duration,
 ) -> Result<Bytes, Error> {
+    read_body_within(req, limit, stall, None).await.map(|(body, _)| body)
+}
+
+/// Room in the budget of bytes held at once over all requests, and a counter of the
+/// requests that had to wait for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget<'a> {
+    /// The budget, one permit a byte.
+    pub bytes: &'a Arc<Semaphore>,
+    /// Bumped when a request waits for room.
+    pub waited: &'a AtomicU64,
+}
+
+/// [`read_body`], holding room in `budget` for the whole body before reading any of it (its
+/// Content-Length, else `limit`, the excess given back at the end): room is never held in
+/// part, so requests waiting for it cannot block each other. The permit comes back with the
+/// body and is released when the caller is done with it. Waiting for room is bounded by
+/// `stall` too ([`Error::Busy`]).
+pub async fn read_body_within(
+    req: Request<Incoming>,
+    limit: usize,
+    stall: Duration,
+    budget: Option<Budget<'_>>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
     let declared =
         req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
+    let mut held = match budget {
+        Some(budget) => Some(reserve(budget, declared.unwrap_or(limit), stall).await?),
+        None => None,
+    };
     let mut body = req.into_body();
     // Grown as data arrives: a declared length reserves at most 1 MiB up front.
     let mut all = BytesMut::with_capacity(declared.unwrap_or(0).min(1 << 20));
     loop {
         let frame = match tokio::time::timeout(stall, body.frame()).await {
             Err(_) => return Err(Error::BodyTimeout(stall)),
-            Ok(None) => return Ok(all.freeze()),
+            Ok(None) => {
+                if let Some(held) = held.as_mut() {
+                    drop(held.split(held.num_permits().saturating_sub(all.len())));
+                }
+                return Ok((all.freeze(), held));
+            }
             Ok(Some(frame)) => {
                 frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?
             }
@@ -46,6 +83,23 @@ pub async fn read_body(
             }
             all.extend_from_slice(&data);
         }
+    }
+}
+
+/// Room for `n` more bytes, waiting up to `stall` for it.
+async fn reserve(
+    budget: Budget<'_>,
+    n: usize,
+    stall: Duration,
+) -> Result<OwnedSemaphorePermit, Error> {
+    let n = u32::try_from(n).map_err(|_| Error::Busy)?;
+    if let Ok(permit) = budget.bytes.clone().try_acquire_many_owned(n) {
+        return Ok(permit);
+    }
+    Metrics::bump(budget.waited);
+    match tokio::time::timeout(stall, budget.bytes.clone().acquire_many_owned(n)).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(Error::Busy),
     }
 }
 

@@ -13,12 +13,13 @@ use common::wire::{
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
-use crate::http::{MAX_CONTROL_BODY, frames, no_content, read_body};
+use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
 use crate::idle_watch;
 use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer};
@@ -174,8 +175,7 @@ pub async fn command(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
-    let body =
-        read_body(req, state.config().max_request_bytes, state.config().body_timeout).await?;
+    let (body, _room) = read_big_body(state, req).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     if link.phase != Phase::Ready || link.pending.is_some() {
@@ -209,8 +209,7 @@ pub async fn infile(
         Some(b"more") => false,
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
     };
-    let body =
-        read_body(req, state.config().max_request_bytes, state.config().body_timeout).await?;
+    let (body, _room) = read_big_body(state, req).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
     if awaited != Some(TurnEnd::AwaitFile) {
@@ -270,6 +269,17 @@ async fn turn(
         response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
     response
+}
+
+/// A command's or a file piece's body, within `max_request_bytes` and holding its room in
+/// `max_inflight_bytes` until the returned permit is dropped.
+async fn read_big_body(
+    state: &AppState,
+    req: Request<Incoming>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
+    let config = state.config();
+    let budget = Budget { bytes: &state.inflight, waited: &state.metrics.budget_waits };
+    read_body_within(req, config.max_request_bytes, config.body_timeout, Some(budget)).await
 }
 
 /// A duration as a header value in milliseconds.

@@ -31,6 +31,8 @@ pub struct Metrics {
     pub unauthorized: AtomicU64,
     /// Connections closed at once because `max_connections` were open.
     pub connections_refused: AtomicU64,
+    /// Requests that waited for room in `max_inflight_bytes`.
+    pub budget_waits: AtomicU64,
 }
 
 impl Metrics {
@@ -63,6 +65,8 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Peers that sent wrong tokens.
     pub refusals: Refusals,
+    /// Room for command and file bodies held at once (`max_inflight_bytes`), a permit a byte.
+    pub inflight: Arc<tokio::sync::Semaphore>,
     /// Sessions ended by their upstream, newest last; keep-alives waiting for news watch it.
     ended: EndedSessions,
     /// New sessions for the reaper to watch.
@@ -76,11 +80,13 @@ impl AppState {
     pub fn new(config: TransportConfig, reaper: mpsc::UnboundedSender<Arc<Session>>) -> Self {
         Self {
             reaper,
+            inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
             tokens: RwLock::new(Arc::new(Tokens::new(config.tokens.clone()))),
             config: RwLock::new(Arc::new(config)),
             sessions: SessionTable::default(),
             metrics: Metrics::default(),
             refusals: Refusals::default(),
+
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }
@@ -107,6 +113,7 @@ impl AppState {
             ("tls", format!("{:?}", old.tls) != format!("{:?}", new.tls)),
             ("worker_threads", old.worker_threads != new.worker_threads),
             ("max_connections", old.max_connections != new.max_connections),
+            ("max_inflight_bytes", old.max_inflight_bytes != new.max_inflight_bytes),
             ("log.format", old.log.format != new.log.format),
         ];
         for (key, _) in fixed.iter().filter(|(_, changed)| *changed) {
@@ -115,6 +122,7 @@ impl AppState {
         (new.listen, new.tls, new.worker_threads) =
             (old.listen, old.tls.clone(), old.worker_threads);
         (new.max_connections, new.log.format) = (old.max_connections, old.log.format);
+        new.max_inflight_bytes = old.max_inflight_bytes;
         *write(&self.tokens) = Arc::new(Tokens::new(new.tokens.clone()));
         lock(&self.upstream_tls).clear();
         info!(tokens = new.tokens.len(), upstreams = new.upstreams.len(), "configuration reloaded");
@@ -175,7 +183,8 @@ impl AppState {
              # TYPE sqltunnel_sessions_ended_by_upstream_total counter\nsqltunnel_sessions_ended_by_upstream_total {}\n\
              # TYPE sqltunnel_commands_total counter\nsqltunnel_commands_total {}\n\
              # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n\
-             # TYPE sqltunnel_connections_refused_total counter\nsqltunnel_connections_refused_total {}\n",
+             # TYPE sqltunnel_connections_refused_total counter\nsqltunnel_connections_refused_total {}\n\
+             # TYPE sqltunnel_budget_waits_total counter\nsqltunnel_budget_waits_total {}\n",
             self.sessions.len(),
             get(&m.sessions_opened),
             get(&m.sessions_expired),
@@ -184,6 +193,7 @@ impl AppState {
             get(&m.commands),
             get(&m.unauthorized),
             get(&m.connections_refused),
+            get(&m.budget_waits),
         )
     }
 }
