@@ -150,9 +150,16 @@ async fn token_guessing_is_slowed_down_logged_and_never_delays_the_right_token()
 #[tokio::test]
 async fn concurrent_large_statements_share_the_inflight_budget() {
     within(120, async {
-        // Room for two 12 MB statements at once: four arrive together, two wait their turn.
+        // Four 12 MB statements arrive together: the sidecar has room for three, the transport
+        // for two, so one waits in the sidecar and at least one in the transport.
         let budget = "max_request_bytes: 16777216\nmax_inflight_bytes: 25165824\n";
-        let tunnel = ProcTunnel::start("budget", |t| format!("{t}{budget}"), |s| s).await;
+        let sidecar_budget = "max_packet: 16777216\nmax_inflight_bytes: 41943040\n";
+        let tunnel = ProcTunnel::start(
+            "budget",
+            |t| format!("{t}{budget}"),
+            |s| format!("{s}{sidecar_budget}"),
+        )
+        .await;
         let port = tunnel.sidecar_port;
         let statements = (0..4).map(|i| {
             tokio::spawn(async move {

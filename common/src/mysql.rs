@@ -167,6 +167,8 @@ pub mod packet {
 pub mod error_code {
     /// ER_CON_COUNT_ERROR: too many connections.
     pub const TOO_MANY_CONNECTIONS: u16 = 1040;
+    /// ER_OUT_OF_RESOURCES.
+    pub const OUT_OF_RESOURCES: u16 = 1041;
     /// ER_HANDSHAKE_ERROR: bad handshake.
     pub const HANDSHAKE: u16 = 1043;
     /// ER_ACCESS_DENIED_ERROR.

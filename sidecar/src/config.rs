@@ -34,6 +34,9 @@ pub struct SidecarConfig {
     pub max_packet: usize,
     /// Most client connections at once; beyond it a new one gets error 1040.
     pub max_clients: usize,
+    /// Most bytes of client commands held at once over all clients (at least `max_packet`); a
+    /// command beyond it waits for room.
+    pub max_inflight_bytes: usize,
     /// TLS for clients that ask for it.
     pub client_tls: ClientLegTls,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
@@ -53,6 +56,7 @@ impl Default for SidecarConfig {
             handshake_timeout: Duration::from_secs(10),
             max_packet: 64 << 20,
             max_clients: 1000,
+            max_inflight_bytes: 256 << 20,
             client_tls: ClientLegTls::default(),
             worker_threads: 1,
             log: LogConfig::default(),
@@ -197,6 +201,9 @@ impl SidecarConfig {
         }
         if self.max_clients == 0 {
             return invalid("`max_clients` must be at least 1".into());
+        }
+        if self.max_inflight_bytes < self.max_packet {
+            return invalid("`max_inflight_bytes` must be at least `max_packet`".into());
         }
         if self.max_packet < 1024 {
             return invalid("`max_packet` must be at least 1024".into());

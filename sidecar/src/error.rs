@@ -34,6 +34,9 @@ pub enum Error {
     /// `max_clients` connections are open already.
     #[error("Too many connections")]
     TooManyClients,
+    /// `max_inflight_bytes` stayed full too long.
+    #[error("Out of resources: the sidecar holds max_inflight_bytes of commands from its clients")]
+    Busy,
     /// A command the tunnel does not carry (replication streams).
     #[error("Unknown command")]
     NotRelayed,
@@ -106,6 +109,7 @@ impl Error {
             Error::AccessDenied { .. } => (code::ACCESS_DENIED, *code::STATE_ACCESS, msg),
             Error::NotRelayed => (code::UNKNOWN_COMMAND, *code::STATE_COMM, msg),
             Error::TooManyClients => (code::TOO_MANY_CONNECTIONS, *b"08004", msg),
+            Error::Busy => (code::OUT_OF_RESOURCES, *code::STATE_GENERAL, msg),
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
                 (code::PACKET_TOO_LARGE, *code::STATE_COMM, msg)
             }
@@ -131,6 +135,7 @@ impl Error {
                 | Error::Io(_)
                 | Error::ClientProtocol(_)
                 | Error::PacketTooLarge { .. }
+                | Error::Busy
         )
     }
 }

@@ -28,6 +28,8 @@ pub struct Shared {
     pub client_tls: Option<tokio_rustls::TlsAcceptor>,
     /// A relayed session prepared ahead for the next client.
     pub greetings: Arc<Greetings>,
+    /// Room for client commands held at once (`max_inflight_bytes`), a permit a byte.
+    pub inflight: Arc<tokio::sync::Semaphore>,
     affinities: Vec<String>,
 }
 
@@ -46,6 +48,7 @@ impl Shared {
             info!("passthrough logins on: the upstream checks every login without a users entry");
         }
         Ok(Self {
+            inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
             config,
             tunnel,
             live: LiveSessions::default(),

@@ -104,6 +104,20 @@ pub async fn wait_port(port: u16) {
 
 /// A free TCP port on loopback.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Below the kernel's ephemeral range (32768 and up by default): no outgoing connection of
+    // a concurrent test can take the port between this check and a binary's bind. Tests of one
+    // process walk the range from a point that depends on the process id.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    for _ in 0..1000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + (std::process::id().wrapping_mul(7919).wrapping_add(n * 13) % 22_000);
+        if let Ok(port) = u16::try_from(port)
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
+            return port;
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }

@@ -29,15 +29,22 @@ impl Connection {
     /// The command loop, until the client quits or the upstream hangs up.
     pub(super) async fn serve(&mut self, session: &str) -> Result<(), Error> {
         let mut riding = BytesMut::new();
+        // Room in max_inflight_bytes for the commands held, until their request is sent.
+        let mut room = Vec::new();
+        let budget = self.shared.inflight.clone();
         loop {
             self.io.reset_seq();
-            let Some(packet) = self.io.read_raw().await? else { return Ok(()) };
+            let Some((packet, held)) = self.io.read_raw_within(Some(&budget)).await? else {
+                return Ok(());
+            };
+            room.extend(held);
             let Some(&cmd) = packet.get(4) else {
                 return Err(Error::ClientProtocol("empty command packet"));
             };
             match cmd {
                 command::QUIT => return Ok(()),
                 command::CHANGE_USER if self.checks_change_user(&packet[5..])? => {
+                    room.clear();
                     self.change_user_as(session, &packet[5..]).await?;
                     continue;
                 }
@@ -62,7 +69,9 @@ impl Connection {
                 riding.extend_from_slice(&packet);
                 riding.split().freeze()
             };
-            match self.exchange(session, RelayStep::Command(&body)).await {
+            let exchanged = self.exchange(session, RelayStep::Command(&body)).await;
+            room.clear();
+            match exchanged {
                 Ok(Next::Command) => {}
                 Ok(Next::Closed) => return Ok(()),
                 Err(e) if !e.is_fatal() => self.write_error(&e).await?,

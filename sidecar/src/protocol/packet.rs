@@ -1,10 +1,14 @@
 //! MySQL packet framing on the client socket: 3-byte length + sequence id, payloads of 16 MiB
 //! and more split and joined, writes buffered and flushed in as few syscalls as possible.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::stream::{MaybeTls, Prefixed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::Error;
@@ -30,6 +34,21 @@ const FLUSH_AT: usize = 64 * 1024;
 
 /// The client socket: plain, or TLS after an SSLRequest (over any bytes read ahead).
 type ClientStream = MaybeTls<TcpStream, tokio_rustls::server::TlsStream<Prefixed<TcpStream>>>;
+
+/// Longest wait for room in the sidecar's `max_inflight_bytes`.
+pub const BUDGET_WAIT: Duration = Duration::from_secs(30);
+
+/// Room for `n` bytes in `budget`, waiting up to [`BUDGET_WAIT`].
+async fn reserve(budget: &Arc<Semaphore>, n: usize) -> Result<OwnedSemaphorePermit, Error> {
+    let n = u32::try_from(n).map_err(|_| Error::Busy)?;
+    if let Ok(room) = budget.clone().try_acquire_many_owned(n) {
+        return Ok(room);
+    }
+    match tokio::time::timeout(BUDGET_WAIT, budget.clone().acquire_many_owned(n)).await {
+        Ok(Ok(room)) => Ok(room),
+        _ => Err(Error::Busy),
+    }
+}
 
 /// A client connection's packet reader and writer.
 #[derive(Debug)]
@@ -134,7 +153,19 @@ impl PacketIo {
     /// Reads one logical packet as the client sent it, headers (and 16 MiB continuations)
     /// included, for passing on unchanged. `None` when the client hung up between packets.
     pub async fn read_raw(&mut self) -> Result<Option<Bytes>, Error> {
+        Ok(self.read_raw_within(None).await?.map(|(packet, _)| packet))
+    }
+
+    /// [`Self::read_raw`], holding room in `budget` for the packet before reading its payload
+    /// (for a packet continued past 16 MiB, room for `max_packet`, the excess given back): room
+    /// is never held in part, so clients waiting for it cannot block each other. Waits up to
+    /// [`BUDGET_WAIT`] ([`Error::Busy`]).
+    pub async fn read_raw_within(
+        &mut self,
+        budget: Option<&Arc<Semaphore>>,
+    ) -> Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>, Error> {
         let (mut at, mut total) = (0, 0);
+        let mut room: Option<OwnedSemaphorePermit> = None;
         loop {
             if !self.fill(at + 4).await? {
                 return if at == 0 && self.rbuf.is_empty() {
@@ -150,12 +181,19 @@ impl PacketIo {
             if total > self.max_packet {
                 return Err(Error::PacketTooLarge { limit: self.max_packet });
             }
+            if let (Some(budget), None) = (budget, &room) {
+                let n = if len == MAX_PAYLOAD { self.max_packet } else { len };
+                room = Some(reserve(budget, n + 4).await?);
+            }
             if !self.fill(at + 4 + len).await? {
                 return Err(Error::ClientProtocol("connection closed mid-packet"));
             }
             at += 4 + len;
             if len != MAX_PAYLOAD {
-                return Ok(Some(self.rbuf.split_to(at).freeze()));
+                if let Some(room) = room.as_mut() {
+                    drop(room.split(room.num_permits().saturating_sub(at)));
+                }
+                return Ok(Some((self.rbuf.split_to(at).freeze(), room)));
             }
         }
     }
