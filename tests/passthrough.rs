@@ -125,16 +125,16 @@ async fn connector_j_logs_in_with_ssl_and_with_public_key_retrieval() {
     within(120, async {
         let user = create_user("pt_jdbc", PASSWORD).await;
         let tunnel = Tunnel::start_passthrough("").await;
-        let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("PassthroughLogin"))
+        let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("DefaultLogin"))
             .await
             .expect("compile");
         let login = |port: u16, pw: &'static str, options: &'static str| {
             let (classpath, user) = (classpath.clone(), user.clone());
             async move {
-                let args =
-                    [port.to_string(), user, pw.to_owned(), DATABASE.to_owned(), options.into()];
-                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-                let out = e2e::java::run(&classpath, "PassthroughLogin", &refs).await;
+                let url = format!(
+                    "jdbc:mariadb://127.0.0.1:{port}/{DATABASE}?connectTimeout=10000&{options}"
+                );
+                let out = e2e::java::run(&classpath, "DefaultLogin", &[&url, &user, pw]).await;
                 String::from_utf8_lossy(&out.stdout).trim().to_owned()
             }
         };

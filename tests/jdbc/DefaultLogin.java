@@ -1,5 +1,5 @@
-// Logs in through whichever JDBC driver is on the classpath, with the URL as given (no
-// options: the driver's defaults); prints who the server says we are, or the error.
+// Logs in through whichever JDBC driver is on the classpath, with the URL as given (its
+// options, or none for the driver's defaults); prints who the server says we are, or the error.
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
