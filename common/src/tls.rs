@@ -16,7 +16,7 @@ use serde::Deserialize;
 use crate::Error;
 
 /// `tls` section of the transport: serve HTTPS.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerTls {
     /// PEM certificate chain.

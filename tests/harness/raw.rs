@@ -21,6 +21,20 @@ fn ok_status(p: &[u8]) -> u16 {
     u16::from_le_bytes([p[at], p[at + 1]])
 }
 
+/// A greeting's payload after its server version (from the connection id on).
+fn after_version(greeting: &[u8]) -> &[u8] {
+    let nul = greeting[1..].iter().position(|&b| b == 0).expect("version") + 1;
+    &greeting[nul + 1..]
+}
+
+/// The `mysql_native_password` answer to `scramble`.
+fn native_token(password: &str, scramble: &[u8]) -> Vec<u8> {
+    let h1 = Sha1::digest(password.as_bytes());
+    let h2 = Sha1::digest(h1);
+    let h3 = Sha1::digest([scramble, h2.as_slice()].concat());
+    h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect()
+}
+
 /// How a connection ended, seen from the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
@@ -58,16 +72,22 @@ impl RawClient {
     /// Connects and reads the greeting: returns the client, the 20-byte scramble and the
     /// greeting's auth plugin.
     pub async fn greet(port: u16) -> (RawClient, Vec<u8>, String) {
-        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-        let mut c = RawClient { stream, seq: 0, connection_id: 0 };
-        let greeting = c.read().await;
-        let nul = greeting[1..].iter().position(|&b| b == 0).expect("version") + 1;
-        let p = &greeting[nul + 1..];
-        c.connection_id = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
+        let (c, greeting) = RawClient::connect(port).await;
+        let p = after_version(&greeting);
         let mut scramble = p[4..12].to_vec();
         scramble.extend_from_slice(&p[31..43]);
         let plugin = String::from_utf8_lossy(&p[44..]).trim_end_matches('\0').to_owned();
         (c, scramble, plugin)
+    }
+
+    /// Connects and reads the greeting's payload (its connection id is kept).
+    async fn connect(port: u16) -> (RawClient, Vec<u8>) {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let mut c = RawClient { stream, seq: 0, connection_id: 0 };
+        let greeting = c.read().await;
+        let p = after_version(&greeting);
+        c.connection_id = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
+        (c, greeting)
     }
 
     /// A HandshakeResponse41 with capabilities `caps` (protocol 4.1 and secure connection are
@@ -108,10 +128,7 @@ impl RawClient {
         caps: u32,
     ) -> RawClient {
         let (mut c, scramble, _) = RawClient::greet(port).await;
-        let h1 = Sha1::digest(password.as_bytes());
-        let h2 = Sha1::digest(h1);
-        let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
-        let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
+        let token = native_token(password, &scramble);
         c.write(&RawClient::hello(caps, user, &token, db, "mysql_native_password")).await;
         let ok = c.read().await;
         assert_eq!(ok[0], 0, "login OK, got {ok:?}");
@@ -129,18 +146,10 @@ impl RawClient {
         caps: u32,
         mariadb: u32,
     ) -> (RawClient, Vec<u8>) {
-        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-        let mut c = RawClient { stream, seq: 0, connection_id: 0 };
-        let greeting = c.read().await;
-        let nul = greeting[1..].iter().position(|&b| b == 0).expect("version") + 1;
-        let p = &greeting[nul + 1..];
-        c.connection_id = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
-        let mut scramble = p[4..12].to_vec();
-        scramble.extend_from_slice(&p[31..43]);
-        let h1 = Sha1::digest(password.as_bytes());
-        let h2 = Sha1::digest(h1);
-        let h3 = Sha1::digest([scramble.as_slice(), h2.as_slice()].concat());
-        let token: Vec<u8> = h1.iter().zip(h3.iter()).map(|(a, b)| a ^ b).collect();
+        let (mut c, greeting) = RawClient::connect(port).await;
+        let p = after_version(&greeting);
+        let scramble = [&p[4..12], &p[31..43]].concat();
+        let token = native_token(password, &scramble);
         let mut hello = RawClient::hello(caps & !1, user, &token, db, "mysql_native_password");
         hello[0] &= !1;
         hello[28..32].copy_from_slice(&mariadb.to_le_bytes());

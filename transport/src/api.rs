@@ -57,12 +57,13 @@ async fn keep_alive(
     req: Request<Incoming>,
     token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
-    let body = read_body(req, MAX_KEEPALIVE_BODY, state.config().body_timeout).await?;
+    let config = state.config();
+    let body = read_body(req, MAX_KEEPALIVE_BODY, config.body_timeout).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
     // A long poll: answered at once when a session is gone, else when one ends or at `wait`
     // (at most a heartbeat interval, so the sidecar never takes the wait for silence).
-    let wait = Duration::from_millis(list.wait_ms).min(state.config().heartbeat_interval);
+    let wait = Duration::from_millis(list.wait_ms).min(config.heartbeat_interval);
     let deadline = tokio::time::Instant::now() + wait;
     // Sessions opened after the list was made count too: any of this token's the upstream
     // ends meanwhile.

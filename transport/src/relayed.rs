@@ -34,16 +34,17 @@ pub async fn open(
     req: Request<Incoming>,
     token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
-    let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
+    // One view of the configuration for the whole request (a reload may swap it).
+    let config = state.config();
+    let body = read_body(req, MAX_CONTROL_BODY, config.body_timeout).await?;
     let open: OpenRelay = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid relay request: {e}")))?;
-    let config = state.config();
     let upstream = config
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
     let limits = session_limits(state, token)?;
     let tls = state.upstream_tls(upstream)?;
-    let timeout = state.config().connect_timeout;
+    let timeout = config.connect_timeout;
     let (link, greeting) = RelayLink::dial(upstream, tls, open.client_tls, timeout).await?;
     let mut out = BytesMut::new();
     encode_packets(&mut out, &greeting);
@@ -61,8 +62,8 @@ pub async fn open(
     let mut response =
         frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), Some(&session.id));
     let headers = response.headers_mut();
-    headers.insert(SESSION_TIMEOUT_HEADER, millis(state.config().session_timeout));
-    headers.insert(HEARTBEAT_HEADER, millis(state.config().heartbeat_interval));
+    headers.insert(SESSION_TIMEOUT_HEADER, millis(config.session_timeout));
+    headers.insert(HEARTBEAT_HEADER, millis(config.heartbeat_interval));
     Ok(response)
 }
 
@@ -233,12 +234,10 @@ pub async fn infile(
 
 /// The limits a new session of `token` is checked against; an error when already reached.
 fn session_limits(state: &AppState, token: TokenId) -> Result<SessionLimits, Error> {
-    let max_sessions = state.config().max_sessions;
-    let limits = SessionLimits {
-        total: max_sessions,
-        per_token: state.config().max_sessions_per_token,
-        token,
-    };
+    let config = state.config();
+    let max_sessions = config.max_sessions;
+    let limits =
+        SessionLimits { total: max_sessions, per_token: config.max_sessions_per_token, token };
     if state.sessions.len() >= max_sessions
         || state.sessions.count_for_token(token) >= limits.per_token
     {

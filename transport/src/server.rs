@@ -55,13 +55,14 @@ pub async fn run_with_reloads(
         }
     });
     let graceful = GracefulShutdown::new();
-    let tls = match &state.config().tls {
+    let config = state.config();
+    let tls = match &config.tls {
         Some(tls) => Some(TlsAcceptor::from(tls.build().map_err(std::io::Error::other)?)),
         None => None,
     };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
-    let connections = Arc::new(Semaphore::new(state.config().max_connections));
-    let idle_timeout = state.config().idle_timeout;
+    let connections = Arc::new(Semaphore::new(config.max_connections));
+    let idle_timeout = config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
     loop {
         let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {

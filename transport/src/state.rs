@@ -110,7 +110,7 @@ impl AppState {
         let old = self.config();
         let fixed = [
             ("listen", old.listen != new.listen),
-            ("tls", format!("{:?}", old.tls) != format!("{:?}", new.tls)),
+            ("tls", old.tls != new.tls),
             ("worker_threads", old.worker_threads != new.worker_threads),
             ("max_connections", old.max_connections != new.max_connections),
             ("max_inflight_bytes", old.max_inflight_bytes != new.max_inflight_bytes),
