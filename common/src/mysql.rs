@@ -1,5 +1,5 @@
-//! Named MySQL protocol constants used on both sides: command bytes, capability and status
-//! flags, and the error codes the tunnel itself reports.
+//! Named MySQL protocol constants used on both sides (command bytes, capability and status
+//! flags, the error codes the tunnel itself reports) and the one builder of its ERR packets.
 
 /// Writes a MySQL length-encoded integer.
 pub fn put_lenenc_int(buf: &mut impl bytes::BufMut, n: u64) {
@@ -18,6 +18,24 @@ pub fn put_lenenc_int(buf: &mut impl bytes::BufMut, n: u64) {
             buf.put_u64_le(n);
         }
     }
+}
+
+/// ERR packet payload with a SQLSTATE marker (after the greeting). The one builder of MySQL
+/// errors the tunnel writes itself, on either side.
+pub fn encode_err(buf: &mut impl bytes::BufMut, code: u16, sqlstate: &[u8; 5], message: &[u8]) {
+    buf.put_u8(packet::ERR);
+    buf.put_u16_le(code);
+    buf.put_u8(b'#');
+    buf.put_slice(sqlstate);
+    buf.put_slice(message);
+}
+
+/// ERR packet payload sent in place of a greeting: before the client has said it speaks
+/// protocol 4.1, a server sends no SQLSTATE (as for "Too many connections").
+pub fn encode_err_before_greeting(buf: &mut impl bytes::BufMut, code: u16, message: &[u8]) {
+    buf.put_u8(packet::ERR);
+    buf.put_u16_le(code);
+    buf.put_slice(message);
 }
 
 /// Command bytes (first byte of a command packet).
@@ -191,6 +209,8 @@ pub mod error_code {
     pub const CANNOT_REACH: u16 = 1429;
     /// ER_NET_READ_ERROR: the connection to the upstream or the transport broke.
     pub const CONNECTION_LOST: u16 = 1158;
+    /// ER_SERVER_SHUTDOWN: the tunnel is shutting down.
+    pub const SERVER_SHUTDOWN: u16 = 1053;
     /// SQLSTATE of access errors.
     pub const STATE_ACCESS: &[u8; 5] = b"28000";
     /// SQLSTATE of communication errors.
@@ -211,5 +231,16 @@ mod tests {
         }
         assert_eq!(v.len(), 1 + 1 + 3 + 3 + 4 + 4 + 9);
         assert_eq!(&v[..5], &[0, 250, 0xfc, 251, 0]);
+    }
+
+    #[test]
+    fn err_packets_with_and_without_sqlstate() {
+        let mut b = Vec::new();
+        encode_err(&mut b, 1146, b"42S02", b"no");
+        assert_eq!(&b[..], &[0xff, 0x7a, 0x04, b'#', b'4', b'2', b'S', b'0', b'2', b'n', b'o']);
+        let mut b = Vec::new();
+        encode_err_before_greeting(&mut b, 1040, b"Too many connections");
+        assert_eq!(&b[..3], &[0xff, 0x10, 0x04]);
+        assert_eq!(&b[3..], b"Too many connections");
     }
 }

@@ -41,6 +41,10 @@ pub struct SidecarConfig {
     pub client_tls: ClientLegTls,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
     pub worker_threads: usize,
+    /// On SIGTERM, how long running commands may go on; then the transport ends their
+    /// statements (`KILL QUERY`) and their clients get error 1053.
+    #[serde(with = "serde_duration")]
+    pub shutdown_grace: Duration,
     /// Logging.
     pub log: LogConfig,
 }
@@ -59,6 +63,7 @@ impl Default for SidecarConfig {
             max_inflight_bytes: 256 << 20,
             client_tls: ClientLegTls::default(),
             worker_threads: 1,
+            shutdown_grace: Duration::from_secs(10),
             log: LogConfig::default(),
         }
     }

@@ -89,6 +89,9 @@ pub enum Error {
         "Lost connection to MySQL server: the tunnel session expired or the transport restarted"
     )]
     SessionLost,
+    /// The sidecar is shutting down and its grace is over.
+    #[error("Server shutdown in progress: the sqltunnel sidecar is shutting down")]
+    ShuttingDown,
     /// The answer stream broke off.
     #[error("Lost connection to MySQL server during query: {0}")]
     StreamBroken(String),
@@ -119,6 +122,7 @@ impl Error {
             Error::TransportUnreachable { .. }
             | Error::TokenRefused { .. }
             | Error::BadAnswer { .. } => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
+            Error::ShuttingDown => (code::SERVER_SHUTDOWN, *code::STATE_COMM, msg),
             Error::SessionLost | Error::StreamBroken(_) => {
                 (code::CONNECTION_LOST, *code::STATE_COMM, msg)
             }
@@ -131,6 +135,7 @@ impl Error {
         matches!(
             self,
             Error::SessionLost
+                | Error::ShuttingDown
                 | Error::StreamBroken(_)
                 | Error::Io(_)
                 | Error::ClientProtocol(_)

@@ -1,5 +1,6 @@
 //! The accept loop: one relayed connection task per client, the heartbeat task, and a bounded
-//! drain on shutdown.
+//! drain on shutdown: no new client, idle clients closed, running commands given
+//! `shutdown_grace`, then ended (the transport kills their statements).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +15,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::Error;
 use crate::config::SidecarConfig;
-use crate::connection::Connection;
+use crate::connection::{CUT_WAIT, Connection};
 use crate::heartbeat;
 use crate::protocol::PacketIo;
 use crate::shared::{AFFINITY_BUCKETS, Shared};
@@ -22,8 +23,8 @@ use crate::shared::{AFFINITY_BUCKETS, Shared};
 /// Time to write a refusal to a client beyond `max_clients`.
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
 
-/// How long shutdown waits for clients to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// After the cut, how long shutdown waits for the connections still open.
+const AFTER_CUT: Duration = Duration::from_secs(10);
 
 /// Serves MySQL clients on `listener` until `shutdown` is cancelled.
 pub async fn run(
@@ -63,7 +64,10 @@ pub async fn run_with_reloads(
         }
     });
     let tracker = TaskTracker::new();
-    tracker.spawn(heartbeat::run(shared.clone(), shutdown.clone()));
+    // Keep-alives go on while running commands finish.
+    let heartbeats = CancellationToken::new();
+    let heartbeat_task = tokio::spawn(heartbeat::run(shared.clone(), heartbeats.clone()));
+    let stop = CancellationToken::new();
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
     let accepted = AtomicUsize::new(0);
     let clients = Arc::new(Semaphore::new(shared.config.max_clients));
@@ -87,7 +91,7 @@ pub async fn run_with_reloads(
             shared.clone(),
             n % AFFINITY_BUCKETS,
         );
-        let token = shutdown.clone();
+        let token = stop.clone();
         tracker.spawn(
             async move {
                 let _slot = slot;
@@ -99,10 +103,23 @@ pub async fn run_with_reloads(
             .instrument(info_span!("client", conn = n, %peer)),
         );
     }
+    // New clients are refused from here on, not left waiting in the backlog.
+    drop(listener);
+    let grace = shared.config.shutdown_grace;
+    info!(?grace, "sidecar shutting down");
+    shared.draining.cancel();
     tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
-        warn!("some client connections were still open after the grace period");
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        warn!("commands still running after the shutdown grace: ending them");
+        shared.cut.cancel();
+        if tokio::time::timeout(CUT_WAIT + AFTER_CUT, tracker.wait()).await.is_err() {
+            warn!("some client connections were still open at exit");
+        }
     }
+    stop.cancel();
+    heartbeats.cancel();
+    drop(tokio::time::timeout(Duration::from_secs(1), heartbeat_task).await);
+    info!("sidecar stopped");
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use common::wire::OpenRelay;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::Error;
@@ -30,6 +31,10 @@ pub struct Shared {
     pub greetings: Arc<Greetings>,
     /// Room for client commands held at once (`max_inflight_bytes`), a permit a byte.
     pub inflight: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when shutdown begins: idle clients are closed, running commands go on.
+    pub draining: CancellationToken,
+    /// Cancelled when the shutdown grace is over: running commands are ended.
+    pub cut: CancellationToken,
     affinities: Vec<String>,
 }
 
@@ -54,6 +59,8 @@ impl Shared {
             live: LiveSessions::default(),
             client_tls,
             greetings: Arc::default(),
+            draining: CancellationToken::new(),
+            cut: CancellationToken::new(),
             affinities: new_affinities()?,
         })
     }

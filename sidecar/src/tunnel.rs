@@ -358,7 +358,13 @@ impl TunnelConn {
 
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
     pub async fn close_session(&mut self, session: &str) {
-        let path = format!("v1/sessions/{session}");
+        self.end_session(session, false).await;
+    }
+
+    /// Closes the session on the transport; with `kill`, a statement still running on it is
+    /// ended upstream first (shutdown).
+    pub async fn end_session(&mut self, session: &str, kill: bool) {
+        let path = format!("v1/sessions/{session}{}", if kill { "?kill=query" } else { "" });
         let result =
             match self.send("DELETE", &path, JSON_CONTENT_TYPE, Some(session), b"", "").await {
                 Ok((_, conn)) => conn

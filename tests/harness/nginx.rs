@@ -88,7 +88,18 @@ fn nginx_binary() -> PathBuf {
 }
 
 impl Drop for Nginx {
+    /// Stops nginx with SIGTERM, so the master takes its workers down (SIGKILL would leave
+    /// them running); SIGKILL only if it has not stopped within 3 s.
     fn drop(&mut self) {
+        let term = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        if term.is_ok_and(|s| s.success()) {
+            for _ in 0..60 {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
         drop(self.child.kill());
         drop(self.child.wait());
     }

@@ -14,8 +14,8 @@ use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::http::{error_response, json, no_content, read_body, text};
-use crate::relayed;
 use crate::state::{AppState, Metrics};
+use crate::{ending, relayed};
 
 /// Largest keepalive body (about 100,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
@@ -42,12 +42,22 @@ pub async fn handle(
         Route::Command(id) => relayed::command(&state, &id, token, req).await,
         Route::Infile(id) => relayed::infile(&state, &id, token, req).await,
         Route::KeepAlive => keep_alive(&state, req, token).await,
-        Route::CloseSession(id) => Ok(close_session(&state, &id, token)),
+        Route::CloseSession(id) => {
+            let kill = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "kill=query"));
+            Ok(close_session(&state, &id, token, kill))
+        }
         Route::Metrics => Ok(text(state.render_metrics())),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
         Route::Health | Route::NotFound => Err(Error::NotFound),
     };
-    result.unwrap_or_else(|e| error_response(&e))
+    match result {
+        Ok(response) => response,
+        // A session ended by the drain is gone because of the shutdown: say so.
+        Err(Error::SessionNotFound) if state.draining.is_cancelled() => {
+            error_response(&Error::ShuttingDown)
+        }
+        Err(e) => error_response(&e),
+    }
 }
 
 /// Marks every listed session of the caller's token as heard from and names those that are
@@ -86,12 +96,21 @@ async fn keep_alive(
 }
 
 /// COM_QUIT: the session ends and its upstream connection is closed, without making the
-/// client wait. Only the token that opened a session can close it.
-fn close_session(state: &AppState, id: &str, token: TokenId) -> Response<ResponseBody> {
+/// client wait. Only the token that opened a session can close it. With `kill` (a sidecar
+/// shutting down), a statement still running is ended upstream first.
+fn close_session(
+    state: &Arc<AppState>,
+    id: &str,
+    token: TokenId,
+    kill: bool,
+) -> Response<ResponseBody> {
     if let Some(session) = state.sessions.remove_owned(id, token) {
-        info!(session = %session_label(id), "session closed by client");
+        info!(session = %session_label(id), kill, "session closed by client");
+        let state = state.clone();
         tokio::spawn(async move {
-            if let Some(link) = session.take_link().await {
+            if kill {
+                ending::end_running(&state, &session).await;
+            } else if let Some(link) = session.take_link().await {
                 link.quit().await;
             }
         });

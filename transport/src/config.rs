@@ -57,6 +57,10 @@ pub struct TransportConfig {
     pub tls: Option<ServerTls>,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
     pub worker_threads: usize,
+    /// On SIGTERM, how long running commands may go on; then their statements are ended
+    /// (`KILL QUERY`, see `admin_user`) and their clients get error 1053.
+    #[serde(with = "serde_duration")]
+    pub shutdown_grace: Duration,
     /// Logging.
     pub log: LogConfig,
 }
@@ -81,6 +85,7 @@ impl Default for TransportConfig {
             max_sessions_per_token: 1000,
             tls: None,
             worker_threads: 1,
+            shutdown_grace: Duration::from_secs(10),
             log: LogConfig::default(),
         }
     }
@@ -97,6 +102,22 @@ pub struct UpstreamConfig {
     /// Connect to it over TLS.
     #[serde(default)]
     pub tls: Option<UpstreamTls>,
+    /// An account the transport uses only to end a running statement (`KILL QUERY`) when a
+    /// command is cut short: at shutdown after the grace, or when a sidecar shutting down asks.
+    /// It needs CONNECTION ADMIN (MariaDB 10.5+; SUPER before) or MySQL's CONNECTION_ADMIN.
+    /// Without it, a `users` entry's statement is ended with the entry's own credentials and a
+    /// passthrough statement runs on until the server notices its connection is closed.
+    #[serde(default)]
+    pub admin_user: Option<String>,
+    /// Password of `admin_user` (or `admin_password_env` / `admin_password_file`).
+    #[serde(default)]
+    pub admin_password: Option<Secret>,
+    /// Environment variable holding `admin_user`'s password.
+    #[serde(default)]
+    pub admin_password_env: Option<String>,
+    /// File holding `admin_user`'s password.
+    #[serde(default)]
+    pub admin_password_file: Option<String>,
 }
 
 /// TLS to an upstream server.
@@ -125,6 +146,12 @@ impl TransportConfig {
                 self.tokens.push(token);
             }
         }
+        for u in &mut self.upstreams {
+            let (env, file) = (u.admin_password_env.take(), u.admin_password_file.take());
+            let inline = u.admin_password.take();
+            u.admin_password =
+                Secret::resolve("admin_password", inline, env.as_deref(), file.as_deref())?;
+        }
         Ok(())
     }
 
@@ -149,6 +176,9 @@ impl TransportConfig {
             }
             if !u.address.contains(':') {
                 return invalid(format!("upstreams[{i}]: address {:?} needs a port", u.address));
+            }
+            if u.admin_password.is_some() && u.admin_user.is_none() {
+                return invalid(format!("upstreams[{i}]: `admin_password` needs `admin_user`"));
             }
         }
         if self.session_timeout < Duration::from_secs(1) {

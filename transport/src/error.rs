@@ -48,6 +48,9 @@ pub enum Error {
     /// Too many sessions.
     #[error("too many sessions (max_sessions = {0})")]
     TooManySessions(usize),
+    /// The transport is shutting down: no new work.
+    #[error("Server shutdown in progress: the sqltunnel transport is shutting down")]
+    ShuttingDown,
     /// The upstream could not be reached or the connection broke.
     #[error("upstream {name:?} unreachable: {reason}")]
     UpstreamUnreachable {
@@ -69,7 +72,9 @@ impl Error {
             Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
-            Error::Busy => (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable),
+            Error::Busy | Error::ShuttingDown => {
+                (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable)
+            }
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
             Error::UnknownUpstream(_) => (StatusCode::FORBIDDEN, ApiErrorKind::UnknownUpstream),
             Error::TooManySessions(_) => {
@@ -82,15 +87,29 @@ impl Error {
                 (StatusCode::INTERNAL_SERVER_ERROR, ApiErrorKind::Unavailable)
             }
         };
-        let mysql = match self {
-            Error::TooManySessions(_) => Some(MysqlError {
-                code: common::mysql::error_code::TOO_MANY_CONNECTIONS,
-                sqlstate: "08004".into(),
-                message: "Too many connections".into(),
-            }),
-            _ => None,
+        (status, ApiError { error: kind, message: self.to_string(), mysql: self.to_mysql() })
+    }
+
+    /// The payload of an ERR packet telling a client this error, where it must see one.
+    pub fn to_err_payload(&self) -> Option<Vec<u8>> {
+        let e = self.to_mysql()?;
+        let sqlstate = e.sqlstate.as_bytes().try_into().unwrap_or(*b"HY000");
+        let mut payload = Vec::with_capacity(9 + e.message.len());
+        common::mysql::encode_err(&mut payload, e.code, &sqlstate, e.message.as_bytes());
+        Some(payload)
+    }
+
+    /// The MySQL error a client gets for this one, where a client must see a MySQL error.
+    pub fn to_mysql(&self) -> Option<MysqlError> {
+        use common::mysql::error_code;
+        let (code, sqlstate, message) = match self {
+            Error::TooManySessions(_) => {
+                (error_code::TOO_MANY_CONNECTIONS, "08004", "Too many connections".into())
+            }
+            Error::ShuttingDown => (error_code::SERVER_SHUTDOWN, "08S01", self.to_string()),
+            _ => return None,
         };
-        (status, ApiError { error: kind, message: self.to_string(), mysql })
+        Some(MysqlError { code, sqlstate: sqlstate.into(), message })
     }
 }
 

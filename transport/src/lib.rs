@@ -9,6 +9,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod config;
+pub mod ending;
 pub mod error;
 pub mod http;
 pub mod idle_watch;

@@ -25,7 +25,7 @@ use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer};
 use crate::relay::turn::LinkGuard;
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
-use crate::session::SessionLimits;
+use crate::session::{Session, SessionLimits, lock};
 use crate::state::{AppState, Metrics};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
@@ -34,6 +34,7 @@ pub async fn open(
     req: Request<Incoming>,
     token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
+    state.refuse_if_draining()?;
     // One view of the configuration for the whole request (a reload may swap it).
     let config = state.config();
     let body = read_body(req, MAX_CONTROL_BODY, config.body_timeout).await?;
@@ -53,7 +54,9 @@ pub async fn open(
         return Ok(frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), None));
     }
     let connection_id = link.connection_id;
-    let session = state.sessions.insert(link, limits)?;
+    // Shutdown may have begun while the upstream answered.
+    state.refuse_if_draining()?;
+    let session = state.sessions.insert(link, &upstream.name, limits)?;
     Metrics::bump(&state.metrics.sessions_opened);
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
@@ -77,6 +80,7 @@ pub async fn login(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
+    state.refuse_if_draining()?;
     let as_json = req
         .headers()
         .get(CONTENT_TYPE)
@@ -86,7 +90,7 @@ pub async fn login(
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)
             .map_err(|e| Error::BadRequest(format!("invalid login: {e}")))?;
-        return login_as(state, guard, &login, id).await;
+        return login_as(state, guard, &login, &session).await;
     }
     let sent = match (&link.phase, link.pending.take()) {
         (Phase::Greeted, _) => {
@@ -104,7 +108,7 @@ pub async fn login(
         }
     };
     match sent {
-        Ok(framing) => Ok(turn(state, guard, framing, id).await),
+        Ok(framing) => Ok(turn(state, guard, framing, &session).await),
         Err(LinkError::BadLogin(why)) => Err(Error::BadRequest(why.into())),
         Err(LinkError::Io(e)) => {
             debug!(session = %session_label(id), error = %e, "upstream lost during login");
@@ -120,8 +124,9 @@ async fn login_as(
     state: &AppState,
     mut guard: LinkGuard,
     login: &LoginAs,
-    id: &str,
+    session: &Session,
 ) -> Result<Response<ResponseBody>, Error> {
+    let id = session.id.as_str();
     let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
     let change_user = match link.phase {
         Phase::Greeted => false,
@@ -142,6 +147,7 @@ async fn login_as(
             encode_packets(&mut out, &last);
             if last.get(4) == Some(&packet::OK) {
                 link.phase = Phase::Ready;
+                *lock(&session.logged_in_as) = Some(LoginAs { database: None, ..login.clone() });
                 TurnEnd::Done
             } else if change_user {
                 TurnEnd::Done
@@ -176,6 +182,7 @@ pub async fn command(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
+    state.refuse_if_draining()?;
     let (body, _room) = read_big_body(state, req).await?;
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
@@ -190,7 +197,7 @@ pub async fn command(
     }
     let shape = link.shape;
     match expect {
-        Some(expect) => Ok(turn(state, guard, Framing::new(expect, shape), &session.id).await),
+        Some(expect) => Ok(turn(state, guard, Framing::new(expect, shape), &session).await),
         None => Ok(ended(&session.id, TurnEnd::Done)),
     }
 }
@@ -205,6 +212,7 @@ pub async fn infile(
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
+    state.refuse_if_draining()?;
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
         Some(b"end") => true,
         Some(b"more") => false,
@@ -229,7 +237,7 @@ pub async fn infile(
     }
     let Some(mut framing) = link.pending.take() else { return Ok(closed(&session.id)) };
     framing.resume();
-    Ok(turn(state, guard, framing, &session.id).await)
+    Ok(turn(state, guard, framing, &session).await)
 }
 
 /// The limits a new session of `token` is checked against; an error when already reached.
@@ -252,9 +260,11 @@ async fn turn(
     state: &AppState,
     guard: LinkGuard,
     framing: Framing,
-    id: &str,
+    session: &Session,
 ) -> Response<ResponseBody> {
-    let mut turn = Turn::new(guard, framing, state.config().heartbeat_interval);
+    let id = session.id.as_str();
+    let heartbeat = state.config().heartbeat_interval;
+    let mut turn = Turn::new(guard, framing, heartbeat, session.cut.clone());
     let first = std::future::poll_fn(|cx| turn.poll_chunk(cx)).await;
     let body = match first {
         Some(chunk) if turn.is_finished() => ResponseBody::from(chunk),

@@ -1,5 +1,6 @@
 //! The accept loop: one hyper HTTP/1.1 connection task per socket, a session reaper, and a
-//! graceful shutdown that drains connections and closes upstream sessions.
+//! graceful shutdown: no new connection or work, running commands get `shutdown_grace`, then
+//! are ended (`ending.rs`), and answers still on their way are flushed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use common::cli::Reloads;
 
 use crate::config::TransportConfig;
 use crate::state::{AppState, Metrics};
-use crate::{api, reaper};
+use crate::{api, ending, reaper};
 
 /// Time a client has to complete the TLS handshake.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
@@ -27,8 +28,8 @@ const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// Time a new connection has to send its first byte (sidecars and proxies send at once).
 const FIRST_BYTE: Duration = Duration::from_secs(10);
 
-/// How long shutdown waits for in-flight requests.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long shutdown waits for the last answers to reach their sidecars.
+const FLUSH_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves the transport API on `listener` until `shutdown` is cancelled.
 pub async fn run(
@@ -111,15 +112,15 @@ pub async fn run_with_reloads(
             .await;
         });
     }
-    info!("transport shutting down");
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
-        warn!("some requests were still running after the grace period");
+    // New connections are refused from here on, not left waiting in the backlog.
+    drop(listener);
+    let grace = state.config().shutdown_grace;
+    info!(sessions = state.sessions.len(), ?grace, "transport shutting down");
+    ending::drain(&state, grace).await;
+    if tokio::time::timeout(FLUSH_GRACE, graceful.shutdown()).await.is_err() {
+        warn!("some HTTP connections were still busy at exit");
     }
-    for session in state.sessions.drain() {
-        if let Some(link) = session.take_link().await {
-            link.quit().await;
-        }
-    }
+    info!("transport stopped");
     Ok(())
 }
 

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::wire::SESSION_ID_BYTES;
+use common::wire::{LoginAs, SESSION_ID_BYTES};
 use tokio::sync::Mutex as AsyncMutex;
+use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::auth::TokenId;
@@ -27,6 +28,14 @@ pub struct Session {
     pub link: Arc<AsyncMutex<Option<RelayLink>>>,
     /// Who uses the link.
     pub link_use: Arc<LinkUse>,
+    /// The upstream's name.
+    pub upstream: String,
+    /// The upstream's id of the connection (its thread id, for `KILL QUERY`).
+    pub connection_id: u32,
+    /// Cancelled to cut the running turn short (its client gets error 1053).
+    pub cut: CancellationToken,
+    /// The credentials of a `users` entry's login: they can end the session's own statements.
+    pub logged_in_as: Mutex<Option<LoginAs>>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -91,8 +100,14 @@ impl Default for SessionTable {
 }
 
 impl SessionTable {
-    /// Registers a new session for `link`, unless the limits are reached.
-    pub fn insert(&self, link: RelayLink, limits: SessionLimits) -> Result<Arc<Session>, Error> {
+    /// Registers a new session for `link` to the upstream named `upstream`, unless the limits
+    /// are reached.
+    pub fn insert(
+        &self,
+        link: RelayLink,
+        upstream: &str,
+        limits: SessionLimits,
+    ) -> Result<Arc<Session>, Error> {
         let id = new_session_id()?;
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= limits.total {
@@ -104,6 +119,10 @@ impl SessionTable {
         let session = Arc::new(Session {
             id: id.clone(),
             token: limits.token,
+            upstream: upstream.to_owned(),
+            connection_id: link.connection_id,
+            cut: CancellationToken::new(),
+            logged_in_as: Mutex::new(None),
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             origin: self.origin,
@@ -163,6 +182,14 @@ impl SessionTable {
     /// Removes and returns every session (shutdown).
     pub fn drain(&self) -> Vec<Arc<Session>> {
         lock(&self.sessions).drain().map(|(_, s)| s).collect()
+    }
+
+    /// Removes and returns the sessions no turn runs on.
+    pub fn remove_idle(&self) -> Vec<Arc<Session>> {
+        let mut sessions = lock(&self.sessions);
+        let idle: Vec<String> =
+            sessions.iter().filter(|(_, s)| !s.is_busy()).map(|(id, _)| id.clone()).collect();
+        idle.iter().filter_map(|id| sessions.remove(id)).collect()
     }
 }
 

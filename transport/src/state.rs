@@ -73,6 +73,8 @@ pub struct AppState {
     pub reaper: mpsc::UnboundedSender<Arc<Session>>,
     /// TLS settings of upstream links, built once per upstream.
     upstream_tls: std::sync::Mutex<HashMap<String, Option<UpstreamTlsLink>>>,
+    /// Cancelled when shutdown begins: no new session, command or login is taken.
+    pub draining: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -86,7 +88,7 @@ impl AppState {
             sessions: SessionTable::default(),
             metrics: Metrics::default(),
             refusals: Refusals::default(),
-
+            draining: tokio_util::sync::CancellationToken::new(),
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }
@@ -127,6 +129,11 @@ impl AppState {
         lock(&self.upstream_tls).clear();
         info!(tokens = new.tokens.len(), upstreams = new.upstreams.len(), "configuration reloaded");
         *write(&self.config) = Arc::new(new);
+    }
+
+    /// [`crate::Error::ShuttingDown`] once shutdown has begun.
+    pub fn refuse_if_draining(&self) -> Result<(), crate::Error> {
+        if self.draining.is_cancelled() { Err(crate::Error::ShuttingDown) } else { Ok(()) }
     }
 
     /// Records that the upstream ended session `id` of token `token`, and wakes the

@@ -11,11 +11,24 @@ use super::Connection;
 use super::answers::{write_answer, write_login_packets};
 use super::users::Authenticator;
 use crate::Error;
+use crate::live::Gone;
 use crate::protocol::{Scramble, parse_change_user};
 use crate::tunnel::RelayStep;
 
 /// A LOAD DATA LOCAL file is uploaded in pieces of about this size.
 const FILE_PIECE: usize = 512 * 1024;
+
+/// After the shutdown grace, how long the end of a running command's answer may take (the
+/// transport kills the statement, or cuts the answer, within a few seconds).
+pub const CUT_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// How the command loop ended.
+pub(crate) enum Served {
+    /// The client quit or hung up, the upstream hung up, or the sidecar is shutting down.
+    Quit,
+    /// The transport reported the session gone while the client was idle.
+    Gone,
+}
 
 /// How a relayed exchange ended for the client connection.
 enum Next {
@@ -26,23 +39,35 @@ enum Next {
 }
 
 impl Connection {
-    /// The command loop, until the client quits or the upstream hangs up.
-    pub(super) async fn serve(&mut self, session: &str) -> Result<(), Error> {
+    /// The command loop, until the client quits, the upstream hangs up, the session is `gone`
+    /// or the sidecar shuts down. Between commands only: a running command's answer is never
+    /// cut short here.
+    pub(super) async fn serve(&mut self, session: &str, gone: &Gone) -> Result<Served, Error> {
         let mut riding = BytesMut::new();
         // Room in max_inflight_bytes for the commands held, until their request is sent.
         let mut room = Vec::new();
         let budget = self.shared.inflight.clone();
+        let draining = self.shared.draining.clone();
         loop {
             self.io.reset_seq();
-            let Some((packet, held)) = self.io.read_raw_within(Some(&budget)).await? else {
-                return Ok(());
+            let read = tokio::select! {
+                biased;
+                () = gone.cancelled() => return Ok(Served::Gone),
+                read = self.io.read_raw_within(Some(&budget)) => read?,
+                () = draining.cancelled() => return Ok(Served::Quit),
             };
+            let Some((packet, held)) = read else { return Ok(Served::Quit) };
+            if draining.is_cancelled() {
+                // A command that arrives during shutdown is refused, not dropped unanswered.
+                self.write_error(&Error::ShuttingDown).await?;
+                return Ok(Served::Quit);
+            }
             room.extend(held);
             let Some(&cmd) = packet.get(4) else {
                 return Err(Error::ClientProtocol("empty command packet"));
             };
             match cmd {
-                command::QUIT => return Ok(()),
+                command::QUIT => return Ok(Served::Quit),
                 command::CHANGE_USER if self.checks_change_user(&packet[5..])? => {
                     room.clear();
                     self.change_user_as(session, &packet[5..]).await?;
@@ -73,15 +98,35 @@ impl Connection {
             room.clear();
             match exchanged {
                 Ok(Next::Command) => {}
-                Ok(Next::Closed) => return Ok(()),
+                Ok(Next::Closed) => return Ok(Served::Quit),
                 Err(e) if !e.is_fatal() => self.write_error(&e).await?,
                 Err(e) => return Err(e),
             }
         }
     }
 
-    /// Sends `step` and relays answers until the client's next command is due.
+    /// Sends `step` and relays answers until the client's next command is due. Once the
+    /// shutdown grace is over, the transport is asked to end the statement; the rest of its
+    /// answer (the server's error, or the transport's 1053) is still relayed, for a while.
     async fn exchange(&mut self, session: &str, step: RelayStep<'_>) -> Result<Next, Error> {
+        let cut = self.shared.cut.clone();
+        let shared = self.shared.clone();
+        let (bucket, authorization) = (self.bucket, self.tunnel.authorization());
+        let relayed = self.relay_exchange(session, step);
+        tokio::pin!(relayed);
+        tokio::select! {
+            biased;
+            next = &mut relayed => return next,
+            () = cut.cancelled() => {}
+        }
+        let mut ender = shared.tunnel.connection_as(shared.affinity(bucket), authorization);
+        let id = session.to_owned();
+        tokio::spawn(async move { ender.end_session(&id, true).await });
+        tokio::time::timeout(CUT_WAIT, relayed).await.unwrap_or(Err(Error::ShuttingDown))
+    }
+
+    /// [`Self::exchange`] until its end.
+    async fn relay_exchange(&mut self, session: &str, step: RelayStep<'_>) -> Result<Next, Error> {
         let mut end = {
             let mut frames = self.tunnel.relay(session, step).await?;
             write_answer(&mut self.io, &mut frames).await?

@@ -9,6 +9,9 @@ mod commands;
 mod login;
 mod users;
 
+pub use commands::CUT_WAIT;
+pub(crate) use commands::Served;
+
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -16,9 +19,10 @@ use common::wire::session_label;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::protocol::{PacketIo, encode_err, encode_err_before_greeting};
+use crate::protocol::PacketIo;
 use crate::shared::Shared;
 use crate::tunnel::TunnelConn;
+use common::mysql::{encode_err, encode_err_before_greeting};
 
 /// Largest packet accepted before login completes.
 const MAX_LOGIN_PACKET: usize = 64 * 1024;
@@ -61,7 +65,11 @@ impl Connection {
         // The handshake timeout bounds the client's steps; the transport's are bounded by its
         // silence limit, so a frozen transport is named as such, not blamed on the client.
         let deadline = tokio::time::Instant::now() + self.shared.config.handshake_timeout;
-        let login = self.log_in(deadline).await;
+        let cut = self.shared.cut.clone();
+        let login = tokio::select! {
+            login = self.log_in(deadline) => login,
+            () = cut.cancelled() => Err(Error::ShuttingDown),
+        };
         if let Some(session) = self.opening.take()
             && !matches!(login, Ok(Some(_)))
         {
@@ -79,16 +87,13 @@ impl Connection {
         info!(session = %session_label(&session), "client logged in");
         self.io.set_max_packet(max_packet);
         let gone = self.shared.live.register(&session, self.bucket, self.tunnel.authorization());
-        let result = tokio::select! {
-            result = self.serve(&session) => result,
-            // Closing the socket is all a client needs to see its session is lost.
-            () = gone.cancelled() => {
-                return if gone.was_reset() { self.io.reset() } else { self.io.shutdown().await };
-            }
-        };
+        let result = self.serve(&session, &gone).await;
         self.shared.live.unregister(&session);
         match result {
-            Ok(()) => debug!(session = %session_label(&session), "client quit"),
+            // Closing the socket is all a client needs to see its session is lost.
+            Ok(Served::Gone) if gone.was_reset() => return self.io.reset(),
+            Ok(Served::Gone) => return self.io.shutdown().await,
+            Ok(Served::Quit) => debug!(session = %session_label(&session), "client quit"),
             Err(e) => {
                 warn!(session = %session_label(&session), error = %e, "client connection ended");
                 self.send_error(&e).await;

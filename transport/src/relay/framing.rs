@@ -110,6 +110,12 @@ impl Framing {
         self.last_seq
     }
 
+    /// The sequence id a packet put in next would take, if what was scanned ends on a packet
+    /// boundary (a packet of the tunnel's own, an error, may go there).
+    pub fn next_seq_at_boundary(&self) -> Option<u8> {
+        (self.skip == 0 && !self.continued).then(|| self.last_seq.wrapping_add(1))
+    }
+
     /// Goes on after the client answered what ended the last turn: its file (the rest is a
     /// result) or its auth packet (the exchange goes on).
     pub fn resume(&mut self) {

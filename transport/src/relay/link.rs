@@ -187,6 +187,14 @@ impl RelayLink {
         }
     }
 
+    /// Runs one statement whose answer is a single OK or ERR packet (`KILL QUERY`) on a
+    /// logged-in link of the transport's own; returns that packet, header included.
+    pub async fn run_simple(&mut self, sql: &str) -> Result<Bytes, LinkError> {
+        let payload = [&[common::mysql::command::QUERY], sql.as_bytes()].concat();
+        self.write_packet(&payload, 0).await?;
+        Ok(self.read_packet().await?)
+    }
+
     /// Reads one whole packet (header included) of a login: small, never continued.
     async fn read_packet(&mut self) -> std::io::Result<Bytes> {
         loop {

@@ -3,12 +3,14 @@
 //! byte for byte; only where an answer ends is read (`framing`).
 //!
 //! Layers, lowest first: `packets` (headers, integers) → `handshake` and `framing` (sans-IO
-//! protocol logic, and `credentials` for the transport's own logins) → `request` (what a request body holds) → `link` and `tls` (the socket) →
-//! `turn` (one answer streamed as an HTTP body).
+//! protocol logic, and `credentials` for the transport's own logins) → `request` (what a
+//! request body holds) → `link` and `tls` (the socket) → `turn` (one answer streamed as an
+//! HTTP body) and `kill` (ending a running statement from a second connection).
 
 pub mod credentials;
 pub mod framing;
 pub mod handshake;
+pub mod kill;
 pub mod link;
 pub mod packets;
 pub mod request;

@@ -13,10 +13,12 @@ use bytes::{Bytes, BytesMut};
 use common::wire::{TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::{debug, warn};
 
 use super::framing::Framing;
 use super::link::{Phase, READ_CHUNK, RelayLink};
+use super::packets::PacketHead;
 
 /// Who uses a session's link: one turn at a time, and between turns its idle watcher, which
 /// gives the link up whenever a turn wants it.
@@ -69,6 +71,10 @@ pub struct Turn {
     framing: Framing,
     heartbeat_every: Duration,
     heartbeat: Pin<Box<Sleep>>,
+    /// Cancelled to cut the turn short (shutdown).
+    cut: CancellationToken,
+    /// Wakes a waiting turn when `cut` is cancelled; made the first time the turn waits.
+    cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     finished: bool,
 }
 
@@ -79,10 +85,16 @@ impl std::fmt::Debug for Turn {
 }
 
 impl Turn {
-    /// A turn reading the answer `framing` describes from the link in `guard`.
-    pub fn new(guard: LinkGuard, framing: Framing, heartbeat_every: Duration) -> Self {
+    /// A turn reading the answer `framing` describes from the link in `guard`, until it ends
+    /// or `cut` is cancelled.
+    pub fn new(
+        guard: LinkGuard,
+        framing: Framing,
+        heartbeat_every: Duration,
+        cut: CancellationToken,
+    ) -> Self {
         let heartbeat = Box::pin(tokio::time::sleep(heartbeat_every));
-        Self { guard, framing, heartbeat_every, heartbeat, finished: false }
+        Self { guard, framing, heartbeat_every, heartbeat, cut, cut_wait: None, finished: false }
     }
 
     /// True once the turn has ended (nothing more to poll).
@@ -96,6 +108,9 @@ impl Turn {
             return Poll::Ready(None);
         }
         loop {
+            if self.cut.is_cancelled() {
+                return Poll::Ready(Some(self.cut_short()));
+            }
             let Some(link) = self.guard.as_mut() else {
                 self.finished = true;
                 return Poll::Ready(Some(turn_frame(TurnEnd::Closed)));
@@ -136,6 +151,13 @@ impl Turn {
                     return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
                 }
                 Poll::Pending => {
+                    let cut = &self.cut;
+                    let wait = self
+                        .cut_wait
+                        .get_or_insert_with(|| Box::pin(cut.clone().cancelled_owned()));
+                    if wait.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Some(self.cut_short()));
+                    }
                     ready!(self.heartbeat.as_mut().poll(cx));
                     self.rearm_heartbeat();
                     let mut hb = BytesMut::new();
@@ -144,6 +166,24 @@ impl Turn {
                 }
             }
         }
+    }
+
+    /// Ends the turn at once: the client gets error 1053 (where a packet may go) and the
+    /// upstream connection is closed.
+    fn cut_short(&mut self) -> Bytes {
+        self.finished = true;
+        *self.guard = None;
+        let mut out = BytesMut::new();
+        if let (Some(seq), Some(payload)) =
+            (self.framing.next_seq_at_boundary(), crate::Error::ShuttingDown.to_err_payload())
+        {
+            let mut packet = BytesMut::with_capacity(PacketHead::LEN + payload.len());
+            PacketHead::write(&mut packet, payload.len(), seq);
+            packet.extend_from_slice(&payload);
+            encode_packets(&mut out, &packet);
+        }
+        encode_turn(&mut out, TurnEnd::Closed);
+        out.freeze()
     }
 
     fn rearm_heartbeat(&mut self) {

@@ -1,0 +1,89 @@
+//! Ending a running statement from outside its connection: the transport logs in on a second
+//! connection of its own and sends `KILL QUERY <thread id>`, as `mysql`'s Ctrl-C does. The
+//! statement's own connection then gets the server's error (1317) and lives on.
+
+use std::time::Duration;
+
+use common::mysql::{capability as cap, packet};
+use common::wire::LoginAs;
+
+use super::link::{Phase, RelayLink, UpstreamTlsLink};
+use super::packets::PacketHead;
+use crate::config::UpstreamConfig;
+
+/// utf8mb4_general_ci, the collation of the transport's own logins.
+const COLLATION: u8 = 45;
+
+/// The login of `upstream`'s `admin_user`, if it has one.
+pub fn admin_login(upstream: &UpstreamConfig) -> Option<LoginAs> {
+    let user = upstream.admin_user.clone()?;
+    let password = upstream.admin_password.as_ref().map(|p| p.expose().to_owned());
+    Some(LoginAs {
+        user,
+        password: password.unwrap_or_default(),
+        database: None,
+        client_flags: cap::LONG_PASSWORD | cap::TRANSACTIONS | cap::MULTI_RESULTS,
+        mariadb_flags: 0,
+        collation: COLLATION,
+    })
+}
+
+/// Kills the statement running on connection `thread_id` of `upstream`, logged in as `login`,
+/// all within `timeout`. The error says what failed (never the password).
+pub async fn kill_query(
+    upstream: &UpstreamConfig,
+    tls: Option<UpstreamTlsLink>,
+    thread_id: u32,
+    login: &LoginAs,
+    timeout: Duration,
+) -> Result<(), String> {
+    let steps = async {
+        let (mut link, greeting) =
+            RelayLink::dial(upstream, tls, false, timeout).await.map_err(|e| e.to_string())?;
+        if greeting.get(PacketHead::LEN) == Some(&packet::ERR) {
+            return Err(error_text(&greeting));
+        }
+        let answer = link.login_as(login).await.map_err(|e| e.to_string())?;
+        if answer.get(PacketHead::LEN) != Some(&packet::OK) {
+            return Err(format!("login as {:?} refused: {}", login.user, error_text(&answer)));
+        }
+        link.phase = Phase::Ready;
+        let answer =
+            link.run_simple(&format!("KILL QUERY {thread_id}")).await.map_err(|e| e.to_string())?;
+        link.quit().await;
+        match answer.get(PacketHead::LEN) {
+            Some(&packet::OK) => Ok(()),
+            _ => Err(error_text(&answer)),
+        }
+    };
+    tokio::time::timeout(timeout, steps)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
+}
+
+/// "code: message" of an ERR packet (header included).
+fn error_text(packet: &[u8]) -> String {
+    let payload = packet.get(PacketHead::LEN..).unwrap_or_default();
+    if payload.first() != Some(&packet::ERR) || payload.len() < 3 {
+        return "an unexpected answer".into();
+    }
+    let code = u16::from_le_bytes([payload[1], payload[2]]);
+    let mut message = &payload[3..];
+    if message.first() == Some(&b'#') && message.len() >= 6 {
+        message = &message[6..];
+    }
+    format!("{code}: {}", String::from_utf8_lossy(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_text_reads_code_and_message() {
+        let mut p = vec![0, 0, 0, 1];
+        common::mysql::encode_err(&mut p, 1094, b"HY000", b"Unknown thread id: 7");
+        assert_eq!(error_text(&p), "1094: Unknown thread id: 7");
+        assert_eq!(error_text(&[0, 0, 0, 1, 0]), "an unexpected answer");
+    }
+}
