@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): installs what is missing, checks formatting and
 # lints, starts a throwaway MariaDB on a free port under a temp dir, runs every test against
-# it, and stops it again.
+# it, stops it again, and fuzzes each parser of network bytes for FUZZ_SECONDS (15) each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -38,4 +38,7 @@ status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run, summed over every test binary.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$WORK/cargo-test.log"
-exit "$status"
+((status == 0)) || exit "$status"
+
+echo "== fuzzing each parser of network bytes briefly (scripts/fuzz.sh)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
