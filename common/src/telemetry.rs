@@ -1,4 +1,7 @@
-//! Logging setup shared by both binaries: `tracing` with text or JSON output.
+//! Logging setup shared by both binaries: `tracing` with text or JSON output, colours only on a
+//! terminal, and filters (`log.level`, `RUST_LOG`) checked strictly.
+
+use std::io::IsTerminal;
 
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
@@ -32,17 +35,51 @@ impl Default for LogConfig {
     }
 }
 
+impl LogConfig {
+    /// Checks `level` as start-up would.
+    pub fn validate(&self) -> Result<(), Error> {
+        parse_filter("log.level", &self.level).map(drop).map_err(Error::ConfigInvalid)
+    }
+}
+
+/// A filter directive, or an error naming where it came from (`what`) and what is wrong. A
+/// bare word is taken as a level only if it is one: `verbose` is refused, not read as a target.
+fn parse_filter(what: &str, directives: &str) -> Result<EnvFilter, String> {
+    let bad = |why: String| format!("{what} {directives:?} is not a valid log filter: {why}");
+    for directive in directives.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let level = directive.rsplit_once('=').map_or(directive, |(_, level)| level);
+        let bare = !directive.contains(['=', ':', '[']);
+        if (bare || directive.contains('='))
+            && level.parse::<tracing::level_filters::LevelFilter>().is_err()
+        {
+            return Err(bad(format!(
+                "{level:?} is not a level (off, error, warn, info, debug, trace)"
+            )));
+        }
+    }
+    EnvFilter::builder().parse(directives).map_err(|e| bad(e.to_string()))
+}
+
 /// Changes the log filter of the running process (a reloaded `log.level`).
 pub type LevelReload = Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>;
 
 /// Installs the global subscriber. `RUST_LOG`, when set, wins over the configured level, then
 /// and after a reload. Returns what changes the level later.
 pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
-    let from_env = std::env::var_os("RUST_LOG").is_some();
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&config.level))
-        .map_err(|e| Error::Telemetry(e.to_string()))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let env = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
+    let from_env = env.is_some();
+    let filter = match &env {
+        Some(value) => parse_filter("RUST_LOG", value),
+        None => parse_filter("log.level", &config.level),
+    }
+    .map_err(Error::Telemetry)?;
+    // Colours only on a terminal (log files and journald get plain text), and never with
+    // NO_COLOR set.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     let reload: Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync> = match config.format {
         LogFormat::Text => {
             let builder = builder.with_filter_reloading();
@@ -61,7 +98,23 @@ pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
         if from_env {
             return Ok(());
         }
-        let filter = EnvFilter::try_new(level).map_err(|e| Error::Telemetry(e.to_string()))?;
-        reload(filter).map_err(Error::Telemetry)
+        reload(parse_filter("log.level", level).map_err(Error::ConfigInvalid)?)
+            .map_err(Error::Telemetry)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_are_checked_strictly() {
+        for good in ["info", "warn,transport=debug", "sidecar::connection=trace", "off", "DEBUG"] {
+            assert!(parse_filter("log.level", good).is_ok(), "{good}");
+        }
+        for bad in ["verbose", "info,transport=loud", "a=b=c"] {
+            let e = parse_filter("log.level", bad).err().unwrap_or_default();
+            assert!(e.contains("log.level") && e.contains(bad), "{bad}: {e}");
+        }
+    }
 }

@@ -204,6 +204,7 @@ impl SidecarConfig {
         if self.client_tls.enabled && self.client_tls.cert_file.is_some() {
             self.client_tls.acceptor()?;
         }
+        self.log.validate()?;
         if self.max_clients == 0 {
             return invalid("`max_clients` must be at least 1".into());
         }

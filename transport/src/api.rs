@@ -27,8 +27,10 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<ResponseBody> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
-    if route == Route::Health {
-        return json(StatusCode::OK, &serde_json::json!({ "status": "ok" }));
+    match route {
+        Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
+        Route::Ready => return ready(&state),
+        _ => {}
     }
     let Some(token) = state.tokens().authorize(req.headers()) else {
         Metrics::bump(&state.metrics.unauthorized);
@@ -48,7 +50,7 @@ pub async fn handle(
         }
         Route::Metrics => Ok(text(state.render_metrics())),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
-        Route::Health | Route::NotFound => Err(Error::NotFound),
+        Route::Health | Route::Ready | Route::NotFound => Err(Error::NotFound),
     };
     match result {
         Ok(response) => response,
@@ -58,6 +60,20 @@ pub async fn handle(
         }
         Err(e) => error_response(&e),
     }
+}
+
+/// Readiness: 200 when every upstream can be reached (as last probed or dialed), else 503;
+/// 503 too once shutdown has begun.
+fn ready(state: &AppState) -> Response<ResponseBody> {
+    let names: Vec<String> = state.config().upstreams.iter().map(|u| u.name.clone()).collect();
+    let (all, upstreams) = state.readiness.report(&names);
+    let draining = state.draining.is_cancelled();
+    let (status, word) = match (all, draining) {
+        (_, true) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
+        (true, false) => (StatusCode::OK, "ready"),
+        (false, false) => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
+    };
+    json(status, &serde_json::json!({ "status": word, "upstreams": upstreams }))
 }
 
 /// Marks every listed session of the caller's token as heard from and names those that are

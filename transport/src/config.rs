@@ -102,8 +102,8 @@ pub struct UpstreamConfig {
     /// Connect to it over TLS.
     #[serde(default)]
     pub tls: Option<UpstreamTls>,
-    /// An account the transport uses only to end a running statement (`KILL QUERY`) when a
-    /// command is cut short: at shutdown after the grace, or when a sidecar shutting down asks.
+    /// The transport's own account: readiness probes (`/v1/ready`), and ending a running
+    /// statement (`KILL QUERY`) cut short at shutdown or when a sidecar shutting down asks.
     /// It needs CONNECTION ADMIN (MariaDB 10.5+; SUPER before) or MySQL's CONNECTION_ADMIN.
     /// Without it, a `users` entry's statement is ended with the entry's own credentials and a
     /// passthrough statement runs on until the server notices its connection is closed.
@@ -181,6 +181,7 @@ impl TransportConfig {
                 return invalid(format!("upstreams[{i}]: `admin_password` needs `admin_user`"));
             }
         }
+        self.log.validate()?;
         if self.session_timeout < Duration::from_secs(1) {
             return invalid("`session_timeout` must be at least 1s".into());
         }

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::relay::kill::{admin_login, kill_query};
+use crate::relay::admin::{admin_login, kill_query};
 use crate::session::{Session, lock};
 use crate::state::AppState;
 

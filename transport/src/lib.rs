@@ -13,6 +13,8 @@ pub mod ending;
 pub mod error;
 pub mod http;
 pub mod idle_watch;
+pub mod probes;
+pub mod readiness;
 pub mod reaper;
 pub mod refusals;
 pub mod relay;

@@ -46,7 +46,10 @@ pub async fn open(
     let limits = session_limits(state, token)?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
-    let (link, greeting) = RelayLink::dial(upstream, tls, open.client_tls, timeout).await?;
+    let dialed = RelayLink::dial(upstream, tls, open.client_tls, timeout).await;
+    let outcome = dialed.as_ref().map(drop).map_err(ToString::to_string);
+    state.readiness.record(&upstream.name, outcome);
+    let (link, greeting) = dialed?;
     let mut out = BytesMut::new();
     encode_packets(&mut out, &greeting);
     if greeting.get(4) == Some(&packet::ERR) {

@@ -20,7 +20,7 @@ use common::cli::Reloads;
 
 use crate::config::TransportConfig;
 use crate::state::{AppState, Metrics};
-use crate::{api, ending, reaper};
+use crate::{api, ending, probes, reaper};
 
 /// Time a client has to complete the TLS handshake.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
@@ -62,6 +62,7 @@ pub async fn run_with_reloads(
         None => None,
     };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
+    tokio::spawn(probes::run(state.clone(), shutdown.clone()));
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let idle_timeout = config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");

@@ -75,6 +75,8 @@ pub struct AppState {
     upstream_tls: std::sync::Mutex<HashMap<String, Option<UpstreamTlsLink>>>,
     /// Cancelled when shutdown begins: no new session, command or login is taken.
     pub draining: tokio_util::sync::CancellationToken,
+    /// Whether each upstream can be reached, as last seen.
+    pub readiness: crate::readiness::Readiness,
 }
 
 impl AppState {
@@ -89,6 +91,7 @@ impl AppState {
             metrics: Metrics::default(),
             refusals: Refusals::default(),
             draining: tokio_util::sync::CancellationToken::new(),
+            readiness: crate::readiness::Readiness::default(),
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }

@@ -3,8 +3,10 @@
 /// An endpoint of the transport's HTTP API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
-    /// `GET …/v1/health`
+    /// `GET|HEAD …/v1/health`: liveness (no token).
     Health,
+    /// `GET|HEAD …/v1/ready`: readiness, whether every upstream can be reached (no token).
+    Ready,
     /// `POST …/v1/relay`: opens a relayed session; answers the upstream's greeting.
     OpenRelay,
     /// `POST …/v1/sessions/{id}/login`: a relayed client's login packet.
@@ -36,7 +38,8 @@ impl Route {
         let rest = &path[at + 4..];
         let parts: Vec<&str> = rest.split('/').collect();
         let (route, allowed) = match parts.as_slice() {
-            ["health"] => (Route::Health, method == "GET"),
+            ["health"] => (Route::Health, method == "GET" || method == "HEAD"),
+            ["ready"] => (Route::Ready, method == "GET" || method == "HEAD"),
             ["keepalive"] => (Route::KeepAlive, method == "POST"),
             ["relay"] => (Route::OpenRelay, method == "POST"),
             ["sessions", id, "login"] if valid_id(id) => {

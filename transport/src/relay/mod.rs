@@ -5,12 +5,12 @@
 //! Layers, lowest first: `packets` (headers, integers) → `handshake` and `framing` (sans-IO
 //! protocol logic, and `credentials` for the transport's own logins) → `request` (what a
 //! request body holds) → `link` and `tls` (the socket) → `turn` (one answer streamed as an
-//! HTTP body) and `kill` (ending a running statement from a second connection).
+//! HTTP body) and `admin` (the transport's own connections: KILL QUERY, readiness probes).
 
+pub mod admin;
 pub mod credentials;
 pub mod framing;
 pub mod handshake;
-pub mod kill;
 pub mod link;
 pub mod packets;
 pub mod request;

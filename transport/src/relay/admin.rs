@@ -1,6 +1,7 @@
-//! Ending a running statement from outside its connection: the transport logs in on a second
-//! connection of its own and sends `KILL QUERY <thread id>`, as `mysql`'s Ctrl-C does. The
-//! statement's own connection then gets the server's error (1317) and lives on.
+//! The transport's own short connections, logged in as the upstream's `admin_user` (or a
+//! `users` entry): `KILL QUERY <thread id>` ends a running statement from outside its
+//! connection, as `mysql`'s Ctrl-C does (that connection gets the server's error 1317 and
+//! lives on), and a readiness probe logs in and runs a statement.
 
 use std::time::Duration;
 
@@ -28,28 +29,38 @@ pub fn admin_login(upstream: &UpstreamConfig) -> Option<LoginAs> {
     })
 }
 
-/// Kills the statement running on connection `thread_id` of `upstream`, logged in as `login`,
-/// all within `timeout`. The error says what failed (never the password).
-pub async fn kill_query(
+/// A connection of the transport's own to `upstream`, logged in as `login` (no database).
+async fn log_in(
     upstream: &UpstreamConfig,
     tls: Option<UpstreamTlsLink>,
-    thread_id: u32,
     login: &LoginAs,
+    timeout: Duration,
+) -> Result<RelayLink, String> {
+    let (mut link, greeting) =
+        RelayLink::dial(upstream, tls, false, timeout).await.map_err(|e| e.to_string())?;
+    if greeting.get(PacketHead::LEN) == Some(&packet::ERR) {
+        return Err(error_text(&greeting));
+    }
+    let answer = link.login_as(login).await.map_err(|e| e.to_string())?;
+    if answer.get(PacketHead::LEN) != Some(&packet::OK) {
+        return Err(format!("login as {:?} refused: {}", login.user, error_text(&answer)));
+    }
+    link.phase = Phase::Ready;
+    Ok(link)
+}
+
+/// Runs `sql` (answered by one OK or ERR) on a connection of its own, all within `timeout`.
+/// The error says what failed (never the password).
+async fn run_alone(
+    upstream: &UpstreamConfig,
+    tls: Option<UpstreamTlsLink>,
+    login: &LoginAs,
+    sql: &str,
     timeout: Duration,
 ) -> Result<(), String> {
     let steps = async {
-        let (mut link, greeting) =
-            RelayLink::dial(upstream, tls, false, timeout).await.map_err(|e| e.to_string())?;
-        if greeting.get(PacketHead::LEN) == Some(&packet::ERR) {
-            return Err(error_text(&greeting));
-        }
-        let answer = link.login_as(login).await.map_err(|e| e.to_string())?;
-        if answer.get(PacketHead::LEN) != Some(&packet::OK) {
-            return Err(format!("login as {:?} refused: {}", login.user, error_text(&answer)));
-        }
-        link.phase = Phase::Ready;
-        let answer =
-            link.run_simple(&format!("KILL QUERY {thread_id}")).await.map_err(|e| e.to_string())?;
+        let mut link = log_in(upstream, tls, login, timeout).await?;
+        let answer = link.run_simple(sql).await.map_err(|e| e.to_string())?;
         link.quit().await;
         match answer.get(PacketHead::LEN) {
             Some(&packet::OK) => Ok(()),
@@ -59,6 +70,27 @@ pub async fn kill_query(
     tokio::time::timeout(timeout, steps)
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
+}
+
+/// Kills the statement running on connection `thread_id` of `upstream`, as `login`.
+pub async fn kill_query(
+    upstream: &UpstreamConfig,
+    tls: Option<UpstreamTlsLink>,
+    thread_id: u32,
+    login: &LoginAs,
+    timeout: Duration,
+) -> Result<(), String> {
+    run_alone(upstream, tls, login, &format!("KILL QUERY {thread_id}"), timeout).await
+}
+
+/// Checks that `upstream` answers a login of `login` and a statement (readiness).
+pub async fn probe(
+    upstream: &UpstreamConfig,
+    tls: Option<UpstreamTlsLink>,
+    login: &LoginAs,
+    timeout: Duration,
+) -> Result<(), String> {
+    run_alone(upstream, tls, login, "DO 1", timeout).await
 }
 
 /// "code: message" of an ERR packet (header included).

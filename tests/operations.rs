@@ -1,0 +1,160 @@
+//! What an operator relies on: liveness and readiness (a database that stops makes the
+//! transport not ready within seconds, and ready again after), HEAD on both, log files without
+//! terminal escapes, and log filters checked strictly (`log.level`, `RUST_LOG`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use e2e::http::raw_request;
+use e2e::processes::{ProcTunnel, bin_dir, free_port};
+use e2e::{PASSWORD, USER, mysql_port, within};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A TCP forwarder to MariaDB that can be stopped (connections refused, open ones cut) and
+/// started again on the same port: the database as the transport sees it.
+struct Switch {
+    port: u16,
+    up: Arc<AtomicBool>,
+}
+
+impl Switch {
+    fn start() -> Switch {
+        let port = free_port();
+        let up = Arc::new(AtomicBool::new(true));
+        let flag = up.clone();
+        tokio::spawn(async move {
+            loop {
+                if !flag.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                let listener = TcpListener::bind(("127.0.0.1", port)).await.expect("bind");
+                while flag.load(Ordering::Acquire) {
+                    let accepted =
+                        tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+                    let Ok(Ok((mut client, _))) = accepted else { continue };
+                    let flag = flag.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut db) = TcpStream::connect(("127.0.0.1", mysql_port())).await
+                        else {
+                            return;
+                        };
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut db) => {}
+                            () = async { while flag.load(Ordering::Acquire) {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            } } => {}
+                        }
+                    });
+                }
+            }
+        });
+        Switch { port, up }
+    }
+
+    fn set(&self, up: bool) {
+        self.up.store(up, Ordering::Release);
+    }
+}
+
+/// GET (or HEAD) a path on the transport without a token: (status, whole answer).
+async fn get(port: u16, method: &str, path: &str) -> (u16, String) {
+    raw_request(port, &format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"))
+        .await
+}
+
+/// Waits until `/v1/ready` answers `status`; returns how long that took.
+async fn until_ready_is(port: u16, status: u16) -> Duration {
+    let start = Instant::now();
+    loop {
+        if get(port, "GET", "/v1/ready").await.0 == status {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "/v1/ready never answered {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn readiness_follows_the_database_and_health_does_not() {
+    within(90, async {
+        let switch = Switch::start();
+        let db = switch.port;
+        let tunnel = ProcTunnel::start(
+            "ready",
+            move |t| {
+                t.replace(&format!("127.0.0.1:{}", mysql_port()), &format!("127.0.0.1:{db}"))
+                    .replace(
+                        "    address:",
+                        &format!(
+                            "    admin_user: {USER}\n    admin_password: {PASSWORD}\n    address:"
+                        ),
+                    )
+            },
+            |s| s,
+        )
+        .await;
+        let port = tunnel.transport_port;
+        until_ready_is(port, 200).await;
+        let (status, text) = get(port, "HEAD", "/v1/ready").await;
+        assert_eq!(status, 200, "HEAD works: {text}");
+        assert!(text.ends_with("\r\n\r\n"), "HEAD has no body: {text:?}");
+        let (status, _) = get(port, "HEAD", "/v1/health").await;
+        assert_eq!(status, 200, "HEAD /v1/health needs no token");
+
+        switch.set(false);
+        let took = until_ready_is(port, 503).await;
+        assert!(took < Duration::from_secs(8), "not ready after {took:?}");
+        let (_, text) = get(port, "GET", "/v1/ready").await;
+        assert!(text.contains("\"ready\":false") && text.contains("main"), "{text}");
+        assert_eq!(get(port, "GET", "/v1/health").await.0, 200, "still alive");
+
+        switch.set(true);
+        let took = until_ready_is(port, 200).await;
+        assert!(took < Duration::from_secs(8), "ready again after {took:?}");
+
+        for proc in [&tunnel.transport, &tunnel.sidecar] {
+            let log = std::fs::read_to_string(&proc.log).unwrap_or_default();
+            assert!(!log.is_empty() && !log.contains('\u{1b}'), "no terminal escapes: {log}");
+            assert!(!log.contains(PASSWORD), "no password in the log");
+        }
+    })
+    .await;
+}
+
+/// Runs `bin --check` (or, with `rust_log`, starts it under that filter); returns (ok, stderr).
+fn run(bin: &str, yaml: &str, rust_log: Option<&str>) -> (bool, String) {
+    let path =
+        std::env::temp_dir().join(format!("sqltunnel-ops-{}-{bin}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).expect("write");
+    let mut cmd = std::process::Command::new(bin_dir().join(bin));
+    cmd.arg("--config").arg(&path);
+    match rust_log {
+        Some(filter) => cmd.env("RUST_LOG", filter),
+        None => cmd.arg("--check").env_remove("RUST_LOG"),
+    };
+    let out = cmd.output().expect("run");
+    drop(std::fs::remove_file(&path));
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn log_filters_are_checked_strictly() {
+    let transport = format!(
+        "listen: 127.0.0.1:{}\ntokens: [change-me-please]\nupstreams: [{{name: main, address: '127.0.0.1:3306'}}]\n",
+        free_port()
+    );
+    let sidecar = format!(
+        "listen: 127.0.0.1:{}\ntransport: {{url: 'http://127.0.0.1:9/', token: change-me-please}}\n",
+        free_port()
+    );
+    for (bin, yaml) in [("transport", &transport), ("sidecar", &sidecar)] {
+        let (ok, err) = run(bin, &format!("{yaml}log: {{level: verbose}}\n"), None);
+        assert!(!ok && err.contains("log.level") && err.contains("verbose"), "{bin}: {err}");
+        let (ok, err) = run(bin, yaml, Some("info,transport=loud"));
+        assert!(!ok && err.contains("RUST_LOG") && err.contains("loud"), "{bin}: {err}");
+        let (ok, err) = run(bin, &format!("{yaml}log: {{level: 'warn,sidecar=debug'}}\n"), None);
+        assert!(ok, "{bin} accepts a good filter: {err}");
+    }
+}

@@ -1,0 +1,34 @@
+//! The readiness probe loop: every few seconds, each upstream with an `admin_user` is logged in
+//! to and asked `DO 1`; the outcome is what `/v1/ready` reports (`readiness.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::relay::admin::{admin_login, probe};
+use crate::state::AppState;
+
+/// How often an upstream with an `admin_user` is probed.
+pub const PROBE_EVERY: Duration = Duration::from_secs(2);
+/// Longest a probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Probes every upstream that has an `admin_user`, every [`PROBE_EVERY`], until `shutdown`.
+pub async fn run(state: Arc<AppState>, shutdown: CancellationToken) {
+    loop {
+        let config = state.config();
+        for upstream in &config.upstreams {
+            let Some(login) = admin_login(upstream) else { continue };
+            let outcome = match state.upstream_tls(upstream) {
+                Ok(tls) => probe(upstream, tls, &login, PROBE_TIMEOUT).await,
+                Err(e) => Err(e.to_string()),
+            };
+            state.readiness.record(&upstream.name, outcome);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(PROBE_EVERY) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
