@@ -90,16 +90,17 @@ stop_mariadb() {
 }
 
 # install_test_clients DIR
-# Real clients the tests drive, kept under DIR between runs: PyMySQL with cryptography and
-# mysql-connector-python (PyPI) in a virtualenv, node's mysql2 (npm), and Oracle's
+# Real clients the tests drive, kept under DIR between runs: PyMySQL with cryptography,
+# mysql-connector-python and prometheus-client (its parser reads our metrics; PyPI) in a
+# virtualenv, node's mysql2 (npm), and Oracle's
 # Connector/J jar.
 install_test_clients() {
     local dir=$1
     mkdir -p "$dir"
-    if ! "$dir/venv/bin/python" -c 'import pymysql, cryptography, mysql.connector' 2>/dev/null; then
+    if ! "$dir/venv/bin/python" -c 'import pymysql, cryptography, mysql.connector, prometheus_client' 2>/dev/null; then
         python3 -m venv "$dir/venv" 2>/dev/null || { ensure_packages python3-venv && python3 -m venv "$dir/venv"; }
         "$dir/venv/bin/pip" install --quiet --disable-pip-version-check 'PyMySQL>=1.1,<2' \
-            'cryptography>=42' 'mysql-connector-python==26.10.0'
+            'cryptography>=42' 'mysql-connector-python==26.10.0' 'prometheus-client>=0.20'
     fi
     # Oracle's MySQL Connector/J 8.0.33 (DBeaver's MySQL driver) comes bundled in PyPI's wbjdbc
     # wheel; only the jar is kept.

@@ -158,3 +158,63 @@ fn log_filters_are_checked_strictly() {
         assert!(ok, "{bin} accepts a good filter: {err}");
     }
 }
+
+#[tokio::test]
+async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
+    within(90, async {
+        let metrics_port = free_port();
+        let tunnel = ProcTunnel::start(
+            "metrics",
+            move |t| format!("{t}metrics_listen: 127.0.0.1:{metrics_port}\n"),
+            |s| s,
+        )
+        .await;
+        let mut conn = mysql_async::Conn::new(e2e::opts(tunnel.sidecar_port, Some(e2e::DATABASE)))
+            .await
+            .expect("connect");
+        for _ in 0..5 {
+            mysql_async::prelude::Queryable::query_drop(&mut conn, "SELECT SLEEP(0.01)")
+                .await
+                .expect("query");
+        }
+        // Without a token: refused on the API address, served on the metrics address.
+        assert_eq!(get(tunnel.transport_port, "GET", "/metrics").await.0, 401);
+        let (status, text) = get(metrics_port, "GET", "/metrics").await;
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains("application/openmetrics-text"), "{text}");
+        assert_eq!(get(metrics_port, "GET", "/v1/relay").await.0, 404, "nothing else there");
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+        let path =
+            std::env::temp_dir().join(format!("sqltunnel-metrics-{}.txt", std::process::id()));
+        std::fs::write(&path, body).expect("write");
+        let parsed =
+            e2e::clients::python("metrics_check.py", &[path.to_str().unwrap_or_default()]).await;
+        drop(std::fs::remove_file(&path));
+        let families: serde_json::Value = serde_json::from_str(&parsed).expect("json");
+        let families = families.as_object().expect("families");
+        for (name, family) in families {
+            let help = family["help"].as_str().unwrap_or_default();
+            assert!(!help.is_empty(), "{name} has HELP");
+        }
+        let sample = |family: &str, sample: &str| {
+            families.get(family).and_then(|f| f["samples"][sample].as_f64()).unwrap_or(-1.0)
+        };
+        assert!(sample("sqltunnel_commands", "sqltunnel_commands_total") >= 5.0, "{parsed}");
+        assert_eq!(
+            families["sqltunnel_command_duration_seconds"]["type"].as_str(),
+            Some("histogram")
+        );
+        assert!(
+            sample(
+                "sqltunnel_command_duration_seconds",
+                "sqltunnel_command_duration_seconds_count"
+            ) >= 5.0,
+            "{parsed}"
+        );
+        assert!(sample("sqltunnel_answer_bytes", "sqltunnel_answer_bytes_total") > 0.0);
+        assert_eq!(sample("sqltunnel_sessions_open", "sqltunnel_sessions_open"), 2.0, "{parsed}");
+        assert!(sample("process_resident_memory_bytes", "process_resident_memory_bytes") > 0.0);
+        assert_eq!(sample("sqltunnel_upstream_ready", "sqltunnel_upstream_ready"), 1.0);
+    })
+    .await;
+}

@@ -14,7 +14,7 @@ use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::http::{error_response, json, no_content, read_body, text};
-use crate::state::{AppState, Metrics};
+use crate::state::AppState;
 use crate::{ending, relayed};
 
 /// Largest keepalive body (about 100,000 session ids).
@@ -33,7 +33,7 @@ pub async fn handle(
         _ => {}
     }
     let Some(token) = state.tokens().authorize(req.headers()) else {
-        Metrics::bump(&state.metrics.unauthorized);
+        state.metrics.unauthorized.inc();
         let answer_at = state.refusals.refuse(peer.ip());
         tokio::time::sleep_until(answer_at.into()).await;
         return error_response(&Error::Unauthorized);
@@ -48,7 +48,7 @@ pub async fn handle(
             let kill = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "kill=query"));
             Ok(close_session(&state, &id, token, kill))
         }
-        Route::Metrics => Ok(text(state.render_metrics())),
+        Route::Metrics => Ok(metrics(&state)),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
         Route::Health | Route::Ready | Route::NotFound => Err(Error::NotFound),
     };
@@ -58,8 +58,20 @@ pub async fn handle(
         Err(Error::SessionNotFound) if state.draining.is_cancelled() => {
             error_response(&Error::ShuttingDown)
         }
-        Err(e) => error_response(&e),
+        Err(e) => {
+            state.metrics.error(e.kind_label());
+            error_response(&e)
+        }
     }
+}
+
+/// The metrics exposition (also served on `metrics_listen`, without a token).
+pub fn metrics(state: &AppState) -> Response<ResponseBody> {
+    let names: Vec<String> = state.config().upstreams.iter().map(|u| u.name.clone()).collect();
+    let (_, upstreams) = state.readiness.report(&names);
+    let ready: Vec<(String, bool)> = upstreams.into_iter().map(|u| (u.name, u.ready)).collect();
+    let body = state.metrics.render(state.sessions.len(), &ready);
+    text(body, crate::metrics::CONTENT_TYPE)
 }
 
 /// Readiness: 200 when every upstream can be reached (as last probed or dialed), else 503;

@@ -17,6 +17,8 @@ use crate::Error;
 pub struct TransportConfig {
     /// Address the HTTP server listens on.
     pub listen: SocketAddr,
+    /// Also serve `GET /metrics` here, without a token (keep it off the address nginx reaches).
+    pub metrics_listen: Option<SocketAddr>,
     /// Bearer tokens accepted from sidecars (several, so they can be rotated).
     pub tokens: Vec<Secret>,
     /// Name of an environment variable holding one more token.
@@ -69,6 +71,7 @@ impl Default for TransportConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            metrics_listen: None,
             tokens: Vec::new(),
             token_env: None,
             token_file: None,

@@ -90,6 +90,25 @@ impl Error {
         (status, ApiError { error: kind, message: self.to_string(), mysql: self.to_mysql() })
     }
 
+    /// A short label of the error's kind (the `kind` label of the error counter).
+    pub fn kind_label(&self) -> &'static str {
+        match self {
+            Error::Config(_) | Error::Io(_) => "internal",
+            Error::Unauthorized => "unauthorized",
+            Error::NotFound | Error::MethodNotAllowed => "not_found",
+            Error::SessionNotFound => "session_not_found",
+            Error::SessionBusy => "session_busy",
+            Error::BadRequest(_) => "bad_request",
+            Error::BodyTimeout(_) => "body_timeout",
+            Error::Busy => "busy",
+            Error::TooLarge { .. } => "too_large",
+            Error::UnknownUpstream(_) => "unknown_upstream",
+            Error::TooManySessions(_) => "too_many_sessions",
+            Error::ShuttingDown => "shutting_down",
+            Error::UpstreamUnreachable { .. } => "upstream_unreachable",
+        }
+    }
+
     /// The payload of an ERR packet telling a client this error, where it must see one.
     pub fn to_err_payload(&self) -> Option<Vec<u8>> {
         let e = self.to_mysql()?;

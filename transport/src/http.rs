@@ -2,7 +2,6 @@
 //! empty), and the one place transport errors become HTTP answers.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -17,7 +16,7 @@ use tracing::warn;
 
 use crate::Error;
 use crate::body::ResponseBody;
-use crate::state::Metrics;
+use prometheus_client::metrics::counter::Counter;
 
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
@@ -38,7 +37,7 @@ pub struct Budget<'a> {
     /// The budget, one permit a byte.
     pub bytes: &'a Arc<Semaphore>,
     /// Bumped when a request waits for room.
-    pub waited: &'a AtomicU64,
+    pub waited: &'a Counter,
 }
 
 /// [`read_body`], holding room in `budget` for the whole body before reading any of it (its
@@ -96,7 +95,7 @@ async fn reserve(
     if let Ok(permit) = budget.bytes.clone().try_acquire_many_owned(n) {
         return Ok(permit);
     }
-    Metrics::bump(budget.waited);
+    budget.waited.inc();
     match tokio::time::timeout(stall, budget.bytes.clone().acquire_many_owned(n)).await {
         Ok(Ok(permit)) => Ok(permit),
         _ => Err(Error::Busy),
@@ -135,11 +134,9 @@ pub fn no_content() -> Response<ResponseBody> {
 }
 
 /// Prometheus text.
-pub fn text(body: String) -> Response<ResponseBody> {
+pub fn text(body: String, content_type: &'static str) -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::from(Bytes::from(body)));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 

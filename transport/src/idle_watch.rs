@@ -11,7 +11,7 @@ use tokio::io::AsyncReadExt;
 use tracing::info;
 
 use crate::session::Session;
-use crate::state::{AppState, Metrics};
+use crate::state::AppState;
 
 /// Watches `session` until it is closed.
 pub async fn watch(state: Arc<AppState>, session: Arc<Session>) {
@@ -32,7 +32,7 @@ pub async fn watch(state: Arc<AppState>, session: Arc<Session>) {
         *guard = None;
         drop(guard);
         if state.sessions.remove(&session.id).is_some() {
-            Metrics::bump(&state.metrics.sessions_ended_by_upstream);
+            state.metrics.sessions_ended_by_upstream.inc();
             let reset = matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
             let how = match read {
                 Ok(0) => "closed".to_owned(),

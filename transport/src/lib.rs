@@ -13,6 +13,7 @@ pub mod ending;
 pub mod error;
 pub mod http;
 pub mod idle_watch;
+pub mod metrics;
 pub mod probes;
 pub mod readiness;
 pub mod reaper;

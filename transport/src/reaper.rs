@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::session::Session;
-use crate::state::{AppState, Metrics};
+use crate::state::AppState;
 
 /// Tick of the reaper's wheel.
 const TICK: Duration = Duration::from_millis(10);
@@ -60,7 +60,7 @@ pub async fn run(
         let late = planned.map_or(Duration::ZERO, |p| now.saturating_duration_since(p));
         let stalled = late >= STALL;
         if stalled {
-            Metrics::bump(&state.metrics.stalls_forgiven);
+            state.metrics.stalls_forgiven.inc();
             warn!(
                 late_ms = late.as_millis() as u64,
                 "the transport stalled; silent sessions get another session_timeout"
@@ -96,7 +96,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// was left open.
 fn expire(state: &AppState, session: Arc<Session>) {
     state.sessions.remove(&session.id);
-    Metrics::bump(&state.metrics.sessions_expired);
+    state.metrics.sessions_expired.inc();
     info!(session = %session_label(&session.id), "session expired: its sidecar went silent");
     tokio::spawn(async move {
         if let Some(link) = session.take_link().await {

@@ -23,10 +23,10 @@ use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_
 use crate::idle_watch;
 use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer};
-use crate::relay::turn::LinkGuard;
+use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
 use crate::session::{Session, SessionLimits, lock};
-use crate::state::{AppState, Metrics};
+use crate::state::AppState;
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
 pub async fn open(
@@ -46,7 +46,9 @@ pub async fn open(
     let limits = session_limits(state, token)?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
+    let started = std::time::Instant::now();
     let dialed = RelayLink::dial(upstream, tls, open.client_tls, timeout).await;
+    state.metrics.upstream_connect_seconds.observe(started.elapsed().as_secs_f64());
     let outcome = dialed.as_ref().map(drop).map_err(ToString::to_string);
     state.readiness.record(&upstream.name, outcome);
     let (link, greeting) = dialed?;
@@ -60,7 +62,7 @@ pub async fn open(
     // Shutdown may have begun while the upstream answered.
     state.refuse_if_draining()?;
     let session = state.sessions.insert(link, &upstream.name, limits)?;
-    Metrics::bump(&state.metrics.sessions_opened);
+    state.metrics.sessions_opened.inc();
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
     info!(session = %session_label(&session.id), upstream = %upstream.name, connection_id, "relayed session opened");
@@ -183,16 +185,18 @@ pub async fn command(
     token: TokenId,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
+    let started = std::time::Instant::now();
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let (body, _room) = read_big_body(state, req).await?;
+    state.metrics.request_bytes.inc_by(body.len() as u64);
     let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     if link.phase != Phase::Ready || link.pending.is_some() {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
-    Metrics::bump(&state.metrics.commands);
+    state.metrics.commands.inc();
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost");
         *guard = None;
@@ -200,7 +204,10 @@ pub async fn command(
     }
     let shape = link.shape;
     match expect {
-        Some(expect) => Ok(turn(state, guard, Framing::new(expect, shape), &session).await),
+        Some(expect) => {
+            let framing = Framing::new(expect, shape);
+            Ok(timed_turn(state, guard, framing, &session, started).await)
+        }
         None => Ok(ended(&session.id, TurnEnd::Done)),
     }
 }
@@ -222,6 +229,7 @@ pub async fn infile(
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
     };
     let (body, _room) = read_big_body(state, req).await?;
+    state.metrics.request_bytes.inc_by(body.len() as u64);
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
     if awaited != Some(TurnEnd::AwaitFile) {
@@ -257,6 +265,25 @@ fn session_limits(state: &AppState, token: TokenId) -> Result<SessionLimits, Err
     Ok(limits)
 }
 
+/// [`turn`] for a command that started at `started`: its latency and bytes are counted.
+async fn timed_turn(
+    state: &AppState,
+    guard: LinkGuard,
+    framing: Framing,
+    session: &Session,
+    started: std::time::Instant,
+) -> Response<ResponseBody> {
+    let (total, bytes) =
+        (state.metrics.command_seconds.clone(), state.metrics.answer_bytes.clone());
+    let on_end: OnEnd = Box::new(move |passed| {
+        total.observe(started.elapsed().as_secs_f64());
+        bytes.inc_by(passed);
+    });
+    let response = turn_with(state, guard, framing, session, Some(on_end)).await;
+    state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
+    response
+}
+
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
 /// Content-Length), streamed otherwise.
 async fn turn(
@@ -265,9 +292,22 @@ async fn turn(
     framing: Framing,
     session: &Session,
 ) -> Response<ResponseBody> {
+    turn_with(state, guard, framing, session, None).await
+}
+
+async fn turn_with(
+    state: &AppState,
+    guard: LinkGuard,
+    framing: Framing,
+    session: &Session,
+    on_end: Option<OnEnd>,
+) -> Response<ResponseBody> {
     let id = session.id.as_str();
     let heartbeat = state.config().heartbeat_interval;
     let mut turn = Turn::new(guard, framing, heartbeat, session.cut.clone());
+    if let Some(on_end) = on_end {
+        turn.on_end(on_end);
+    }
     let first = std::future::poll_fn(|cx| turn.poll_chunk(cx)).await;
     let body = match first {
         Some(chunk) if turn.is_finished() => ResponseBody::from(chunk),

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use common::cli::Reloads;
 
 use crate::config::TransportConfig;
-use crate::state::{AppState, Metrics};
+use crate::state::AppState;
 use crate::{api, ending, probes, reaper};
 
 /// Time a client has to complete the TLS handshake.
@@ -63,6 +63,11 @@ pub async fn run_with_reloads(
     };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
     tokio::spawn(probes::run(state.clone(), shutdown.clone()));
+    if let Some(addr) = config.metrics_listen {
+        let metrics = TcpListener::bind(addr).await?;
+        info!(%addr, "metrics served without a token");
+        tokio::spawn(serve_metrics(metrics, state.clone(), shutdown.clone()));
+    }
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let idle_timeout = config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
@@ -71,7 +76,7 @@ pub async fn run_with_reloads(
             break;
         };
         let Ok(slot) = connections.clone().try_acquire_owned() else {
-            Metrics::bump(&state.metrics.connections_refused);
+            state.metrics.connections_refused.inc();
             debug!(%peer, "max_connections reached: connection closed");
             continue;
         };
@@ -123,6 +128,30 @@ pub async fn run_with_reloads(
     }
     info!("transport stopped");
     Ok(())
+}
+
+/// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.
+async fn serve_metrics(listener: TcpListener, state: Arc<AppState>, shutdown: CancellationToken) {
+    while let Some((stream, _)) = common::runtime::accept(&listener, &shutdown).await {
+        let state = state.clone();
+        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let state = state.clone();
+            async move {
+                let response = match (req.method().as_str(), req.uri().path()) {
+                    ("GET" | "HEAD", "/metrics") => api::metrics(&state),
+                    _ => crate::http::error_response(&crate::Error::NotFound),
+                };
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        tokio::spawn(async move {
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(FIRST_BYTE)
+                .serve_connection(TokioIo::new(stream), service);
+            drop(tokio::time::timeout(Duration::from_secs(60), conn).await);
+        });
+    }
 }
 
 /// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS. A request head, or the

@@ -2,7 +2,6 @@
 //! links, and counters.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::mpsc;
@@ -13,34 +12,6 @@ use crate::config::{TransportConfig, UpstreamConfig};
 use crate::refusals::Refusals;
 use crate::relay::link::UpstreamTlsLink;
 use crate::session::{Session, SessionTable, lock};
-
-/// Counters exported on `/metrics`.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// Sessions opened since start.
-    pub sessions_opened: AtomicU64,
-    /// Sessions closed because their sidecar went silent.
-    pub sessions_expired: AtomicU64,
-    /// Sessions ended because the upstream closed their idle connection.
-    pub sessions_ended_by_upstream: AtomicU64,
-    /// Times the reaper woke late (a stall) and forgave the sessions due.
-    pub stalls_forgiven: AtomicU64,
-    /// Commands relayed.
-    pub commands: AtomicU64,
-    /// Requests refused for a bad or missing token.
-    pub unauthorized: AtomicU64,
-    /// Connections closed at once because `max_connections` were open.
-    pub connections_refused: AtomicU64,
-    /// Requests that waited for room in `max_inflight_bytes`.
-    pub budget_waits: AtomicU64,
-}
-
-impl Metrics {
-    /// Adds one to a counter.
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
@@ -61,8 +32,8 @@ pub struct AppState {
     tokens: RwLock<Arc<Tokens>>,
     /// Open sessions.
     pub sessions: SessionTable,
-    /// Counters.
-    pub metrics: Metrics,
+    /// Metrics.
+    pub metrics: crate::metrics::Metrics,
     /// Peers that sent wrong tokens.
     pub refusals: Refusals,
     /// Room for command and file bodies held at once (`max_inflight_bytes`), a permit a byte.
@@ -88,7 +59,7 @@ impl AppState {
             tokens: RwLock::new(Arc::new(Tokens::new(config.tokens.clone()))),
             config: RwLock::new(Arc::new(config)),
             sessions: SessionTable::default(),
-            metrics: Metrics::default(),
+            metrics: crate::metrics::Metrics::new(),
             refusals: Refusals::default(),
             draining: tokio_util::sync::CancellationToken::new(),
             readiness: crate::readiness::Readiness::default(),
@@ -179,32 +150,6 @@ impl AppState {
         let tls = crate::relay::tls::upstream_tls(upstream)?;
         cache.insert(upstream.name.clone(), tls.clone());
         Ok(tls)
-    }
-
-    /// Prometheus text exposition of the counters.
-    pub fn render_metrics(&self) -> String {
-        let m = &self.metrics;
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "# TYPE sqltunnel_sessions_open gauge\nsqltunnel_sessions_open {}\n\
-             # TYPE sqltunnel_sessions_opened_total counter\nsqltunnel_sessions_opened_total {}\n\
-             # TYPE sqltunnel_sessions_expired_total counter\nsqltunnel_sessions_expired_total {}\n\
-             # TYPE sqltunnel_stalls_forgiven_total counter\nsqltunnel_stalls_forgiven_total {}\n\
-             # TYPE sqltunnel_sessions_ended_by_upstream_total counter\nsqltunnel_sessions_ended_by_upstream_total {}\n\
-             # TYPE sqltunnel_commands_total counter\nsqltunnel_commands_total {}\n\
-             # TYPE sqltunnel_unauthorized_total counter\nsqltunnel_unauthorized_total {}\n\
-             # TYPE sqltunnel_connections_refused_total counter\nsqltunnel_connections_refused_total {}\n\
-             # TYPE sqltunnel_budget_waits_total counter\nsqltunnel_budget_waits_total {}\n",
-            self.sessions.len(),
-            get(&m.sessions_opened),
-            get(&m.sessions_expired),
-            get(&m.stalls_forgiven),
-            get(&m.sessions_ended_by_upstream),
-            get(&m.commands),
-            get(&m.unauthorized),
-            get(&m.connections_refused),
-            get(&m.budget_waits),
-        )
     }
 }
 

@@ -75,8 +75,15 @@ pub struct Turn {
     cut: CancellationToken,
     /// Wakes a waiting turn when `cut` is cancelled; made the first time the turn waits.
     cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// Told the bytes of the answer once the turn ends, however it ends.
+    on_end: Option<OnEnd>,
+    /// Bytes of the answer passed on so far.
+    passed: u64,
     finished: bool,
 }
+
+/// What a turn reports when it ends: the bytes of the answer it passed on.
+pub type OnEnd = Box<dyn FnOnce(u64) + Send>;
 
 impl std::fmt::Debug for Turn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -94,7 +101,34 @@ impl Turn {
         cut: CancellationToken,
     ) -> Self {
         let heartbeat = Box::pin(tokio::time::sleep(heartbeat_every));
-        Self { guard, framing, heartbeat_every, heartbeat, cut, cut_wait: None, finished: false }
+        Self {
+            guard,
+            framing,
+            heartbeat_every,
+            heartbeat,
+            cut,
+            cut_wait: None,
+            on_end: None,
+            passed: 0,
+            finished: false,
+        }
+    }
+
+    /// Calls `on_end` with the answer's bytes when the turn ends.
+    pub fn on_end(&mut self, on_end: OnEnd) {
+        if self.finished {
+            on_end(self.passed);
+        } else {
+            self.on_end = Some(on_end);
+        }
+    }
+
+    /// Marks the turn ended and reports it.
+    fn finish(&mut self) {
+        self.finished = true;
+        if let Some(on_end) = self.on_end.take() {
+            on_end(self.passed);
+        }
     }
 
     /// True once the turn has ended (nothing more to poll).
@@ -112,7 +146,7 @@ impl Turn {
                 return Poll::Ready(Some(self.cut_short()));
             }
             let Some(link) = self.guard.as_mut() else {
-                self.finished = true;
+                self.finish();
                 return Poll::Ready(Some(turn_frame(TurnEnd::Closed)));
             };
             let mut out = BytesMut::new();
@@ -121,6 +155,7 @@ impl Turn {
                     Ok(scan) => {
                         if scan.used > 0 {
                             encode_packets(&mut out, &link.rbuf.split_to(scan.used));
+                            self.passed += scan.used as u64;
                         }
                         if let Some(end) = scan.end {
                             return Poll::Ready(Some(self.end(out, end)));
@@ -171,7 +206,7 @@ impl Turn {
     /// Ends the turn at once: the client gets error 1053 (where a packet may go) and the
     /// upstream connection is closed.
     fn cut_short(&mut self) -> Bytes {
-        self.finished = true;
+        self.finish();
         *self.guard = None;
         let mut out = BytesMut::new();
         if let (Some(seq), Some(payload)) =
@@ -193,7 +228,7 @@ impl Turn {
     /// Closes the turn with `end` after the frames in `out`, and leaves the link as the
     /// next request must find it.
     fn end(&mut self, mut out: BytesMut, end: TurnEnd) -> Bytes {
-        self.finished = true;
+        self.finish();
         match end {
             TurnEnd::Closed => *self.guard = None,
             TurnEnd::AwaitFile | TurnEnd::AwaitAuth => {
@@ -222,6 +257,9 @@ impl Drop for Turn {
     fn drop(&mut self) {
         if !self.finished && self.guard.take().is_some() {
             warn!("relayed answer abandoned mid-way; upstream connection closed");
+        }
+        if !self.finished {
+            self.finish();
         }
     }
 }

@@ -1,0 +1,250 @@
+//! The transport's metrics, kept by `prometheus-client` and written in the OpenMetrics text
+//! format: every family has HELP and TYPE, units are in the names. Served on `/metrics` (with a
+//! token) and, when `metrics_listen` is set, on that address without one.
+
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Label pairs of a family member.
+pub type Labels = Vec<(String, String)>;
+
+/// The content type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Every metric of the transport.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Sessions open (set when rendered).
+    pub sessions_open: Gauge,
+    /// Sessions opened.
+    pub sessions_opened: Counter,
+    /// Sessions closed because their sidecar went silent.
+    pub sessions_expired: Counter,
+    /// Sessions ended because the upstream closed their idle connection.
+    pub sessions_ended_by_upstream: Counter,
+    /// Times the reaper woke late (a stall) and forgave the sessions due.
+    pub stalls_forgiven: Counter,
+    /// Commands relayed.
+    pub commands: Counter,
+    /// From a command's request to the end of its answer.
+    pub command_seconds: Histogram,
+    /// From a command's request to the first bytes of its answer (the upstream's time).
+    pub upstream_first_byte_seconds: Histogram,
+    /// Connecting to an upstream and reading its greeting.
+    pub upstream_connect_seconds: Histogram,
+    /// Bytes of client packets received (commands and files).
+    pub request_bytes: Counter,
+    /// Bytes of upstream answers relayed.
+    pub answer_bytes: Counter,
+    /// Requests answered with an error, by kind.
+    pub errors: Family<Labels, Counter>,
+    /// Requests refused for a bad or missing token.
+    pub unauthorized: Counter,
+    /// Connections closed at once because `max_connections` were open.
+    pub connections_refused: Counter,
+    /// Requests that waited for room in `max_inflight_bytes`.
+    pub budget_waits: Counter,
+    /// Whether each upstream can be reached (set when rendered).
+    pub upstream_ready: Family<Labels, Gauge>,
+    process: ProcessMetrics,
+}
+
+/// What `/proc/self` says of the process, read when rendered.
+#[derive(Debug, Default)]
+struct ProcessMetrics {
+    cpu: Counter<f64, std::sync::atomic::AtomicU64>,
+    cpu_seen: Mutex<f64>,
+    resident: Gauge,
+    open_fds: Gauge,
+}
+
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    // 100 µs to about 52 s.
+    exponential_buckets(0.0001, 2.0, 20)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let r = registry.sub_registry_with_prefix("sqltunnel");
+        let m = Self {
+            sessions_open: Gauge::default(),
+            sessions_opened: Counter::default(),
+            sessions_expired: Counter::default(),
+            sessions_ended_by_upstream: Counter::default(),
+            stalls_forgiven: Counter::default(),
+            commands: Counter::default(),
+            command_seconds: Histogram::new(latency_buckets()),
+            upstream_first_byte_seconds: Histogram::new(latency_buckets()),
+            upstream_connect_seconds: Histogram::new(latency_buckets()),
+            request_bytes: Counter::default(),
+            answer_bytes: Counter::default(),
+            errors: Family::default(),
+            unauthorized: Counter::default(),
+            connections_refused: Counter::default(),
+            budget_waits: Counter::default(),
+            upstream_ready: Family::default(),
+            process: ProcessMetrics::default(),
+            registry: Registry::default(),
+        };
+        r.register("sessions_open", "Sessions open", m.sessions_open.clone());
+        r.register("sessions_opened", "Sessions opened", m.sessions_opened.clone());
+        r.register(
+            "sessions_expired",
+            "Sessions closed because their sidecar went silent",
+            m.sessions_expired.clone(),
+        );
+        r.register(
+            "sessions_ended_by_upstream",
+            "Sessions ended because the upstream closed their idle connection",
+            m.sessions_ended_by_upstream.clone(),
+        );
+        r.register(
+            "stalls_forgiven",
+            "Times the reaper woke late (a stall of the process) and forgave the sessions due",
+            m.stalls_forgiven.clone(),
+        );
+        r.register("commands", "Commands relayed", m.commands.clone());
+        r.register_with_unit(
+            "command_duration",
+            "From a command's request to the end of its answer",
+            Unit::Seconds,
+            m.command_seconds.clone(),
+        );
+        r.register_with_unit(
+            "upstream_first_byte",
+            "From a command's request to the first bytes of its answer",
+            Unit::Seconds,
+            m.upstream_first_byte_seconds.clone(),
+        );
+        r.register_with_unit(
+            "upstream_connect",
+            "Connecting to an upstream and reading its greeting",
+            Unit::Seconds,
+            m.upstream_connect_seconds.clone(),
+        );
+        r.register_with_unit(
+            "request",
+            "Bytes of client packets received (commands and files)",
+            Unit::Bytes,
+            m.request_bytes.clone(),
+        );
+        r.register_with_unit(
+            "answer",
+            "Bytes of upstream answers relayed",
+            Unit::Bytes,
+            m.answer_bytes.clone(),
+        );
+        r.register("errors", "Requests answered with an error, by kind", m.errors.clone());
+        r.register(
+            "unauthorized",
+            "Requests refused for a bad or missing token",
+            m.unauthorized.clone(),
+        );
+        r.register(
+            "connections_refused",
+            "Connections closed at once because max_connections were open",
+            m.connections_refused.clone(),
+        );
+        r.register(
+            "budget_waits",
+            "Requests that waited for room in max_inflight_bytes",
+            m.budget_waits.clone(),
+        );
+        r.register(
+            "upstream_ready",
+            "Whether each upstream can be reached (1) or not (0), as last probed",
+            m.upstream_ready.clone(),
+        );
+        let build: Family<Labels, Gauge> = Family::default();
+        build.get_or_create(&vec![("version".into(), env!("CARGO_PKG_VERSION").into())]).set(1);
+        r.register("build_info", "The running build (always 1)", build);
+        let p = &m.process;
+        registry.register_with_unit(
+            "process_cpu",
+            "CPU time the process has used",
+            Unit::Seconds,
+            p.cpu.clone(),
+        );
+        registry.register_with_unit(
+            "process_resident_memory",
+            "Resident memory of the process",
+            Unit::Bytes,
+            p.resident.clone(),
+        );
+        registry.register("process_open_fds", "Open file descriptors", p.open_fds.clone());
+        let started: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+        started.set(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64());
+        registry.register_with_unit(
+            "process_start_time",
+            "When the process started, since the Unix epoch",
+            Unit::Seconds,
+            started,
+        );
+        Self { registry, ..m }
+    }
+
+    /// Counts an error answer of `kind`.
+    pub fn error(&self, kind: &str) {
+        self.errors.get_or_create(&vec![("kind".into(), kind.into())]).inc();
+    }
+
+    /// The exposition, with the gauges read now: open sessions, ready upstreams, the process.
+    pub fn render(&self, sessions_open: usize, upstreams: &[(String, bool)]) -> String {
+        self.sessions_open.set(i64::try_from(sessions_open).unwrap_or(i64::MAX));
+        for (name, ready) in upstreams {
+            let labels = vec![("upstream".into(), name.clone())];
+            self.upstream_ready.get_or_create(&labels).set(i64::from(*ready));
+        }
+        self.process.read();
+        let mut out = String::with_capacity(8 * 1024);
+        // Writing to a String cannot fail.
+        encode(&mut out, &self.registry).unwrap_or_default();
+        out
+    }
+}
+
+impl ProcessMetrics {
+    /// Reads CPU time, resident memory and open descriptors (Linux; elsewhere they stay 0).
+    fn read(&self) {
+        // utime and stime are fields 14 and 15, after the parenthesised command name.
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
+            && let Some((_, rest)) = stat.rsplit_once(')')
+        {
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: f64 = fields
+                .get(11..13)
+                .map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
+            // USER_HZ is 100 on every Linux this runs on.
+            let seconds = ticks / 100.0;
+            let mut seen = self.cpu_seen.lock().unwrap_or_else(|p| p.into_inner());
+            if seconds > *seen {
+                self.cpu.inc_by(seconds - *seen);
+                *seen = seconds;
+            }
+        }
+        if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+            let pages: i64 =
+                statm.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+            self.resident.set(pages * 4096);
+        }
+        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+            self.open_fds.set(i64::try_from(fds.count()).unwrap_or(0));
+        }
+    }
+}
