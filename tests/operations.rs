@@ -1,6 +1,7 @@
 //! What an operator relies on: liveness and readiness (a database that stops makes the
-//! transport not ready within seconds, and ready again after), HEAD on both, log files without
-//! terminal escapes, and log filters checked strictly (`log.level`, `RUST_LOG`).
+//! transport not ready within seconds, and ready again after), HEAD on both, metrics a
+//! Prometheus parser reads, log files without terminal escapes and with one line per command
+//! naming its session, and log filters checked strictly (`log.level`, `RUST_LOG`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,7 +166,11 @@ async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
         let metrics_port = free_port();
         let tunnel = ProcTunnel::start(
             "metrics",
-            move |t| format!("{t}metrics_listen: 127.0.0.1:{metrics_port}\n"),
+            move |t| {
+                format!(
+                    "{t}metrics_listen: 127.0.0.1:{metrics_port}\nlog:\n  level: 'info,transport=debug'\n"
+                )
+            },
             |s| s,
         )
         .await;
@@ -215,6 +220,17 @@ async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
         assert_eq!(sample("sqltunnel_sessions_open", "sqltunnel_sessions_open"), 2.0, "{parsed}");
         assert!(sample("process_resident_memory_bytes", "process_resident_memory_bytes") > 0.0);
         assert_eq!(sample("sqltunnel_upstream_ready", "sqltunnel_upstream_ready"), 1.0);
+
+        // One debug line per command, naming its session, with what it was and how it went.
+        let log = std::fs::read_to_string(&tunnel.transport.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("command relayed")).collect();
+        assert!(lines.len() >= 5, "{log}");
+        for line in lines {
+            for field in ["session=", "command=Query", "ms=", "bytes=", "end=Done"] {
+                assert!(line.contains(field), "{field} in {line}");
+            }
+        }
+        assert!(!log.contains('\u{1b}'), "no terminal escapes");
     })
     .await;
 }

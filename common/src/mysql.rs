@@ -40,6 +40,31 @@ pub fn encode_err_before_greeting(buf: &mut impl bytes::BufMut, code: u16, messa
 
 /// Command bytes (first byte of a command packet).
 pub mod command {
+    /// The command's name as the server's processlist shows it, for logs.
+    pub fn name(cmd: u8) -> &'static str {
+        match cmd {
+            QUIT => "Quit",
+            INIT_DB => "Init DB",
+            QUERY => "Query",
+            FIELD_LIST => "Field List",
+            STATISTICS => "Statistics",
+            PING => "Ping",
+            STMT_PREPARE => "Prepare",
+            STMT_EXECUTE => "Execute",
+            STMT_SEND_LONG_DATA => "Long Data",
+            STMT_CLOSE => "Close stmt",
+            STMT_RESET => "Reset stmt",
+            CHANGE_USER => "Change user",
+            RESET_CONNECTION => "Reset connection",
+            SET_OPTION => "Set option",
+            STMT_FETCH => "Fetch",
+            PROCESS_INFO => "Processlist",
+            PROCESS_KILL => "Kill",
+            STMT_BULK_EXECUTE => "Bulk execute",
+            _ => "other",
+        }
+    }
+
     /// COM_QUIT
     pub const QUIT: u8 = 0x01;
     /// COM_INIT_DB

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::wire::{KeepAlive, KeepAliveAnswer, Route, session_label};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use tracing::info;
+use tracing::{Instrument, info};
 
 use crate::Error;
 use crate::auth::TokenId;
@@ -38,6 +38,23 @@ pub async fn handle(
         tokio::time::sleep_until(answer_at.into()).await;
         return error_response(&Error::Unauthorized);
     };
+    // Every line logged about a session's request names the session.
+    let span = match &route {
+        Route::Login(id) | Route::Command(id) | Route::Infile(id) | Route::CloseSession(id) => {
+            tracing::info_span!("session", id = %session_label(id))
+        }
+        _ => tracing::Span::none(),
+    };
+    route_authorized(state, req, route, token).instrument(span).await
+}
+
+/// Answers a request whose token was accepted.
+async fn route_authorized(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+    route: Route,
+    token: TokenId,
+) -> Response<ResponseBody> {
     let result = match route {
         Route::OpenRelay => relayed::open(&state, req, token).await,
         Route::Login(id) => relayed::login(&state, &id, token, req).await,

@@ -3,6 +3,9 @@
 //! turn it is. Open (the greeting), login packets, commands, LOAD DATA LOCAL pieces.
 
 use std::sync::Arc;
+use std::time::Instant;
+
+use common::mysql::command::name as command_name;
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
@@ -22,8 +25,8 @@ use crate::body::ResponseBody;
 use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
 use crate::idle_watch;
 use crate::relay::link::LinkError;
-use crate::relay::request::{ends_file, expected_answer};
-use crate::relay::turn::{LinkGuard, OnEnd};
+use crate::relay::request::{ends_file, expected_answer, last_command};
+use crate::relay::turn::{LinkGuard, OnEnd, Outcome};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
 use crate::session::{Session, SessionLimits, lock};
 use crate::state::AppState;
@@ -46,7 +49,7 @@ pub async fn open(
     let limits = session_limits(state, token)?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let dialed = RelayLink::dial(upstream, tls, open.client_tls, timeout).await;
     state.metrics.upstream_connect_seconds.observe(started.elapsed().as_secs_f64());
     let outcome = dialed.as_ref().map(drop).map_err(ToString::to_string);
@@ -185,7 +188,7 @@ pub async fn command(
     token: TokenId,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let session = state.sessions.get(id, token)?;
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
@@ -206,7 +209,8 @@ pub async fn command(
     match expect {
         Some(expect) => {
             let framing = Framing::new(expect, shape);
-            Ok(timed_turn(state, guard, framing, &session, started).await)
+            let command = last_command(&body).unwrap_or(0);
+            Ok(timed_turn(state, guard, framing, &session, (command, started)).await)
         }
         None => Ok(ended(&session.id, TurnEnd::Done)),
     }
@@ -265,23 +269,52 @@ fn session_limits(state: &AppState, token: TokenId) -> Result<SessionLimits, Err
     Ok(limits)
 }
 
-/// [`turn`] for a command that started at `started`: its latency and bytes are counted.
+/// [`turn`] for a command that started at `started`: its latency and bytes are counted, and
+/// one debug line says what it was and how it went.
 async fn timed_turn(
     state: &AppState,
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
-    started: std::time::Instant,
+    (command, started): (u8, Instant),
 ) -> Response<ResponseBody> {
     let (total, bytes) =
         (state.metrics.command_seconds.clone(), state.metrics.answer_bytes.clone());
-    let on_end: OnEnd = Box::new(move |passed| {
-        total.observe(started.elapsed().as_secs_f64());
+    let label = session_label(&session.id).to_string();
+    let on_end: OnEnd = Box::new(move |passed, outcome| {
+        let took = started.elapsed();
+        total.observe(took.as_secs_f64());
         bytes.inc_by(passed);
+        let command = command_name(command);
+        match outcome {
+            Outcome::Ended(end) => {
+                let ms = format!("{:.3}", took.as_secs_f64() * 1e3);
+                debug!(session = %label, %command, %ms, bytes = passed, ?end, "command relayed");
+            }
+            other => log_broken_turn(&label, command, &other),
+        }
     });
     let response = turn_with(state, guard, framing, session, Some(on_end)).await;
     state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
     response
+}
+
+/// Logs a turn that did not end with its answer, naming the session.
+fn log_broken_turn(session: &str, what: &str, outcome: &Outcome) {
+    match outcome {
+        Outcome::Ended(_) => {}
+        Outcome::Abandoned => warn!(
+            session,
+            what, "answer abandoned mid-way (the sidecar went away); upstream connection closed"
+        ),
+        Outcome::NotUnderstood(e) => {
+            warn!(session, what, error = %e, "upstream answer not understood; upstream connection closed")
+        }
+        Outcome::UpstreamLost(e) => {
+            info!(session, what, error = %e, "upstream connection lost during an answer")
+        }
+        Outcome::Cut => info!(session, what, "answer cut short by the shutdown"),
+    }
 }
 
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
@@ -292,7 +325,10 @@ async fn turn(
     framing: Framing,
     session: &Session,
 ) -> Response<ResponseBody> {
-    turn_with(state, guard, framing, session, None).await
+    let label = session_label(&session.id).to_string();
+    let on_end: OnEnd =
+        Box::new(move |_, outcome| log_broken_turn(&label, "login or file", &outcome));
+    turn_with(state, guard, framing, session, Some(on_end)).await
 }
 
 async fn turn_with(

@@ -14,7 +14,7 @@ use common::wire::{TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::framing::Framing;
 use super::link::{Phase, READ_CHUNK, RelayLink};
@@ -82,8 +82,24 @@ pub struct Turn {
     finished: bool,
 }
 
-/// What a turn reports when it ends: the bytes of the answer it passed on.
-pub type OnEnd = Box<dyn FnOnce(u64) + Send>;
+/// What a turn reports when it ends: the bytes of the answer it passed on, and how it ended.
+/// (The turn knows no session: whoever made it logs, with the session's id.)
+pub type OnEnd = Box<dyn FnOnce(u64, Outcome) + Send>;
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The answer ended; whose turn it is next.
+    Ended(TurnEnd),
+    /// The upstream closed or broke the connection mid-answer (the reason).
+    UpstreamLost(String),
+    /// The upstream sent something that is not an answer; the connection was closed.
+    NotUnderstood(String),
+    /// Cut short by a shutdown.
+    Cut,
+    /// Dropped before its end (the sidecar went away); the connection was closed.
+    Abandoned,
+}
 
 impl std::fmt::Debug for Turn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,20 +130,16 @@ impl Turn {
         }
     }
 
-    /// Calls `on_end` with the answer's bytes when the turn ends.
+    /// Calls `on_end` when the turn ends (set before it is first polled).
     pub fn on_end(&mut self, on_end: OnEnd) {
-        if self.finished {
-            on_end(self.passed);
-        } else {
-            self.on_end = Some(on_end);
-        }
+        self.on_end = Some(on_end);
     }
 
     /// Marks the turn ended and reports it.
-    fn finish(&mut self) {
+    fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
         if let Some(on_end) = self.on_end.take() {
-            on_end(self.passed);
+            on_end(self.passed, outcome);
         }
     }
 
@@ -146,7 +158,7 @@ impl Turn {
                 return Poll::Ready(Some(self.cut_short()));
             }
             let Some(link) = self.guard.as_mut() else {
-                self.finish();
+                self.finish(Outcome::UpstreamLost("already closed".into()));
                 return Poll::Ready(Some(turn_frame(TurnEnd::Closed)));
             };
             let mut out = BytesMut::new();
@@ -158,12 +170,12 @@ impl Turn {
                             self.passed += scan.used as u64;
                         }
                         if let Some(end) = scan.end {
-                            return Poll::Ready(Some(self.end(out, end)));
+                            return Poll::Ready(Some(self.end(out, Outcome::Ended(end))));
                         }
                     }
                     Err(e) => {
-                        warn!(error = %e, "upstream answer not understood; connection closed");
-                        return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
+                        let outcome = Outcome::NotUnderstood(e.to_string());
+                        return Poll::Ready(Some(self.end(out, outcome)));
                     }
                 }
             }
@@ -177,13 +189,13 @@ impl Turn {
             }
             match tokio_util::io::poll_read_buf(Pin::new(&mut link.stream), cx, &mut link.rbuf) {
                 Poll::Ready(Ok(0)) => {
-                    debug!("upstream closed the connection");
-                    return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
+                    let outcome = Outcome::UpstreamLost("closed".into());
+                    return Poll::Ready(Some(self.end(out, outcome)));
                 }
                 Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(e)) => {
-                    debug!(error = %e, "upstream connection failed");
-                    return Poll::Ready(Some(self.end(out, TurnEnd::Closed)));
+                    let outcome = Outcome::UpstreamLost(e.to_string());
+                    return Poll::Ready(Some(self.end(out, outcome)));
                 }
                 Poll::Pending => {
                     let cut = &self.cut;
@@ -206,7 +218,7 @@ impl Turn {
     /// Ends the turn at once: the client gets error 1053 (where a packet may go) and the
     /// upstream connection is closed.
     fn cut_short(&mut self) -> Bytes {
-        self.finish();
+        self.finish(Outcome::Cut);
         *self.guard = None;
         let mut out = BytesMut::new();
         if let (Some(seq), Some(payload)) =
@@ -227,8 +239,13 @@ impl Turn {
 
     /// Closes the turn with `end` after the frames in `out`, and leaves the link as the
     /// next request must find it.
-    fn end(&mut self, mut out: BytesMut, end: TurnEnd) -> Bytes {
-        self.finish();
+    fn end(&mut self, mut out: BytesMut, outcome: Outcome) -> Bytes {
+        let end = match &outcome {
+            Outcome::Ended(end) => *end,
+            _ => TurnEnd::Closed,
+        };
+        let extra = self.guard.as_ref().map_or(0, |link| link.rbuf.len());
+        self.finish(outcome);
         match end {
             TurnEnd::Closed => *self.guard = None,
             TurnEnd::AwaitFile | TurnEnd::AwaitAuth => {
@@ -240,8 +257,8 @@ impl Turn {
             TurnEnd::Done => {
                 if let Some(link) = self.guard.as_mut() {
                     link.phase = Phase::Ready;
-                    if !link.rbuf.is_empty() {
-                        warn!(bytes = link.rbuf.len(), "upstream sent more than its answer");
+                    if extra > 0 {
+                        warn!(bytes = extra, "upstream sent more than its answer");
                     }
                 }
             }
@@ -255,11 +272,9 @@ impl Drop for Turn {
     /// A turn abandoned half-way (the sidecar went away) leaves the conversation in an unknown
     /// state: the link cannot be used again.
     fn drop(&mut self) {
-        if !self.finished && self.guard.take().is_some() {
-            warn!("relayed answer abandoned mid-way; upstream connection closed");
-        }
         if !self.finished {
-            self.finish();
+            self.guard.take();
+            self.finish(Outcome::Abandoned);
         }
     }
 }
