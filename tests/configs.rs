@@ -75,3 +75,35 @@ fn check_refuses_invalid_values_with_the_cause() {
     assert!(!ok);
     assert!(output.contains("missing unit"), "{output}");
 }
+
+/// `systemd-analyze verify` on a unit of `configs/systemd/`, its binary path pointed at the
+/// build; fails on any complaint about the unit file, not only on errors.
+fn verify_unit(name: &str, binary_in_unit: &str, bin: &str, user: bool) {
+    let dir = std::env::temp_dir().join(format!("sqltunnel-units-{}-{bin}", std::process::id()));
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&runtime).expect("dir");
+    let text = std::fs::read_to_string(configs_dir().join("systemd").join(name)).expect("unit");
+    assert!(text.contains(binary_in_unit), "{name} starts {binary_in_unit}");
+    let built = bin_dir().join(bin);
+    let unit = dir.join(name);
+    std::fs::write(&unit, text.replace(binary_in_unit, &built.to_string_lossy())).expect("write");
+    let mut cmd = Command::new("systemd-analyze");
+    if user {
+        cmd.arg("--user").env("XDG_RUNTIME_DIR", &runtime);
+    }
+    let out = cmd
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (scripts/test.sh installs systemd)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    drop(std::fs::remove_dir_all(&dir));
+    assert!(out.status.success(), "{name}: {stderr}");
+    assert!(!stderr.contains(name), "{name} has complaints: {stderr}");
+}
+
+#[test]
+fn systemd_units_pass_systemd_analyze_verify() {
+    verify_unit("sqltunnel-transport.service", "/usr/local/bin/transport", "transport", false);
+    verify_unit("sqltunnel-sidecar.service", "%h/.cargo/bin/sidecar", "sidecar", true);
+}

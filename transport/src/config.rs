@@ -177,8 +177,12 @@ impl TransportConfig {
             if self.upstreams[..i].iter().any(|o| o.name == u.name) {
                 return invalid(format!("upstreams[{i}]: duplicate name {:?}", u.name));
             }
-            if !u.address.contains(':') {
-                return invalid(format!("upstreams[{i}]: address {:?} needs a port", u.address));
+            let port = u.address.rsplit_once(':').map(|(_, port)| port.parse::<u16>());
+            if !matches!(port, Some(Ok(p)) if p > 0) {
+                return invalid(format!(
+                    "upstreams[{i}]: address {:?} needs a port (host:port)",
+                    u.address
+                ));
             }
             if u.admin_password.is_some() && u.admin_user.is_none() {
                 return invalid(format!("upstreams[{i}]: `admin_password` needs `admin_user`"));
