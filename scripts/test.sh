@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd
+ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd tinyproxy
 command -v javac >/dev/null || ensure_packages default-jdk-headless
 CLIENTS="$PWD/target/test-clients"
 echo "== test clients (PyMySQL, mysql-connector-python, node mysql2, Oracle Connector/J) under $CLIENTS"

@@ -86,6 +86,9 @@ pub struct TransportLink {
     pub connect_timeout: Duration,
     /// How to trust an `https://` transport.
     pub tls: ClientTls,
+    /// An HTTP forward proxy to reach the transport through (`http://[user:pass@]host:port`,
+    /// with CONNECT), or `direct`; unset: `HTTPS_PROXY` / `HTTP_PROXY` and `NO_PROXY`.
+    pub proxy: Option<String>,
 }
 
 impl Default for TransportLink {
@@ -97,6 +100,7 @@ impl Default for TransportLink {
             token_file: None,
             connect_timeout: Duration::from_secs(10),
             tls: ClientTls::default(),
+            proxy: None,
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::Error;
 use crate::config::TransportLink;
-use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
+use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy, ResponseHead};
 
 /// Idle HTTP connections kept for the next client session.
 const MAX_IDLE_HTTP: usize = 16;
@@ -42,6 +42,7 @@ struct Endpoint {
     authorization: std::sync::RwLock<Arc<str>>,
     connect_timeout: Duration,
     tls: Option<TlsConnector>,
+    proxy: Option<Proxy>,
     idle: std::sync::Mutex<Vec<HttpConn>>,
     /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
     /// once it has told them.
@@ -87,6 +88,11 @@ impl TunnelClient {
         }
         let token = link.token.clone().unwrap_or_default();
         check_token(&token)?;
+        let proxy = Proxy::choose(link.proxy.as_deref(), https, &host, |v| std::env::var(v).ok())
+            .map_err(|e| bad(format!("transport.proxy: {e}")))?;
+        if let Some(proxy) = &proxy {
+            tracing::info!(proxy = %proxy.address(), "the transport is reached through a proxy (CONNECT)");
+        }
         let url = format!("{}://{host_header}{prefix}", uri.scheme_str().unwrap_or("http"));
         Ok(Self(Arc::new(Endpoint {
             url,
@@ -97,6 +103,7 @@ impl TunnelClient {
             authorization: std::sync::RwLock::new(bearer(&token)),
             connect_timeout: link.connect_timeout,
             tls,
+            proxy,
             idle: std::sync::Mutex::new(Vec::new()),
             silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
         })))
@@ -196,10 +203,15 @@ impl TunnelConn {
         for _attempt in 0..2 {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
-                let conn =
-                    HttpConn::connect(&ep.host, ep.port, ep.connect_timeout, ep.tls.as_ref())
-                        .await
-                        .map_err(|e| self.unreachable(&e))?;
+                let conn = HttpConn::connect(
+                    &ep.host,
+                    ep.port,
+                    ep.connect_timeout,
+                    ep.tls.as_ref(),
+                    ep.proxy.as_ref(),
+                )
+                .await
+                .map_err(|e| self.unreachable(&e))?;
                 self.http = Some(conn);
             }
             let Some(conn) = self.http.as_mut() else { break };

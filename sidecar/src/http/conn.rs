@@ -55,15 +55,20 @@ pub struct HttpConn {
 }
 
 impl HttpConn {
-    /// Connects to `host:port` with TCP_NODELAY, then TLS when `tls` is given.
+    /// Connects to `host:port` (through `proxy`, if given) with TCP_NODELAY, then TLS when
+    /// `tls` is given.
     pub async fn connect(
         host: &str,
         port: u16,
         timeout: Duration,
         tls: Option<&TlsConnector>,
+        proxy: Option<&super::Proxy>,
     ) -> io::Result<Self> {
         let connect = async {
-            let tcp = TcpStream::connect((host, port)).await?;
+            let tcp = match proxy {
+                Some(proxy) => proxy.connect(host, port).await?,
+                None => TcpStream::connect((host, port)).await?,
+            };
             tcp.set_nodelay(true)?;
             match tls {
                 None => Ok::<_, io::Error>(MaybeTls::Plain(tcp)),

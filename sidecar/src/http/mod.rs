@@ -3,6 +3,8 @@
 
 mod body;
 mod conn;
+mod proxy;
 
 pub use body::{BodyDecoder, Decoded};
 pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
+pub use proxy::Proxy;
