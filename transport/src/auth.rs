@@ -37,6 +37,12 @@ impl Tokens {
         )
     }
 
+    /// The position (1-based) of the token `id` in the configuration, for the audit log: it
+    /// names a token without showing anything of it.
+    pub fn position(&self, id: TokenId) -> Option<usize> {
+        self.0.iter().position(|(_, t)| *t == id).map(|i| i + 1)
+    }
+
     /// Which of our tokens the request carries as `Authorization: Bearer <token>`, if any.
     pub fn authorize(&self, headers: &HeaderMap) -> Option<TokenId> {
         let presented = headers

@@ -63,6 +63,8 @@ pub struct TransportConfig {
     /// (`KILL QUERY`, see `admin_user`) and their clients get error 1053.
     #[serde(with = "serde_duration")]
     pub shutdown_grace: Duration,
+    /// The audit log: one JSON line per command (off unless set).
+    pub audit: Option<crate::audit::AuditConfig>,
     /// Logging.
     pub log: LogConfig,
 }
@@ -89,6 +91,7 @@ impl Default for TransportConfig {
             tls: None,
             worker_threads: 1,
             shutdown_grace: Duration::from_secs(10),
+            audit: None,
             log: LogConfig::default(),
         }
     }

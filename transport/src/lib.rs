@@ -6,8 +6,10 @@
 //! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod body;
+pub mod command_log;
 pub mod config;
 pub mod ending;
 pub mod error;

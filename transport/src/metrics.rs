@@ -52,6 +52,8 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Requests that waited for room in `max_inflight_bytes`.
     pub budget_waits: Counter,
+    /// Audit lines dropped because the writer fell behind.
+    pub audit_dropped: Counter,
     /// Whether each upstream can be reached (set when rendered).
     pub upstream_ready: Family<Labels, Gauge>,
     process: ProcessMetrics,
@@ -99,6 +101,7 @@ impl Metrics {
             connections_refused: Counter::default(),
             budget_waits: Counter::default(),
             upstream_ready: Family::default(),
+            audit_dropped: Counter::default(),
             process: ProcessMetrics::default(),
             registry: Registry::default(),
         };
@@ -165,6 +168,11 @@ impl Metrics {
             "budget_waits",
             "Requests that waited for room in max_inflight_bytes",
             m.budget_waits.clone(),
+        );
+        r.register(
+            "audit_lines_dropped",
+            "Audit lines dropped because the writer fell behind (the command path never waits)",
+            m.audit_dropped.clone(),
         );
         r.register(
             "upstream_ready",

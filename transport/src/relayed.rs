@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::mysql::command::name as command_name;
-
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
@@ -23,13 +21,14 @@ use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
-use crate::idle_watch;
+use crate::relay::handshake::login_names;
 use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer, last_command};
-use crate::relay::turn::{LinkGuard, OnEnd, Outcome};
+use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
-use crate::session::{Session, SessionLimits, lock};
+use crate::session::{Session, SessionLimits, Who, lock};
 use crate::state::AppState;
+use crate::{command_log, idle_watch};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
 pub async fn open(
@@ -102,6 +101,8 @@ pub async fn login(
     }
     let sent = match (&link.phase, link.pending.take()) {
         (Phase::Greeted, _) => {
+            let (user, database) = login_names(&body);
+            *lock(&session.who) = Who { user, database };
             let caps = link.send_handshake_response(BytesMut::from(&body[..])).await;
             caps.map(|_| Framing::new(Expect::Login, link.shape))
         }
@@ -156,6 +157,8 @@ async fn login_as(
             if last.get(4) == Some(&packet::OK) {
                 link.phase = Phase::Ready;
                 *lock(&session.logged_in_as) = Some(LoginAs { database: None, ..login.clone() });
+                let who = Who { user: Some(login.user.clone()), database: login.database.clone() };
+                *lock(&session.who) = who;
                 TurnEnd::Done
             } else if change_user {
                 TurnEnd::Done
@@ -209,8 +212,11 @@ pub async fn command(
     match expect {
         Some(expect) => {
             let framing = Framing::new(expect, shape);
-            let command = last_command(&body).unwrap_or(0);
-            Ok(timed_turn(state, guard, framing, &session, (command, started)).await)
+            let command = last_command(&body).unwrap_or_default();
+            let on_end = command_log::on_end(state, &session, command, started);
+            let response = turn_with(state, guard, framing, &session, Some(on_end)).await;
+            state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
+            Ok(response)
         }
         None => Ok(ended(&session.id, TurnEnd::Done)),
     }
@@ -269,54 +275,6 @@ fn session_limits(state: &AppState, token: TokenId) -> Result<SessionLimits, Err
     Ok(limits)
 }
 
-/// [`turn`] for a command that started at `started`: its latency and bytes are counted, and
-/// one debug line says what it was and how it went.
-async fn timed_turn(
-    state: &AppState,
-    guard: LinkGuard,
-    framing: Framing,
-    session: &Session,
-    (command, started): (u8, Instant),
-) -> Response<ResponseBody> {
-    let (total, bytes) =
-        (state.metrics.command_seconds.clone(), state.metrics.answer_bytes.clone());
-    let label = session_label(&session.id).to_string();
-    let on_end: OnEnd = Box::new(move |passed, outcome| {
-        let took = started.elapsed();
-        total.observe(took.as_secs_f64());
-        bytes.inc_by(passed);
-        let command = command_name(command);
-        match outcome {
-            Outcome::Ended(end) => {
-                let ms = format!("{:.3}", took.as_secs_f64() * 1e3);
-                debug!(session = %label, %command, %ms, bytes = passed, ?end, "command relayed");
-            }
-            other => log_broken_turn(&label, command, &other),
-        }
-    });
-    let response = turn_with(state, guard, framing, session, Some(on_end)).await;
-    state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
-    response
-}
-
-/// Logs a turn that did not end with its answer, naming the session.
-fn log_broken_turn(session: &str, what: &str, outcome: &Outcome) {
-    match outcome {
-        Outcome::Ended(_) => {}
-        Outcome::Abandoned => warn!(
-            session,
-            what, "answer abandoned mid-way (the sidecar went away); upstream connection closed"
-        ),
-        Outcome::NotUnderstood(e) => {
-            warn!(session, what, error = %e, "upstream answer not understood; upstream connection closed")
-        }
-        Outcome::UpstreamLost(e) => {
-            info!(session, what, error = %e, "upstream connection lost during an answer")
-        }
-        Outcome::Cut => info!(session, what, "answer cut short by the shutdown"),
-    }
-}
-
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
 /// Content-Length), streamed otherwise.
 async fn turn(
@@ -326,8 +284,9 @@ async fn turn(
     session: &Session,
 ) -> Response<ResponseBody> {
     let label = session_label(&session.id).to_string();
-    let on_end: OnEnd =
-        Box::new(move |_, outcome| log_broken_turn(&label, "login or file", &outcome));
+    let on_end: OnEnd = Box::new(move |report| {
+        command_log::log_broken_turn(&label, "login or file", &report.outcome)
+    });
     turn_with(state, guard, framing, session, Some(on_end)).await
 }
 

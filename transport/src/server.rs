@@ -57,6 +57,12 @@ pub async fn run_with_reloads(
     });
     let graceful = GracefulShutdown::new();
     let config = state.config();
+    if let Some(audit) = &config.audit {
+        let log = crate::audit::AuditLog::open(audit, state.metrics.audit_dropped.clone())
+            .map_err(|e| std::io::Error::other(format!("audit log {}: {e}", audit.path)))?;
+        drop(state.audit.set(Arc::new(log)));
+        info!(path = %audit.path, "audit log on");
+    }
     let tls = match &config.tls {
         Some(tls) => Some(TlsAcceptor::from(tls.build().map_err(std::io::Error::other)?)),
         None => None,

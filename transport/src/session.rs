@@ -36,6 +36,10 @@ pub struct Session {
     pub cut: CancellationToken,
     /// The credentials of a `users` entry's login: they can end the session's own statements.
     pub logged_in_as: Mutex<Option<LoginAs>>,
+    /// Who logged in and the database in use, as far as the relay saw (for the audit log).
+    pub who: Mutex<Who>,
+    /// The text of each prepared statement by id (for the audit log; bounded).
+    pub statements: Mutex<HashMap<u32, Arc<str>>>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -73,6 +77,15 @@ impl Session {
         self.link_use.wanted.notify_one();
         self.link.lock().await.take()
     }
+}
+
+/// Who a session logged in as, and the database in use.
+#[derive(Debug, Clone, Default)]
+pub struct Who {
+    /// The user name of the login (or of the last COM_CHANGE_USER by a `users` entry).
+    pub user: Option<String>,
+    /// The database named at login or by the last COM_INIT_DB.
+    pub database: Option<String>,
 }
 
 /// Session limits checked when a session is registered.
@@ -123,6 +136,8 @@ impl SessionTable {
             connection_id: link.connection_id,
             cut: CancellationToken::new(),
             logged_in_as: Mutex::new(None),
+            who: Mutex::default(),
+            statements: Mutex::default(),
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             origin: self.origin,

@@ -48,6 +48,8 @@ pub struct AppState {
     pub draining: tokio_util::sync::CancellationToken,
     /// Whether each upstream can be reached, as last seen.
     pub readiness: crate::readiness::Readiness,
+    /// The audit log, when `audit` is configured (set once at start).
+    pub audit: std::sync::OnceLock<Arc<crate::audit::AuditLog>>,
 }
 
 impl AppState {
@@ -63,6 +65,7 @@ impl AppState {
             refusals: Refusals::default(),
             draining: tokio_util::sync::CancellationToken::new(),
             readiness: crate::readiness::Readiness::default(),
+            audit: std::sync::OnceLock::new(),
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }

@@ -65,9 +65,24 @@ pub struct Scan {
     pub end: Option<TurnEnd>,
 }
 
+/// What an answer said, as far as its headers and first bytes tell (for the audit log).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Rows of result sets.
+    pub rows: u64,
+    /// Affected rows of OK results.
+    pub affected: u64,
+    /// The code of an ERR that ended the answer.
+    pub error: Option<u16>,
+    /// The statement id a prepare's OK gave.
+    pub statement_id: Option<u32>,
+}
+
 /// Finds the end of one answer in the upstream's byte stream.
 #[derive(Debug, Clone)]
 pub struct Framing {
+    /// What the answer said so far.
+    pub tally: Tally,
     shape: Shape,
     state: State,
     /// Payload bytes of the current packet still to pass.
@@ -93,7 +108,15 @@ impl Framing {
             Expect::OnePacket => State::OnePacket,
         };
         let login = expect == Expect::Login;
-        Self { shape, state, skip: 0, continued: false, last_seq: 0, login }
+        Self {
+            shape,
+            state,
+            skip: 0,
+            continued: false,
+            last_seq: 0,
+            login,
+            tally: Tally::default(),
+        }
     }
 
     /// What the client must send before this answer goes on (its file, an auth packet), if
@@ -169,6 +192,7 @@ impl Framing {
     /// `len` bytes long.
     fn decide(&mut self, p: &[u8], len: usize) -> Result<(), Malformed> {
         let first = p.first().copied();
+        self.count(p, len);
         let done = |status: u16| {
             if status & status::MORE_RESULTS_EXISTS != 0 {
                 State::ResultHead
@@ -246,6 +270,30 @@ impl Framing {
             State::Ended(_) => return Err(Malformed("data after the end of an answer")),
         };
         Ok(())
+    }
+
+    /// Adds what the packet starting with `p` says to the tally (before the state moves on).
+    fn count(&mut self, p: &[u8], len: usize) {
+        let progress = self.is_progress(p);
+        let terminator = self.is_terminator(len);
+        let tally = &mut self.tally;
+        match (self.state, p.first().copied()) {
+            (State::Auth { .. }, _) => {}
+            (_, Some(packet::ERR)) if !progress => {
+                tally.error = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
+            }
+            (State::ResultHead, Some(packet::OK)) => {
+                tally.affected += p.get(1..).and_then(lenenc_int).map_or(0, |(n, _)| n);
+            }
+            (State::PrepareHead, Some(packet::OK)) => {
+                let id = p.get(1..5).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                tally.statement_id = id;
+            }
+            (State::Rows, Some(packet::EOF)) if terminator => {}
+            (State::Rows, Some(packet::ERR)) => {}
+            (State::Rows, _) => tally.rows += 1,
+            _ => {}
+        }
     }
 
     fn is_progress(&self, p: &[u8]) -> bool {

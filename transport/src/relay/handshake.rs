@@ -115,6 +115,29 @@ pub fn response_for_upstream(p: &mut [u8], upstream_tls: bool) -> Option<ClientC
     Some(ClientCaps { flags: upstream, mariadb })
 }
 
+/// The user name and initial database a HandshakeResponse41 names (for the audit log).
+pub fn login_names(p: &[u8]) -> (Option<String>, Option<String>) {
+    let Some(fixed) = p.get(..RESPONSE_FIXED) else { return (None, None) };
+    let flags = u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]);
+    let rest = &p[RESPONSE_FIXED..];
+    let Some(nul) = rest.iter().position(|&b| b == 0) else { return (None, None) };
+    let user = Some(String::from_utf8_lossy(&rest[..nul]).into_owned());
+    let rest = &rest[nul + 1..];
+    let auth = if flags & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
+        super::packets::lenenc_int(rest).map(|(n, w)| (w, n as usize))
+    } else if flags & cap::SECURE_CONNECTION != 0 {
+        rest.first().map(|&n| (1, usize::from(n)))
+    } else {
+        rest.iter().position(|&b| b == 0).map(|n| (0, n + 1))
+    };
+    let database = auth
+        .and_then(|(w, n)| rest.get(w + n..))
+        .filter(|_| flags & cap::CONNECT_WITH_DB != 0)
+        .and_then(|r| r.iter().position(|&b| b == 0).map(|n| &r[..n]))
+        .map(|db| String::from_utf8_lossy(db).into_owned());
+    (user, database)
+}
+
 fn clear_mariadb_caps(field: &mut [u8]) {
     let caps = u32::from_le_bytes([field[0], field[1], field[2], field[3]]) & !MARIADB_NOT_RELAYED;
     field.copy_from_slice(&caps.to_le_bytes());

@@ -48,12 +48,13 @@ pub fn expected_answer(body: &[u8]) -> Result<Option<Expect>, BadCommands> {
     Ok(expect)
 }
 
-/// The command byte of the last command in `body` (the one answered), for logs.
-pub fn last_command(body: &[u8]) -> Option<u8> {
+/// The payload of the last command in `body` (the one answered; its first 16 MiB packet),
+/// for logs and the audit log.
+pub fn last_command(body: &[u8]) -> Option<&[u8]> {
     let (mut at, mut last, mut continued) = (0, None, false);
     while let Some(head) = body.get(at..).and_then(PacketHead::parse) {
         if !continued {
-            last = body.get(at + PacketHead::LEN).copied();
+            last = body.get(at + PacketHead::LEN..at + PacketHead::LEN + head.len);
         }
         continued = head.len == packet::MAX_PAYLOAD;
         at += PacketHead::LEN + head.len;

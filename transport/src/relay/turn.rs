@@ -16,7 +16,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::warn;
 
-use super::framing::Framing;
+use super::framing::{Framing, Tally};
 use super::link::{Phase, READ_CHUNK, RelayLink};
 use super::packets::PacketHead;
 
@@ -82,9 +82,20 @@ pub struct Turn {
     finished: bool,
 }
 
-/// What a turn reports when it ends: the bytes of the answer it passed on, and how it ended.
-/// (The turn knows no session: whoever made it logs, with the session's id.)
-pub type OnEnd = Box<dyn FnOnce(u64, Outcome) + Send>;
+/// What a turn reports when it ends. (The turn knows no session: whoever made it logs, with
+/// the session's id.)
+pub type OnEnd = Box<dyn FnOnce(TurnReport) + Send>;
+
+/// How a turn went.
+#[derive(Debug)]
+pub struct TurnReport {
+    /// Bytes of the answer passed on.
+    pub bytes: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// What the answer said (rows, affected rows, error, statement id).
+    pub tally: Tally,
+}
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +150,7 @@ impl Turn {
     fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
         if let Some(on_end) = self.on_end.take() {
-            on_end(self.passed, outcome);
+            on_end(TurnReport { bytes: self.passed, outcome, tally: self.framing.tally });
         }
     }
 

@@ -1,0 +1,187 @@
+//! The audit log (off by default): one JSON line per command a session runs, with who ran it,
+//! what (the statement text, a digest of it, or nothing, by configuration; an execute names
+//! its prepared statement's text), how long it took, how many rows and which error. Lines go
+//! through a bounded queue to a writer task: the command path never waits for the disk, and a
+//! line that finds the queue full is dropped and counted.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus_client::metrics::counter::Counter;
+use serde::{Deserialize, Serialize};
+use sha1::{Digest, Sha1};
+use tokio::sync::mpsc;
+use tracing::warn;
+
+/// Lines waiting for the writer, at most.
+const QUEUE: usize = 16 * 1024;
+/// Longest statement text written (longer ones are cut, and say so).
+pub const MAX_TEXT: usize = 16 * 1024;
+
+/// The `audit` section of the transport's config.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// File the lines are appended to; `-` for standard output.
+    pub path: String,
+    /// What of a statement is written.
+    #[serde(default)]
+    pub statements: StatementLogging,
+}
+
+/// What of a statement the audit log keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatementLogging {
+    /// The text (up to 16 KiB).
+    #[default]
+    Text,
+    /// The SHA-1 of the text, in hex: the same statement is recognised, its values are not kept.
+    Digest,
+    /// Nothing.
+    None,
+}
+
+/// One audit line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Entry {
+    /// When the command arrived (RFC 3339, UTC, milliseconds).
+    pub time: String,
+    /// The session (its label, as in the logs).
+    pub session: String,
+    /// The token that opened the session: `#n`, its position in `tokens` (those of
+    /// `token_env` and `token_file` follow), or `retired` once a reload removed it.
+    pub token: String,
+    /// The user the session logged in as.
+    pub user: Option<String>,
+    /// The upstream's name.
+    pub upstream: String,
+    /// The database in use, as far as the tunnel saw (login, COM_INIT_DB).
+    pub database: Option<String>,
+    /// The command (`Query`, `Prepare`, `Execute`…).
+    pub command: &'static str,
+    /// The statement text (or its digest), when the command has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
+    /// True when `statement` was cut at 16 KiB.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// A prepared statement's id (prepare, execute).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement_id: Option<u32>,
+    /// Milliseconds from the request to the end of the answer.
+    pub duration_ms: f64,
+    /// Rows of result sets.
+    pub rows: u64,
+    /// Affected rows.
+    pub affected_rows: u64,
+    /// The error code the server answered, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<u16>,
+    /// How the answer ended (`Done`; or `Closed`, `Cut`, `Abandoned`…).
+    pub outcome: String,
+}
+
+/// The audit log's writer end.
+#[derive(Debug)]
+pub struct AuditLog {
+    lines: mpsc::Sender<String>,
+    statements: StatementLogging,
+    dropped: Counter,
+}
+
+impl AuditLog {
+    /// Opens the log as `config` says and starts its writer; `dropped` counts lines lost to a
+    /// full queue.
+    pub fn open(config: &AuditConfig, dropped: Counter) -> std::io::Result<AuditLog> {
+        let mut out: Box<dyn Write + Send> = if config.path == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(&config.path)?;
+            Box::new(std::io::BufWriter::new(file))
+        };
+        let (lines, mut queue) = mpsc::channel::<String>(QUEUE);
+        std::thread::Builder::new().name("audit-writer".into()).spawn(move || {
+            while let Some(line) = queue.blocking_recv() {
+                let mut written = out.write_all(line.as_bytes());
+                while let Ok(more) = queue.try_recv() {
+                    written = written.and_then(|()| out.write_all(more.as_bytes()));
+                }
+                if let Err(e) = written.and_then(|()| out.flush()) {
+                    warn!(error = %e, "audit log write failed");
+                }
+            }
+        })?;
+        Ok(AuditLog { lines, statements: config.statements, dropped })
+    }
+
+    /// What of `text` is written, and whether it was cut.
+    pub fn statement(&self, text: &[u8]) -> (Option<String>, bool) {
+        match self.statements {
+            StatementLogging::None => (None, false),
+            StatementLogging::Digest => {
+                let digest = Sha1::digest(text);
+                (Some(digest.iter().map(|b| format!("{b:02x}")).collect()), false)
+            }
+            StatementLogging::Text => {
+                let cut = text.len() > MAX_TEXT;
+                (Some(String::from_utf8_lossy(&text[..text.len().min(MAX_TEXT)]).into_owned()), cut)
+            }
+        }
+    }
+
+    /// Queues one line; never waits.
+    pub fn write(&self, entry: &Entry) {
+        let Ok(mut line) = serde_json::to_string(entry) else {
+            return;
+        };
+        line.push('\n');
+        if self.lines.try_send(line).is_err() {
+            self.dropped.inc();
+        }
+    }
+}
+
+/// `now` as RFC 3339 in UTC with milliseconds.
+pub fn rfc3339(now: SystemTime) -> String {
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_are_rfc3339() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_435_200_123);
+        assert_eq!(rfc3339(t), "2026-11-23T12:00:00.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+}

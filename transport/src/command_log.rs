@@ -1,0 +1,120 @@
+//! What the end of a command reports: its latency and bytes to the metrics, one debug line,
+//! a warning when its answer broke off, and, when the audit log is on, one audit line (with
+//! what it learned kept for the next: a prepared statement's text, the database in use).
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use common::mysql::command;
+use common::wire::session_label;
+use tracing::{debug, info, warn};
+
+use crate::audit::{Entry, rfc3339};
+use crate::relay::turn::{OnEnd, Outcome, TurnReport};
+use crate::session::{Session, lock};
+use crate::state::AppState;
+
+/// Prepared statements remembered per session for the audit log, at most.
+const MAX_STATEMENTS: usize = 4096;
+
+/// What to do when the answer to `payload` (the command answered), sent at `started`, ends.
+pub fn on_end(state: &AppState, session: &Arc<Session>, payload: &[u8], started: Instant) -> OnEnd {
+    let cmd = payload.first().copied().unwrap_or(0);
+    let (total, bytes) =
+        (state.metrics.command_seconds.clone(), state.metrics.answer_bytes.clone());
+    let label = session_label(&session.id).to_string();
+    let audit = state.audit.get().map(|log| (log, audit_entry(state, session, payload)));
+    let audit = audit.map(|(log, entry)| (log.clone(), entry, session.clone()));
+    let init_db = (cmd == command::INIT_DB)
+        .then(|| String::from_utf8_lossy(payload.get(1..).unwrap_or_default()).into_owned());
+    let session = session.clone();
+    Box::new(move |report: TurnReport| {
+        let took = started.elapsed();
+        total.observe(took.as_secs_f64());
+        bytes.inc_by(report.bytes);
+        let name = command::name(cmd);
+        match &report.outcome {
+            Outcome::Ended(end) => {
+                let ms = format!("{:.3}", took.as_secs_f64() * 1e3);
+                debug!(session = %label, command = %name, %ms, bytes = report.bytes, ?end, "command relayed");
+            }
+            other => log_broken_turn(&label, name, other),
+        }
+        let succeeded = matches!(report.outcome, Outcome::Ended(_)) && report.tally.error.is_none();
+        if let (Some(db), true) = (init_db, succeeded) {
+            lock(&session.who).database = Some(db);
+        }
+        let Some((log, mut entry, session)) = audit else { return };
+        entry.duration_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
+        entry.rows = report.tally.rows;
+        entry.affected_rows = report.tally.affected;
+        entry.error = report.tally.error;
+        entry.outcome = match &report.outcome {
+            Outcome::Ended(end) => format!("{end:?}"),
+            other => format!("{other:?}"),
+        };
+        if cmd == command::STMT_PREPARE && succeeded {
+            entry.statement_id = report.tally.statement_id;
+            if let (Some(id), Some(text)) = (report.tally.statement_id, &entry.statement) {
+                let mut statements = lock(&session.statements);
+                if statements.len() >= MAX_STATEMENTS {
+                    statements.clear();
+                }
+                statements.insert(id, Arc::from(text.as_str()));
+            }
+        }
+        log.write(&entry);
+    })
+}
+
+/// The audit line of a command, as far as its request tells.
+fn audit_entry(state: &AppState, session: &Session, payload: &[u8]) -> Entry {
+    let cmd = payload.first().copied().unwrap_or(0);
+    let who = lock(&session.who).clone();
+    let mut entry = Entry {
+        time: rfc3339(SystemTime::now()),
+        session: session_label(&session.id).to_string(),
+        token: state
+            .tokens()
+            .position(session.token)
+            .map_or_else(|| "retired".into(), |n| format!("#{n}")),
+        user: who.user,
+        upstream: session.upstream.clone(),
+        database: who.database,
+        command: command::name(cmd),
+        ..Entry::default()
+    };
+    let Some(log) = state.audit.get() else { return entry };
+    let text = payload.get(1..).unwrap_or_default();
+    match cmd {
+        command::QUERY | command::STMT_PREPARE | command::INIT_DB => {
+            (entry.statement, entry.truncated) = log.statement(text);
+        }
+        command::STMT_EXECUTE | command::STMT_FETCH | command::STMT_RESET => {
+            let id = text.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            entry.statement_id = id;
+            entry.statement =
+                id.and_then(|id| lock(&session.statements).get(&id).map(|t| t.to_string()));
+        }
+        _ => {}
+    }
+    entry
+}
+
+/// Logs a turn that did not end with its answer, naming the session.
+pub fn log_broken_turn(session: &str, what: &str, outcome: &Outcome) {
+    match outcome {
+        Outcome::Ended(_) => {}
+        Outcome::Abandoned => warn!(
+            session,
+            what, "answer abandoned mid-way (the sidecar went away); upstream connection closed"
+        ),
+        Outcome::NotUnderstood(e) => {
+            warn!(session, what, error = %e, "upstream answer not understood; upstream connection closed")
+        }
+        Outcome::UpstreamLost(e) => {
+            info!(session, what, error = %e, "upstream connection lost during an answer")
+        }
+        Outcome::Cut => info!(session, what, "answer cut short by the shutdown"),
+    }
+}
