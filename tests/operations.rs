@@ -234,3 +234,88 @@ async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_proxy_without_keep_alive_is_noticed_and_named() {
+    within(90, async {
+        let tunnel = ProcTunnel::start("churn", |t| t, |s| s).await;
+        let port = tunnel.transport_port;
+        for _ in 0..210 {
+            // A new connection and `Connection: close` for every request, as nginx's defaults.
+            let (status, ..) =
+                e2e::http::call(port, e2e::TOKEN, "POST", "/v1/keepalive", "{\"sessions\":[]}")
+                    .await;
+            assert_eq!(status, 200);
+        }
+        let log = std::fs::read_to_string(&tunnel.transport.log).unwrap_or_default();
+        let warnings = log.matches("a proxy in front opens a connection per command").count();
+        assert_eq!(warnings, 1, "warned once: {log}");
+        assert!(log.contains("keepalive"), "names the fix");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_laptop_sidecar_runs_from_flags_alone() {
+    within(60, async {
+        let tunnel = ProcTunnel::start("flags", |t| t, |s| s).await;
+        let home = std::env::temp_dir().join(format!("sqltunnel-home-{}", std::process::id()));
+        std::fs::create_dir_all(&home).expect("home");
+        let url = format!("http://127.0.0.1:{}/", tunnel.transport_port);
+        let sidecar = |args: &[&str]| {
+            let mut cmd = std::process::Command::new(bin_dir().join("sidecar"));
+            cmd.args(args)
+                .env_remove("SQLTUNNEL_CONFIG")
+                .env_remove("XDG_CONFIG_HOME")
+                .env("HOME", &home)
+                .env("SQLTUNNEL_TOKEN", e2e::TOKEN);
+            cmd
+        };
+        // No file anywhere, no flags: a clear error naming both ways.
+        let out = sidecar(&["--check"]).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("--transport") && err.contains("--config"),
+            "{err}"
+        );
+        let out = sidecar(&["--transport", &url, "--check"]).output().expect("run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = sidecar(&["--transport", &url, "--listen", &listen])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the sidecar");
+        e2e::processes::wait_port(port).await;
+        let login = mysql_async::Conn::new(
+            e2e::opts(port, Some(e2e::DATABASE)).user(Some(USER)).pass(Some(PASSWORD)),
+        )
+        .await;
+        let mut conn = login.expect("a passthrough login through the flag-made sidecar");
+        let one: Option<u8> = mysql_async::prelude::Queryable::query_first(&mut conn, "SELECT 1")
+            .await
+            .expect("query");
+        assert_eq!(one, Some(1));
+        drop(conn);
+        drop(child.kill());
+        drop(child.wait());
+
+        // The transport takes no such flags.
+        let out = std::process::Command::new(bin_dir().join("transport"))
+            .args([
+                "--config",
+                &tunnel.transport.config.to_string_lossy(),
+                "--transport",
+                &url,
+                "--check",
+            ])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("sidecar options"), "{err}");
+        drop(std::fs::remove_dir_all(&home));
+    })
+    .await;
+}

@@ -1,5 +1,6 @@
-//! The command line both binaries share: `--config` (or `SQLTUNNEL_CONFIG`), `--check`, the
-//! overrides, and the start-up sequence (config, logging, runtime, listener, Ctrl-C).
+//! The command line both binaries share: `--config` (or `SQLTUNNEL_CONFIG`; else the binary's
+//! default path; else, for the sidecar, flags alone), `--check`, the overrides, and the
+//! start-up sequence (config, logging, runtime, listener, Ctrl-C).
 
 use std::fmt::Display;
 use std::future::Future;
@@ -16,9 +17,10 @@ use crate::telemetry::{LogConfig, LogFormat};
 /// Command-line options.
 #[derive(Debug, Parser)]
 struct Cli {
-    /// Configuration file (YAML).
+    /// Configuration file (YAML); default: the sidecar's in the user's config directory
+    /// (~/.config/sqltunnel/sidecar.yaml), the transport's /etc/sqltunnel/transport.yaml.
     #[arg(long, env = "SQLTUNNEL_CONFIG")]
-    config: PathBuf,
+    config: Option<PathBuf>,
     /// Validate the configuration, print what is wrong, and exit.
     #[arg(long)]
     check: bool,
@@ -31,9 +33,47 @@ struct Cli {
     /// Override `log.format`.
     #[arg(long, value_parser = ["text", "json"])]
     log_format: Option<String>,
+    #[command(flatten)]
+    link: LinkFlags,
+}
+
+/// The sidecar's link to its transport, given on the command line: with them the sidecar
+/// runs without a config file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LinkFlags {
+    /// Sidecar: the transport's URL (sets `transport.url`).
+    #[arg(long, env = "SQLTUNNEL_TRANSPORT")]
+    pub transport: Option<String>,
+    /// Sidecar: the environment variable holding the token (sets `transport.token_env`;
+    /// without a config file, SQLTUNNEL_TOKEN by default).
+    #[arg(long)]
+    pub token_env: Option<String>,
+}
+
+impl LinkFlags {
+    /// True when any is given.
+    pub fn any(&self) -> bool {
+        self.transport.is_some() || self.token_env.is_some()
+    }
 }
 
 impl Cli {
+    /// The configuration: the file named, else the default file if it exists, else (the
+    /// sidecar) one made of the flags; then the link flags applied.
+    fn load<C: ServiceConfig>(&self) -> Result<(C, String), String> {
+        let path = self.config.clone().or_else(|| C::default_path().filter(|p| p.exists()));
+        let (mut config, source) = match path {
+            Some(path) => {
+                (C::load(&path).map_err(|e| chain(e.as_ref()))?, path.display().to_string())
+            }
+            None => (C::from_flags(&self.link).map_err(|e| chain(e.as_ref()))?, "flags".into()),
+        };
+        if self.link.any() {
+            config.apply_flags(&self.link).map_err(|e| chain(e.as_ref()))?;
+        }
+        Ok((config, source))
+    }
+
     /// Applies the command line's overrides to a loaded configuration.
     fn override_config<C: ServiceConfig>(&self, config: &mut C) {
         if let Some(listen) = self.listen {
@@ -58,6 +98,12 @@ pub trait ServiceConfig: Sized {
     fn log(&mut self) -> &mut LogConfig;
     /// Runtime worker threads.
     fn worker_threads(&self) -> usize;
+    /// Where the config file is when `--config` is not given.
+    fn default_path() -> Option<PathBuf>;
+    /// A configuration from the command line alone (no file).
+    fn from_flags(flags: &LinkFlags) -> Result<Self, Box<dyn std::error::Error>>;
+    /// Applies the link flags to a loaded configuration, and validates it again.
+    fn apply_flags(&mut self, flags: &LinkFlags) -> Result<(), Box<dyn std::error::Error>>;
 }
 
 /// Implements [`ServiceConfig`] for a config struct with `listen`, `log` and `worker_threads`
@@ -77,6 +123,20 @@ macro_rules! service_config {
             }
             fn worker_threads(&self) -> usize {
                 self.worker_threads
+            }
+            fn default_path() -> Option<::std::path::PathBuf> {
+                <$config>::default_path()
+            }
+            fn from_flags(
+                flags: &$crate::cli::LinkFlags,
+            ) -> Result<Self, Box<dyn ::std::error::Error>> {
+                Ok(<$config>::from_flags(flags)?)
+            }
+            fn apply_flags(
+                &mut self,
+                flags: &$crate::cli::LinkFlags,
+            ) -> Result<(), Box<dyn ::std::error::Error>> {
+                Ok(<$config>::apply_flags(self, flags)?)
             }
         }
     };
@@ -126,9 +186,9 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
-    let mut config = C::load(&cli.config).map_err(|e| chain(e.as_ref()))?;
+    let (mut config, source) = cli.load::<C>()?;
     if cli.check {
-        println!("{}: ok", cli.config.display());
+        println!("{source}: ok");
         return Ok(());
     }
     cli.override_config(&mut config);
@@ -162,10 +222,10 @@ async fn reload_on_hangup<C: ServiceConfig>(
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut hangups) = signal(SignalKind::hangup()) else { return };
         while hangups.recv().await.is_some() {
-            let mut config = match C::load(&cli.config) {
-                Ok(config) => config,
+            let mut config = match cli.load::<C>() {
+                Ok((config, _)) => config,
                 Err(e) => {
-                    tracing::error!(file = %cli.config.display(), error = %chain(e.as_ref()), "reload refused; the running configuration stays");
+                    tracing::error!(error = %e, "reload refused; the running configuration stays");
                     continue;
                 }
             };
@@ -187,7 +247,11 @@ fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
+        // A cause that its effect already quotes is not said twice.
+        let cause = s.to_string();
+        if !text.contains(&cause) {
+            text.push_str(&format!(": {cause}"));
+        }
         source = s.source();
     }
     text

@@ -164,6 +164,50 @@ impl SidecarConfig {
         Ok(config)
     }
 
+    /// The config file when `--config` is not given: `sqltunnel/sidecar.yaml` in the user's
+    /// config directory (`$XDG_CONFIG_HOME`, else `~/.config`).
+    pub fn default_path() -> Option<std::path::PathBuf> {
+        let dir = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|d| !d.is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".config"))
+            })?;
+        Some(dir.join("sqltunnel").join("sidecar.yaml"))
+    }
+
+    /// A laptop's sidecar without a file: `--transport URL` and the token from `--token-env`
+    /// (default `SQLTUNNEL_TOKEN`); everything else at its default (passthrough logins on
+    /// 127.0.0.1:3306).
+    pub fn from_flags(flags: &common::cli::LinkFlags) -> Result<Self, Error> {
+        let Some(url) = &flags.transport else {
+            let default = Self::default_path().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(Error::Config(common::Error::ConfigInvalid(format!(
+                "no configuration: pass --transport URL (and the token in $SQLTUNNEL_TOKEN), or --config FILE (default {default})"
+            ))));
+        };
+        let mut config = Self::default();
+        config.transport.url = url.clone();
+        config.transport.token_env =
+            Some(flags.token_env.clone().unwrap_or_else(|| "SQLTUNNEL_TOKEN".into()));
+        config.resolve_secrets()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// `--transport` / `--token-env` over a loaded file.
+    pub fn apply_flags(&mut self, flags: &common::cli::LinkFlags) -> Result<(), Error> {
+        if let Some(url) = &flags.transport {
+            self.transport.url = url.clone();
+        }
+        if let Some(var) = &flags.token_env {
+            let t = &mut self.transport;
+            (t.token, t.token_env, t.token_file) = (None, Some(var.clone()), None);
+            self.resolve_secrets()?;
+        }
+        self.validate()
+    }
+
     /// Resolves `transport.token_env` / `transport.token_file`.
     pub fn resolve_secrets(&mut self) -> Result<(), Error> {
         let t = &mut self.transport;

@@ -38,6 +38,7 @@ pub async fn handle(
         tokio::time::sleep_until(answer_at.into()).await;
         return error_response(&Error::Unauthorized);
     };
+    state.churn.note(req.version(), req.headers(), &state.metrics.requests_closing);
     // Every line logged about a session's request names the session.
     let span = match &route {
         Route::Login(id) | Route::Command(id) | Route::Infile(id) | Route::CloseSession(id) => {

@@ -145,6 +145,25 @@ impl TransportConfig {
         Ok(config)
     }
 
+    /// The config file when `--config` is not given.
+    pub fn default_path() -> Option<std::path::PathBuf> {
+        Some("/etc/sqltunnel/transport.yaml".into())
+    }
+
+    /// The transport needs a file: the flags are the sidecar's.
+    pub fn from_flags(_: &common::cli::LinkFlags) -> Result<Self, Error> {
+        Err(Error::Config(common::Error::ConfigInvalid(
+            "no configuration: pass --config FILE (default /etc/sqltunnel/transport.yaml)".into(),
+        )))
+    }
+
+    /// `--transport` and `--token-env` are the sidecar's.
+    pub fn apply_flags(&mut self, _: &common::cli::LinkFlags) -> Result<(), Error> {
+        Err(Error::Config(common::Error::ConfigInvalid(
+            "--transport and --token-env are sidecar options".into(),
+        )))
+    }
+
     /// Adds the tokens given through `token_env` / `token_file`.
     pub fn resolve_secrets(&mut self) -> Result<(), Error> {
         for (env, file) in [(self.token_env.clone(), None), (None, self.token_file.clone())] {

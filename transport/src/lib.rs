@@ -9,6 +9,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod body;
+pub mod churn;
 pub mod command_log;
 pub mod config;
 pub mod ending;

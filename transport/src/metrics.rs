@@ -52,6 +52,8 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Requests that waited for room in `max_inflight_bytes`.
     pub budget_waits: Counter,
+    /// Authorized requests that asked to close their connection.
+    pub requests_closing: Counter,
     /// Audit lines dropped because the writer fell behind.
     pub audit_dropped: Counter,
     /// Whether each upstream can be reached (set when rendered).
@@ -102,78 +104,82 @@ impl Metrics {
             budget_waits: Counter::default(),
             upstream_ready: Family::default(),
             audit_dropped: Counter::default(),
+            requests_closing: Counter::default(),
             process: ProcessMetrics::default(),
             registry: Registry::default(),
         };
         r.register("sessions_open", "Sessions open", m.sessions_open.clone());
-        r.register("sessions_opened", "Sessions opened", m.sessions_opened.clone());
-        r.register(
-            "sessions_expired",
-            "Sessions closed because their sidecar went silent",
-            m.sessions_expired.clone(),
-        );
-        r.register(
-            "sessions_ended_by_upstream",
-            "Sessions ended because the upstream closed their idle connection",
-            m.sessions_ended_by_upstream.clone(),
-        );
-        r.register(
-            "stalls_forgiven",
-            "Times the reaper woke late (a stall of the process) and forgave the sessions due",
-            m.stalls_forgiven.clone(),
-        );
-        r.register("commands", "Commands relayed", m.commands.clone());
-        r.register_with_unit(
-            "command_duration",
-            "From a command's request to the end of its answer",
-            Unit::Seconds,
-            m.command_seconds.clone(),
-        );
-        r.register_with_unit(
-            "upstream_first_byte",
-            "From a command's request to the first bytes of its answer",
-            Unit::Seconds,
-            m.upstream_first_byte_seconds.clone(),
-        );
-        r.register_with_unit(
-            "upstream_connect",
-            "Connecting to an upstream and reading its greeting",
-            Unit::Seconds,
-            m.upstream_connect_seconds.clone(),
-        );
-        r.register_with_unit(
-            "request",
-            "Bytes of client packets received (commands and files)",
-            Unit::Bytes,
-            m.request_bytes.clone(),
-        );
-        r.register_with_unit(
-            "answer",
-            "Bytes of upstream answers relayed",
-            Unit::Bytes,
-            m.answer_bytes.clone(),
-        );
+        let counters = [
+            ("sessions_opened", "Sessions opened", &m.sessions_opened),
+            (
+                "sessions_expired",
+                "Sessions closed because their sidecar went silent",
+                &m.sessions_expired,
+            ),
+            (
+                "sessions_ended_by_upstream",
+                "Sessions ended because the upstream closed their idle connection",
+                &m.sessions_ended_by_upstream,
+            ),
+            (
+                "stalls_forgiven",
+                "Times the reaper woke late (a stall of the process) and forgave the sessions due",
+                &m.stalls_forgiven,
+            ),
+            ("commands", "Commands relayed", &m.commands),
+            ("unauthorized", "Requests refused for a bad or missing token", &m.unauthorized),
+            (
+                "connections_refused",
+                "Connections closed at once because max_connections were open",
+                &m.connections_refused,
+            ),
+            (
+                "budget_waits",
+                "Requests that waited for room in max_inflight_bytes",
+                &m.budget_waits,
+            ),
+            (
+                "http_requests_closing",
+                "Requests that asked to close their connection (HTTP/1.0 or Connection: close): a proxy without keep-alive",
+                &m.requests_closing,
+            ),
+            (
+                "audit_lines_dropped",
+                "Audit lines dropped because the writer fell behind (the command path never waits)",
+                &m.audit_dropped,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            r.register(name, help, counter.clone());
+        }
+        let latencies = [
+            (
+                "command_duration",
+                "From a command's request to the end of its answer",
+                &m.command_seconds,
+            ),
+            (
+                "upstream_first_byte",
+                "From a command's request to the first bytes of its answer",
+                &m.upstream_first_byte_seconds,
+            ),
+            (
+                "upstream_connect",
+                "Connecting to an upstream and reading its greeting",
+                &m.upstream_connect_seconds,
+            ),
+        ];
+        for (name, help, histogram) in latencies {
+            r.register_with_unit(name, help, Unit::Seconds, histogram.clone());
+        }
+        let bytes = [
+            ("request", "Bytes of client packets received (commands and files)", &m.request_bytes),
+            ("answer", "Bytes of upstream answers relayed", &m.answer_bytes),
+        ];
+        for (name, help, counter) in bytes {
+            r.register_with_unit(name, help, Unit::Bytes, counter.clone());
+        }
         r.register("errors", "Requests answered with an error, by kind", m.errors.clone());
-        r.register(
-            "unauthorized",
-            "Requests refused for a bad or missing token",
-            m.unauthorized.clone(),
-        );
-        r.register(
-            "connections_refused",
-            "Connections closed at once because max_connections were open",
-            m.connections_refused.clone(),
-        );
-        r.register(
-            "budget_waits",
-            "Requests that waited for room in max_inflight_bytes",
-            m.budget_waits.clone(),
-        );
-        r.register(
-            "audit_lines_dropped",
-            "Audit lines dropped because the writer fell behind (the command path never waits)",
-            m.audit_dropped.clone(),
-        );
         r.register(
             "upstream_ready",
             "Whether each upstream can be reached (1) or not (0), as last probed",

@@ -48,6 +48,8 @@ pub struct AppState {
     pub draining: tokio_util::sync::CancellationToken,
     /// Whether each upstream can be reached, as last seen.
     pub readiness: crate::readiness::Readiness,
+    /// Requests that asked to close their connection (a proxy without keep-alive).
+    pub churn: crate::churn::Churn,
     /// The audit log, when `audit` is configured (set once at start).
     pub audit: std::sync::OnceLock<Arc<crate::audit::AuditLog>>,
 }
@@ -66,6 +68,7 @@ impl AppState {
             draining: tokio_util::sync::CancellationToken::new(),
             readiness: crate::readiness::Readiness::default(),
             audit: std::sync::OnceLock::new(),
+            churn: crate::churn::Churn::default(),
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         }
