@@ -1,30 +1,48 @@
 //! A hierarchical timing wheel (Varghese & Lauck): 6 levels of 64 slots over integer ticks,
-//! occupancy bitmaps so empty slots are never visited, slab storage with generation-checked
-//! handles. Pure: no clock, no I/O; [`Clock`] maps `Instant`s to ticks.
+//! occupancy bitmaps so empty slots are never visited. Pure: no clock, no I/O; [`Clock`] maps
+//! `Instant`s to ticks.
 //!
-//! Costs: `insert`, `cancel` and an earlier `reset` are O(1); a later `reset` (the keep-alive
-//! case) only rewrites the deadline: the timer stays where it is and is moved when its old slot
-//! comes due. A timer fires at the first `poll` whose tick is at or past its deadline, never
-//! before. Deadlines more than [`RANGE`] − 1 ticks ahead are clamped to that horizon
-//! (about 795 days at 1 ms per tick); deadlines in the past fire at the next `poll`.
+//! Layout, built so that expiry and cascading stream through memory:
+//! - A timer's *cell* (`cells.rs`, 20 bytes for a 4-byte payload) holds its deadline, its
+//!   payload and a generation checked against its [`Handle`]. Cells never move.
+//! - A *slot* (`slots.rs`) is a chain of 256-byte blocks of 8-byte entries: the cell index and
+//!   the low 32 bits of the tick the entry is filed under, which with the slot's position is
+//!   the whole tick. Filing is an append; when a slot comes due it is read front to back and
+//!   each entry is appended to the slot its tick now belongs to, without touching its cell.
+//!   Only at level 0 does the wheel look at cells: one cell per fired timer.
+//! - Cancelling and moving a timer earlier are lazy: the cell keeps the stamp of its current
+//!   entry, and an entry whose stamp no longer matches is dropped when the wheel reaches it.
+//!   When stale entries outnumber live timers by more than two to one, a sweep drops them.
+//!
+//! Costs: `insert`, `cancel` and `reset` are O(1) (a sweep is paid for by the stale entries it
+//! drops); a later `reset` (the keep-alive case) only rewrites the deadline: the timer is filed
+//! again when its current entry comes due. A timer fires at the first `poll` whose tick is at
+//! or past its deadline, never before. Deadlines more than [`RANGE`] − 1 ticks ahead are
+//! clamped to that horizon (about 795 days at 1 ms per tick); deadlines in the past fire at
+//! the next `poll`.
 #![forbid(unsafe_code)]
 
+mod cells;
 mod clock;
 mod level;
-mod slab;
+mod slots;
 
+pub use cells::Handle;
 pub use clock::Clock;
 pub use level::RANGE;
-pub use slab::Handle;
 
+use cells::{Cells, Due};
 use level::{LEVELS, Occupancy, SLOTS, level_for, slot_for};
-use slab::{NIL, Slab, UNPLACED};
+use slots::{BLOCK, Entry, Slots};
+
+/// Stale entries tolerated beyond twice the live timers before a sweep.
+const STALE_SLACK: usize = 4096;
 
 /// The wheel. `T` is what a timer carries (e.g. a session key).
 #[derive(Debug)]
 pub struct Wheel<T> {
-    slab: Slab<T>,
-    heads: Vec<u32>,
+    cells: Cells<T>,
+    slots: Slots,
     occupied: [Occupancy; LEVELS],
     now: u64,
 }
@@ -38,17 +56,17 @@ impl<T> Default for Wheel<T> {
 impl<T> Wheel<T> {
     /// An empty wheel standing at tick 0.
     pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty wheel with room for `n` timers before its storage grows.
+    pub fn with_capacity(n: usize) -> Self {
         Self {
-            slab: Slab::default(),
-            heads: vec![NIL; LEVELS * SLOTS],
+            cells: Cells::with_capacity(n),
+            slots: Slots::with_capacity(LEVELS * SLOTS, n),
             occupied: [Occupancy::default(); LEVELS],
             now: 0,
         }
-    }
-
-    /// An empty wheel with room for `n` timers before its slab grows.
-    pub fn with_capacity(n: usize) -> Self {
-        Self { slab: Slab::with_capacity(n), ..Self::new() }
     }
 
     /// The tick the wheel has been polled up to.
@@ -58,12 +76,12 @@ impl<T> Wheel<T> {
 
     /// Live timers.
     pub fn len(&self) -> usize {
-        self.slab.len()
+        self.cells.len()
     }
 
-    /// Bytes of memory the wheel holds (slab cells and slot heads).
+    /// Bytes of memory the wheel holds (cells, slot blocks and slot chains).
     pub fn memory_bytes(&self) -> usize {
-        self.slab.bytes() + self.heads.capacity() * std::mem::size_of::<u32>()
+        self.cells.bytes() + self.slots.bytes()
     }
 
     /// True when no timer is live.
@@ -74,40 +92,47 @@ impl<T> Wheel<T> {
     /// Adds a timer due at tick `deadline`.
     pub fn insert(&mut self, deadline: u64, value: T) -> Handle {
         let deadline = self.clamp(deadline);
-        let handle = self.slab.alloc(deadline, value);
-        self.link(handle.index);
+        let handle = self.cells.alloc(deadline, deadline as u32, value);
+        self.file(handle.index, deadline);
         handle
     }
 
     /// Removes a timer; `None` if the handle is stale (fired, cancelled, or never valid).
+    /// Its slot entry is left behind, to be dropped when reached.
     pub fn cancel(&mut self, handle: Handle) -> Option<T> {
-        self.slab.resolve(handle)?;
-        self.unlink(handle.index);
-        self.slab.release(handle.index)
+        let value = self.cells.remove(handle)?;
+        self.tidy();
+        Some(value)
     }
 
     /// Moves a timer's deadline; false if the handle is stale. A later deadline costs no
-    /// relinking now: the timer is re-filed when its current slot comes due.
+    /// filing now: the timer is filed again when its current entry comes due. An earlier one
+    /// files a new entry (unless the current one is early enough) and leaves the old behind.
     pub fn reset(&mut self, handle: Handle, deadline: u64) -> bool {
         let deadline = self.clamp(deadline);
-        let Some(entry) = self.slab.resolve(handle) else { return false };
-        let old = entry.deadline;
-        self.slab.get_mut(handle.index).deadline = deadline;
-        if deadline < old {
-            self.unlink(handle.index);
-            self.link(handle.index);
+        let Some((old, stamp)) = self.cells.get(handle) else { return false };
+        if deadline >= old || deadline >= self.filed_tick(old, stamp) {
+            self.cells.set(handle.index, deadline, None);
+            return true;
         }
+        self.cells.set(handle.index, deadline, Some(deadline as u32));
+        self.file(handle.index, deadline);
+        self.tidy();
         true
     }
 
     /// The deadline of a live timer.
     pub fn deadline(&self, handle: Handle) -> Option<u64> {
-        self.slab.resolve(handle).map(|e| e.deadline)
+        self.cells.get(handle).map(|(deadline, _)| deadline)
     }
 
-    /// A tick at or before the earliest live deadline (exact unless a timer was pushed later
-    /// and not yet re-filed), or `None` when empty.
+    /// A tick at or before the earliest live deadline, or `None` when no timer is live. It is
+    /// exact unless a timer was pushed later and not yet filed again, or the earliest slot
+    /// holds only entries left behind by cancelled or moved timers.
     pub fn next_deadline(&self) -> Option<u64> {
+        if self.is_empty() {
+            return None;
+        }
         self.next_slot().map(|(_, _, start)| start)
     }
 
@@ -120,82 +145,126 @@ impl<T> Wheel<T> {
 
     /// As [`Wheel::poll`], appending to `fired`.
     pub fn poll_into(&mut self, now: u64, fired: &mut Vec<T>) {
+        let mut buf = [Entry::default(); BLOCK];
         while let Some((level, slot, start)) = self.next_slot() {
             if start > now {
                 break;
             }
             self.now = self.now.max(start);
-            let mut index = self.take_slot(level, slot);
-            while index != NIL {
-                let next = self.slab.get(index).next;
-                self.slab.get_mut(index).place = UNPLACED;
-                if self.slab.get(index).deadline <= self.now {
-                    fired.extend(self.slab.release(index));
-                } else {
-                    self.link(index);
+            self.occupied[level].clear(slot);
+            let mut chain = self.slots.take(level * SLOTS + slot);
+            loop {
+                let n = self.slots.pop(&mut chain, &mut buf);
+                if n == 0 {
+                    break;
                 }
-                index = next;
+                for entry in &buf[..n] {
+                    if level > 0 {
+                        // Every entry of this slot is filed within 2^30 ticks after `start`.
+                        let tick = start + u64::from(entry.stamp.wrapping_sub(start as u32));
+                        self.file(entry.index, tick);
+                        continue;
+                    }
+                    match self.cells.due(entry.index, entry.stamp, self.now) {
+                        Due::Stale => {}
+                        Due::Fire(value) => fired.push(value),
+                        Due::Refile(deadline) => self.file(entry.index, deadline),
+                    }
+                }
             }
         }
         self.now = self.now.max(now);
+        if self.is_empty() && self.slots.len() > 0 {
+            self.clear();
+        }
     }
 
     fn clamp(&self, deadline: u64) -> u64 {
         deadline.clamp(self.now, self.now.saturating_add(RANGE - 1))
     }
 
-    /// The earliest non-empty slot: lower levels always come due before higher ones.
+    /// The tick of a live timer's current entry, from its stamp: that tick lies in
+    /// [now, deadline], so when that span is under 2^32 ticks the low 32 bits settle it.
+    /// Otherwise `deadline`, which is never earlier than it.
+    fn filed_tick(&self, deadline: u64, stamp: u32) -> u64 {
+        if deadline - self.now < 1 << 32 {
+            self.now + u64::from(stamp.wrapping_sub(self.now as u32))
+        } else {
+            deadline
+        }
+    }
+
+    /// The earliest non-empty slot: the lowest non-empty level holds it, since a level's
+    /// timers all fall within the current slot of the level above.
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
         (0..LEVELS).find_map(|level| {
             self.occupied[level].next_due(level, self.now).map(|(slot, start)| (level, slot, start))
         })
     }
 
-    fn link(&mut self, index: u32) {
-        let deadline = self.slab.get(index).deadline.max(self.now);
-        let level = level_for(self.now, deadline);
-        let slot = slot_for(level, deadline);
-        let place = level * SLOTS + slot;
-        let head = self.heads[place];
-        let e = self.slab.get_mut(index);
-        e.place = place as u16;
-        e.prev = NIL;
-        e.next = head;
-        if head != NIL {
-            self.slab.get_mut(head).prev = index;
-        }
-        self.heads[place] = index;
+    /// Appends an entry for cell `index` under `tick` (at or after `now`).
+    fn file(&mut self, index: u32, tick: u64) {
+        let level = level_for(self.now, tick);
+        let slot = slot_for(level, tick);
+        self.slots.push(level * SLOTS + slot, Entry { index, stamp: tick as u32 });
         self.occupied[level].set(slot);
     }
 
-    fn unlink(&mut self, index: u32) {
-        let e = self.slab.get(index);
-        let (prev, next, place) = (e.prev, e.next, e.place);
-        if place == UNPLACED {
-            return;
+    /// After a cancel or an earlier reset (the operations that leave entries behind): with no
+    /// live timer left, drops every entry; with stale entries more than twice the live timers
+    /// (and a slack), sweeps them out. A poll adds no entry, so entries never exceed three
+    /// times the most timers ever live at once, plus the slack.
+    fn tidy(&mut self) {
+        let live = self.len();
+        if live == 0 {
+            if self.slots.len() > 0 {
+                self.clear();
+            }
+        } else if self.slots.len().saturating_sub(live) > 2 * live + STALE_SLACK {
+            self.sweep();
         }
-        if prev == NIL {
-            self.heads[place as usize] = next;
-        } else {
-            self.slab.get_mut(prev).next = next;
-        }
-        if next != NIL {
-            self.slab.get_mut(next).prev = prev;
-        }
-        if self.heads[place as usize] == NIL {
-            self.occupied[place as usize / SLOTS].clear(place as usize % SLOTS);
-        }
-        let e = self.slab.get_mut(index);
-        e.place = UNPLACED;
-        e.prev = NIL;
-        e.next = NIL;
     }
 
-    /// Detaches a whole slot's list and returns its first entry.
-    fn take_slot(&mut self, level: usize, slot: usize) -> u32 {
-        let place = level * SLOTS + slot;
-        self.occupied[level].clear(slot);
-        std::mem::replace(&mut self.heads[place], NIL)
+    /// Drops every entry.
+    fn clear(&mut self) {
+        self.for_each_occupied(|wheel, place| {
+            let chain = wheel.slots.take(place);
+            wheel.slots.discard(chain);
+        });
+        self.occupied = [Occupancy::default(); LEVELS];
+    }
+
+    /// Drops every stale entry, keeping the others in order and in place.
+    fn sweep(&mut self) {
+        let mut buf = [Entry::default(); BLOCK];
+        self.for_each_occupied(|wheel, place| {
+            let mut chain = wheel.slots.take(place);
+            loop {
+                let n = wheel.slots.pop(&mut chain, &mut buf);
+                if n == 0 {
+                    break;
+                }
+                for entry in &buf[..n] {
+                    if wheel.cells.is_current(entry.index, entry.stamp) {
+                        wheel.slots.push(place, *entry);
+                    }
+                }
+            }
+            if wheel.slots.is_empty(place) {
+                wheel.occupied[place / SLOTS].clear(place % SLOTS);
+            }
+        });
+    }
+
+    fn for_each_occupied(&mut self, mut f: impl FnMut(&mut Self, usize)) {
+        for level in 0..LEVELS {
+            let mut bits = self.occupied[level].0;
+            while bits != 0 {
+                let slot = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                f(self, level * SLOTS + slot);
+            }
+        }
     }
 }
 
