@@ -158,6 +158,8 @@ struct Timer {
     faults_at_start: u64,
     rss: bool,
     rss_after_insert: f64,
+    /// Phases 1–5 only (for profiling).
+    main_only: bool,
 }
 
 impl Timer {
@@ -168,6 +170,7 @@ impl Timer {
             faults_at_start: 0,
             rss: false,
             rss_after_insert: 0.0,
+            main_only: false,
         }
     }
     fn start(&mut self) {
@@ -226,6 +229,9 @@ fn bench_wheel(w: &Workload, t: &mut Timer) -> Sample {
     assert_eq!(fired.len(), n - n.div_ceil(2));
     drop(wheel);
     s.bytes[1] = peak as f64 / n as f64;
+    if t.main_only {
+        return s;
+    }
 
     // Keep-alive.
     let mut wheel = Wheel::with_capacity(n);
@@ -562,6 +568,7 @@ struct Options {
     only: Option<Kind>,
     rss: bool,
     faults: bool,
+    main_only: bool,
 }
 
 fn options() -> Options {
@@ -573,6 +580,7 @@ fn options() -> Options {
         only: None,
         rss: true,
         faults: false,
+        main_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -582,6 +590,7 @@ fn options() -> Options {
             "--only" => o.only = it.next().and_then(|k| kind_named(k)),
             "--no-rss" => o.rss = false,
             "--faults" => o.faults = true,
+            "--main-only" => o.main_only = true,
             _ => o.sizes.extend(a.parse::<usize>().ok()),
         }
     }
@@ -618,7 +627,9 @@ fn main() {
                 if o.faults {
                     eprintln!("  round {round}, {kind:?}");
                 }
-                samples[kind as usize].push(run(kind, &w, &mut Timer::new(o.faults)));
+                let mut timer = Timer::new(o.faults);
+                timer.main_only = o.main_only;
+                samples[kind as usize].push(run(kind, &w, &mut timer));
             }
         }
         report(n, rounds, &samples, &o);

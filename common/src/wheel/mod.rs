@@ -3,13 +3,17 @@
 //! `Instant`s to ticks.
 //!
 //! Layout, built so that expiry and cascading stream through memory:
-//! - A timer's *cell* (`cells.rs`, 20 bytes for a 4-byte payload) holds its deadline, its
-//!   payload and a generation checked against its [`Handle`]. Cells never move.
+//! - A timer's *cell* (`cells.rs`, 16 bytes for a 4-byte payload) holds its deadline, its
+//!   payload and a generation checked against its [`Handle`]; beside it, in a dense array, the
+//!   4-byte stamp of its current entry. Cells never move.
 //! - A *slot* (`slots.rs`) is a chain of 256-byte blocks of 8-byte entries: the cell index and
 //!   the low 32 bits of the tick the entry is filed under, which with the slot's position is
 //!   the whole tick. Filing is an append; when a slot comes due it is read front to back and
 //!   each entry is appended to the slot its tick now belongs to, without touching its cell.
-//!   Only at level 0 does the wheel look at cells: one cell per fired timer.
+//!   Timers are looked at only in the last two moves: when a level-1 slot comes due, a
+//!   block's stamps are read together (their misses overlap) and stale entries go, then the
+//!   cells of the rest are loaded together and timers pushed later are filed again; at level
+//!   0 the same cells are still in cache.
 //! - Cancelling and moving a timer earlier are lazy: the cell keeps the stamp of its current
 //!   entry, and an entry whose stamp no longer matches is dropped when the wheel reaches it.
 //!   When stale entries outnumber live timers by more than two to one, a sweep drops them.
@@ -126,14 +130,16 @@ impl<T> Wheel<T> {
         self.cells.get(handle).map(|(deadline, _)| deadline)
     }
 
-    /// A tick at or before the earliest live deadline, or `None` when no timer is live. It is
-    /// exact unless a timer was pushed later and not yet filed again, or the earliest slot
-    /// holds only entries left behind by cancelled or moved timers.
+    /// A tick at or before the earliest live deadline, or `None` when no timer is live: the
+    /// earliest tick filed in the earliest slot (each slot keeps its own). It is exact unless
+    /// a timer was pushed later and not yet filed again, or the earliest entry was left behind
+    /// by a cancelled or moved timer.
     pub fn next_deadline(&self) -> Option<u64> {
         if self.is_empty() {
             return None;
         }
-        self.next_slot().map(|(_, _, start)| start)
+        let (level, slot, start) = self.next_slot()?;
+        Some(self.slots.min(level * SLOTS + slot).max(start))
     }
 
     /// Advances to tick `now` and returns every timer due at or before it, earliest first.
@@ -145,7 +151,6 @@ impl<T> Wheel<T> {
 
     /// As [`Wheel::poll`], appending to `fired`.
     pub fn poll_into(&mut self, now: u64, fired: &mut Vec<T>) {
-        let mut buf = [Entry::default(); BLOCK];
         while let Some((level, slot, start)) = self.next_slot() {
             if start > now {
                 break;
@@ -153,29 +158,66 @@ impl<T> Wheel<T> {
             self.now = self.now.max(start);
             self.occupied[level].clear(slot);
             let mut chain = self.slots.take(level * SLOTS + slot);
-            loop {
-                let n = self.slots.pop(&mut chain, &mut buf);
-                if n == 0 {
-                    break;
+            while let Some((b, n)) = self.slots.front(&chain) {
+                match level {
+                    0 => self.expire(b, n, fired),
+                    1 => self.settle(b, n, start),
+                    _ => self.cascade(b, n, start),
                 }
-                for entry in &buf[..n] {
-                    if level > 0 {
-                        // Every entry of this slot is filed within 2^30 ticks after `start`.
-                        let tick = start + u64::from(entry.stamp.wrapping_sub(start as u32));
-                        self.file(entry.index, tick);
-                        continue;
-                    }
-                    match self.cells.due(entry.index, entry.stamp, self.now) {
-                        Due::Stale => {}
-                        Due::Fire(value) => fired.push(value),
-                        Due::Refile(deadline) => self.file(entry.index, deadline),
-                    }
-                }
+                self.slots.pop_front(&mut chain);
             }
         }
         self.now = self.now.max(now);
         if self.is_empty() && self.slots.len() > 0 {
             self.clear();
+        }
+    }
+
+    /// Level 2 and up: every entry moves down by its tick alone (all of a slot's ticks lie
+    /// within 2^30 after its start, so the stamp gives them); no cell is touched.
+    fn cascade(&mut self, b: u32, n: usize, start: u64) {
+        std::hint::black_box(self.slots.warm_next(b));
+        for i in 0..n {
+            let entry = self.slots.get(b, i);
+            let tick = start + u64::from(entry.stamp.wrapping_sub(start as u32));
+            self.file(entry.index, tick);
+        }
+    }
+
+    /// Level 1, the last move before a timer fires. The block's stamps are read first, all
+    /// together (their cache misses overlap), and stale entries go; then the cells of the
+    /// others are loaded together, and a timer pushed later is filed under its deadline.
+    /// Level 0 finds those cells still in cache.
+    fn settle(&mut self, b: u32, n: usize, start: u64) {
+        std::hint::black_box(self.slots.warm_next(b));
+        let mut current = [false; BLOCK];
+        for (i, c) in current.iter_mut().enumerate().take(n) {
+            let entry = self.slots.get(b, i);
+            *c = self.cells.stamp_is(entry.index, entry.stamp);
+        }
+        let indices = (0..n).map(|i| if current[i] { self.slots.get(b, i).index } else { 0 });
+        std::hint::black_box(self.cells.warm(indices));
+        for (i, &c) in current.iter().enumerate().take(n) {
+            if !c {
+                continue;
+            }
+            let entry = self.slots.get(b, i);
+            let tick = start + u64::from(entry.stamp.wrapping_sub(start as u32));
+            if let Some(tick) = self.cells.settle(entry.index, entry.stamp, tick) {
+                self.file(entry.index, tick);
+            }
+        }
+    }
+
+    /// Level 0: each entry's timer fires, is filed again (pushed later), or is stale.
+    fn expire(&mut self, b: u32, n: usize, fired: &mut Vec<T>) {
+        for i in 0..n {
+            let entry = self.slots.get(b, i);
+            match self.cells.due(entry.index, entry.stamp, self.now) {
+                Due::Stale => {}
+                Due::Fire(value) => fired.push(value),
+                Due::Refile(deadline) => self.file(entry.index, deadline),
+            }
         }
     }
 
@@ -196,8 +238,15 @@ impl<T> Wheel<T> {
 
     /// The earliest non-empty slot: the lowest non-empty level holds it, since a level's
     /// timers all fall within the current slot of the level above.
+    #[inline]
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
-        (0..LEVELS).find_map(|level| {
+        // Level 0 holds only ticks of the current 64-tick window, at or after `now`.
+        let bits = self.occupied[0].0 >> (self.now % SLOTS as u64);
+        if bits != 0 {
+            let start = self.now + u64::from(bits.trailing_zeros());
+            return Some((0, start as usize % SLOTS, start));
+        }
+        (1..LEVELS).find_map(|level| {
             self.occupied[level].next_due(level, self.now).map(|(slot, start)| (level, slot, start))
         })
     }
@@ -206,7 +255,7 @@ impl<T> Wheel<T> {
     fn file(&mut self, index: u32, tick: u64) {
         let level = level_for(self.now, tick);
         let slot = slot_for(level, tick);
-        self.slots.push(level * SLOTS + slot, Entry { index, stamp: tick as u32 });
+        self.slots.push(level * SLOTS + slot, Entry { index, stamp: tick as u32 }, tick);
         self.occupied[level].set(slot);
     }
 
@@ -236,19 +285,18 @@ impl<T> Wheel<T> {
 
     /// Drops every stale entry, keeping the others in order and in place.
     fn sweep(&mut self) {
-        let mut buf = [Entry::default(); BLOCK];
         self.for_each_occupied(|wheel, place| {
             let mut chain = wheel.slots.take(place);
-            loop {
-                let n = wheel.slots.pop(&mut chain, &mut buf);
-                if n == 0 {
-                    break;
-                }
-                for entry in &buf[..n] {
+            // The old chain's earliest tick stays a bound for the entries kept.
+            let min = chain.min();
+            while let Some((b, n)) = wheel.slots.front(&chain) {
+                for i in 0..n {
+                    let entry = wheel.slots.get(b, i);
                     if wheel.cells.is_current(entry.index, entry.stamp) {
-                        wheel.slots.push(place, *entry);
+                        wheel.slots.push(place, entry, min);
                     }
                 }
+                wheel.slots.pop_front(&mut chain);
             }
             if wheel.slots.is_empty(place) {
                 wheel.occupied[place / SLOTS].clear(place % SLOTS);

@@ -1,8 +1,8 @@
 //! Slot storage: each slot of each level is a chain of fixed-size blocks of 8-byte entries
 //! (cell index, filing stamp), drawn from one pool. Filing a timer is an append to its slot's
-//! tail block; a cascade or an expiry reads a slot block by block, front to back, and a block
-//! it has read goes back to the pool, to be the next one appended to while it is still in
-//! cache. Nothing points into a block from outside, so entries move without bookkeeping.
+//! tail block; a cascade or an expiry reads a slot block by block, front to back, in place,
+//! and a block it has read goes back to the pool, to be the next one appended to while it is
+//! still in cache. Nothing points into a block from outside, so entries move without bookkeeping.
 
 /// Entries per block: 256 bytes, four cache lines.
 pub const BLOCK: usize = 32;
@@ -26,16 +26,23 @@ struct Block {
     next: u32,
 }
 
-/// A slot's chain: first and last block, and how many entries the last one holds.
+/// A slot's chain: first and last block, how many entries the last one holds, and the
+/// earliest tick filed in it (or a tick before it).
 #[derive(Debug, Clone, Copy)]
 pub struct Chain {
     head: u32,
     tail: u32,
     fill: u32,
+    min: u64,
 }
 
 impl Chain {
-    const EMPTY: Chain = Chain { head: NIL, tail: NIL, fill: BLOCK as u32 };
+    const EMPTY: Chain = Chain { head: NIL, tail: NIL, fill: BLOCK as u32, min: u64::MAX };
+
+    /// The earliest tick filed in the chain, or a tick before it.
+    pub fn min(&self) -> u64 {
+        self.min
+    }
 }
 
 /// All slots and their block pool.
@@ -59,6 +66,7 @@ impl Slots {
     }
 
     /// Entries filed, stale ones included.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -70,13 +78,22 @@ impl Slots {
     }
 
     /// True when slot `place` holds no entry.
+    #[inline]
     pub fn is_empty(&self, place: usize) -> bool {
         self.chains[place].head == NIL
     }
 
-    /// Appends an entry to slot `place`.
-    pub fn push(&mut self, place: usize, entry: Entry) {
+    /// Slot `place`'s earliest tick (or a tick before it); `u64::MAX` when it is empty.
+    #[inline]
+    pub fn min(&self, place: usize) -> u64 {
+        self.chains[place].min
+    }
+
+    /// Appends an entry filed under `tick` to slot `place`.
+    #[inline]
+    pub fn push(&mut self, place: usize, entry: Entry, tick: u64) {
         let mut chain = self.chains[place];
+        chain.min = chain.min.min(tick);
         if chain.fill as usize == BLOCK {
             let b = self.alloc_block();
             match chain.tail {
@@ -92,21 +109,47 @@ impl Slots {
         self.len += 1;
     }
 
-    /// Detaches slot `place`'s chain, leaving the slot empty; read it with [`Slots::pop`].
+    /// Detaches slot `place`'s chain, leaving the slot empty; read it with [`Slots::front`].
+    #[inline]
     pub fn take(&mut self, place: usize) -> Chain {
         std::mem::replace(&mut self.chains[place], Chain::EMPTY)
     }
 
-    /// Copies the first block of a detached chain into `buf`, returns the block to the pool
-    /// and says how many entries it held (0 once the chain is used up).
-    pub fn pop(&mut self, chain: &mut Chain, buf: &mut [Entry; BLOCK]) -> usize {
-        let b = chain.head;
-        if b == NIL {
-            return 0;
+    /// The first block of a detached chain and how many entries it holds; `None` once the
+    /// chain is used up. Read its entries with [`Slots::get`], then drop it with
+    /// [`Slots::pop_front`]: until then pushes never reuse it.
+    #[inline]
+    pub fn front(&self, chain: &Chain) -> Option<(u32, usize)> {
+        match chain.head {
+            NIL => None,
+            b if b == chain.tail => Some((b, chain.fill as usize)),
+            b => Some((b, BLOCK)),
         }
+    }
+
+    /// Entry `i` of block `b`.
+    #[inline]
+    pub fn get(&self, b: u32, i: usize) -> Entry {
+        self.blocks[b as usize].entries[i]
+    }
+
+    /// Loads one entry per cache line of the block after `b`, so a chain read front to back
+    /// finds its next block already on its way; returns a value to be ignored.
+    #[inline]
+    pub fn warm_next(&self, b: u32) -> u32 {
+        match self.blocks.get(self.blocks[b as usize].next as usize) {
+            Some(next) => {
+                (0..BLOCK).step_by(8).map(|i| next.entries[i].index).fold(0, |a, x| a ^ x)
+            }
+            None => 0,
+        }
+    }
+
+    /// Returns the first block of a detached chain to the pool.
+    #[inline]
+    pub fn pop_front(&mut self, chain: &mut Chain) {
+        let Some((b, n)) = self.front(chain) else { return };
         let block = &mut self.blocks[b as usize];
-        let n = if b == chain.tail { chain.fill as usize } else { BLOCK };
-        buf[..n].copy_from_slice(&block.entries[..n]);
         chain.head = block.next;
         block.next = self.free;
         self.free = b;
@@ -114,15 +157,16 @@ impl Slots {
             *chain = Chain::EMPTY;
         }
         self.len -= n;
-        n
     }
 
     /// Drops a detached chain's entries.
     pub fn discard(&mut self, mut chain: Chain) {
-        let mut buf = [Entry::default(); BLOCK];
-        while self.pop(&mut chain, &mut buf) > 0 {}
+        while self.front(&chain).is_some() {
+            self.pop_front(&mut chain);
+        }
     }
 
+    #[inline]
     fn alloc_block(&mut self) -> u32 {
         if self.free == NIL {
             let b = u32::try_from(self.blocks.len()).expect("fewer than 2^32 blocks");
@@ -143,30 +187,27 @@ mod tests {
 
     fn drain(slots: &mut Slots, place: usize) -> Vec<u32> {
         let mut chain = slots.take(place);
-        let mut buf = [Entry::default(); BLOCK];
         let mut out = Vec::new();
-        loop {
-            let n = slots.pop(&mut chain, &mut buf);
-            if n == 0 {
-                return out;
-            }
-            out.extend(buf[..n].iter().map(|e| e.index));
+        while let Some((b, n)) = slots.front(&chain) {
+            out.extend((0..n).map(|i| slots.get(b, i).index));
+            slots.pop_front(&mut chain);
         }
+        out
     }
 
     #[test]
     fn chains_keep_order_across_blocks_and_blocks_are_reused() {
         let mut slots = Slots::with_capacity(3, 0);
         for i in 0..(2 * BLOCK as u32 + 5) {
-            slots.push(1, Entry { index: i, stamp: 0 });
+            slots.push(1, Entry { index: i, stamp: 0 }, 0);
         }
-        slots.push(2, Entry { index: 99, stamp: 0 });
+        slots.push(2, Entry { index: 99, stamp: 0 }, 0);
         assert_eq!(slots.len(), 2 * BLOCK + 6);
         let blocks = slots.blocks.len();
         assert_eq!(drain(&mut slots, 1), (0..(2 * BLOCK as u32 + 5)).collect::<Vec<_>>());
         assert_eq!(drain(&mut slots, 1), Vec::<u32>::new(), "a taken slot is empty");
         for i in 0..(3 * BLOCK as u32) {
-            slots.push(0, Entry { index: i, stamp: 0 });
+            slots.push(0, Entry { index: i, stamp: 0 }, 0);
         }
         assert_eq!(slots.blocks.len(), blocks, "freed blocks are reused first");
         let chain = slots.take(0);

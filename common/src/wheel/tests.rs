@@ -25,6 +25,7 @@ fn level_boundaries() {
     {
         let mut w = Wheel::new();
         w.insert(deadline, deadline);
+        assert_eq!(w.next_deadline(), Some(deadline), "each slot knows its earliest tick");
         if deadline > 0 {
             assert!(w.poll(deadline - 1).is_empty(), "{deadline} fired early");
         }
