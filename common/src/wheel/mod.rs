@@ -2,21 +2,26 @@
 //! occupancy bitmaps so empty slots are never visited. Pure: no clock, no I/O; [`Clock`] maps
 //! `Instant`s to ticks.
 //!
-//! Layout, built so that expiry and cascading stream through memory:
+//! Layout, built so that expiry and cascading stream through memory (25 bytes per timer for
+//! a 4-byte payload, plus partly filled blocks):
 //! - A timer's *cell* (`cells.rs`, 16 bytes for a 4-byte payload) holds its deadline, its
-//!   payload and a generation checked against its [`Handle`]; beside it, in a dense array, the
-//!   4-byte stamp of its current entry. Cells never move.
-//! - A *slot* (`slots.rs`) is a chain of 256-byte blocks of 8-byte entries: the cell index and
-//!   the low 32 bits of the tick the entry is filed under, which with the slot's position is
-//!   the whole tick. Filing is an append; when a slot comes due it is read front to back and
-//!   each entry is appended to the slot its tick now belongs to, without touching its cell.
-//!   Timers are looked at only in the last two moves: when a level-1 slot comes due, a
-//!   block's stamps are read together (their misses overlap) and stale entries go, then the
-//!   cells of the rest are loaded together and timers pushed later are filed again; at level
-//!   0 the same cells are still in cache.
-//! - Cancelling and moving a timer earlier are lazy: the cell keeps the stamp of its current
-//!   entry, and an entry whose stamp no longer matches is dropped when the wheel reaches it.
-//!   When stale entries outnumber live timers by more than two to one, a sweep drops them.
+//!   payload and a generation checked against its [`Handle`]; beside it, in a dense byte
+//!   array, the 4-bit epoch of its current slot entry. Cells never move.
+//! - A *slot* (`slots.rs`) is a chain of 256-byte blocks of 8-byte entries: the cell index
+//!   and epoch, and the low 32 bits of the tick the entry is filed under, which with the
+//!   slot's position is the whole tick. Filing is an append; when a slot comes due it is read
+//!   front to back, in place, and each entry is appended to the slot its tick now belongs to,
+//!   without touching its cell. Timers are looked at only in the last two moves: when a
+//!   level-1 slot comes due, a block's epochs are read (one byte each) and stale entries go,
+//!   then the cells of the rest are loaded together, so their cache misses overlap, and
+//!   timers pushed later are filed again; at level 0 the same cells are still in cache. A
+//!   read block goes back to the pool and is the next one appended to, while still in cache.
+//! - Cancelling and moving a timer earlier are lazy: the epoch moves on, and the entry left
+//!   behind is dropped when the wheel reaches it (an epoch that comes round again after 16
+//!   moves costs work, never correctness: see `cells.rs`). When stale entries outnumber live
+//!   timers by more than two to one, a sweep drops them.
+//! - Each slot keeps its earliest tick, so [`Wheel::next_deadline`] names the first tick
+//!   anything is filed under, not the start of a coarse slot.
 //!
 //! Costs: `insert`, `cancel` and `reset` are O(1) (a sweep is paid for by the stale entries it
 //! drops); a later `reset` (the keep-alive case) only rewrites the deadline: the timer is filed
@@ -96,8 +101,8 @@ impl<T> Wheel<T> {
     /// Adds a timer due at tick `deadline`.
     pub fn insert(&mut self, deadline: u64, value: T) -> Handle {
         let deadline = self.clamp(deadline);
-        let handle = self.cells.alloc(deadline, deadline as u32, value);
-        self.file(handle.index, deadline);
+        let (handle, epoch) = self.cells.alloc(deadline, value);
+        self.file(Entry::new(handle.index, epoch, deadline), deadline);
         handle
     }
 
@@ -111,23 +116,22 @@ impl<T> Wheel<T> {
 
     /// Moves a timer's deadline; false if the handle is stale. A later deadline costs no
     /// filing now: the timer is filed again when its current entry comes due. An earlier one
-    /// files a new entry (unless the current one is early enough) and leaves the old behind.
+    /// files a new entry under a new epoch and leaves the old one behind.
     pub fn reset(&mut self, handle: Handle, deadline: u64) -> bool {
         let deadline = self.clamp(deadline);
-        let Some((old, stamp)) = self.cells.get(handle) else { return false };
-        if deadline >= old || deadline >= self.filed_tick(old, stamp) {
-            self.cells.set(handle.index, deadline, None);
-            return true;
+        let Some(old) = self.cells.deadline(handle) else { return false };
+        self.cells.set_deadline(handle.index, deadline);
+        if deadline < old {
+            let epoch = self.cells.renew(handle.index);
+            self.file(Entry::new(handle.index, epoch, deadline), deadline);
+            self.tidy();
         }
-        self.cells.set(handle.index, deadline, Some(deadline as u32));
-        self.file(handle.index, deadline);
-        self.tidy();
         true
     }
 
     /// The deadline of a live timer.
     pub fn deadline(&self, handle: Handle) -> Option<u64> {
-        self.cells.get(handle).map(|(deadline, _)| deadline)
+        self.cells.deadline(handle)
     }
 
     /// A tick at or before the earliest live deadline, or `None` when no timer is live: the
@@ -179,23 +183,22 @@ impl<T> Wheel<T> {
         std::hint::black_box(self.slots.warm_next(b));
         for i in 0..n {
             let entry = self.slots.get(b, i);
-            let tick = start + u64::from(entry.stamp.wrapping_sub(start as u32));
-            self.file(entry.index, tick);
+            self.file(entry, start + u64::from(entry.stamp.wrapping_sub(start as u32)));
         }
     }
 
-    /// Level 1, the last move before a timer fires. The block's stamps are read first, all
-    /// together (their cache misses overlap), and stale entries go; then the cells of the
-    /// others are loaded together, and a timer pushed later is filed under its deadline.
-    /// Level 0 finds those cells still in cache.
+    /// Level 1, the last move before a timer fires. The block's epochs are read first (one
+    /// byte per timer, in a dense array) and stale entries go; then the cells of the others
+    /// are loaded together (their cache misses overlap), and a timer pushed later is filed
+    /// under its deadline. Level 0 finds those cells still in cache.
     fn settle(&mut self, b: u32, n: usize, start: u64) {
         std::hint::black_box(self.slots.warm_next(b));
         let mut current = [false; BLOCK];
         for (i, c) in current.iter_mut().enumerate().take(n) {
             let entry = self.slots.get(b, i);
-            *c = self.cells.stamp_is(entry.index, entry.stamp);
+            *c = self.cells.epoch_is(entry.index(), entry.epoch());
         }
-        let indices = (0..n).map(|i| if current[i] { self.slots.get(b, i).index } else { 0 });
+        let indices = (0..n).map(|i| if current[i] { self.slots.get(b, i).index() } else { 0 });
         std::hint::black_box(self.cells.warm(indices));
         for (i, &c) in current.iter().enumerate().take(n) {
             if !c {
@@ -203,8 +206,8 @@ impl<T> Wheel<T> {
             }
             let entry = self.slots.get(b, i);
             let tick = start + u64::from(entry.stamp.wrapping_sub(start as u32));
-            if let Some(tick) = self.cells.settle(entry.index, entry.stamp, tick) {
-                self.file(entry.index, tick);
+            if let Some(tick) = self.cells.settle(entry.index(), entry.epoch(), tick) {
+                self.file(entry, tick);
             }
         }
     }
@@ -213,27 +216,16 @@ impl<T> Wheel<T> {
     fn expire(&mut self, b: u32, n: usize, fired: &mut Vec<T>) {
         for i in 0..n {
             let entry = self.slots.get(b, i);
-            match self.cells.due(entry.index, entry.stamp, self.now) {
+            match self.cells.due(entry.index(), entry.epoch(), self.now) {
                 Due::Stale => {}
                 Due::Fire(value) => fired.push(value),
-                Due::Refile(deadline) => self.file(entry.index, deadline),
+                Due::Refile(deadline) => self.file(entry, deadline),
             }
         }
     }
 
     fn clamp(&self, deadline: u64) -> u64 {
         deadline.clamp(self.now, self.now.saturating_add(RANGE - 1))
-    }
-
-    /// The tick of a live timer's current entry, from its stamp: that tick lies in
-    /// [now, deadline], so when that span is under 2^32 ticks the low 32 bits settle it.
-    /// Otherwise `deadline`, which is never earlier than it.
-    fn filed_tick(&self, deadline: u64, stamp: u32) -> u64 {
-        if deadline - self.now < 1 << 32 {
-            self.now + u64::from(stamp.wrapping_sub(self.now as u32))
-        } else {
-            deadline
-        }
     }
 
     /// The earliest non-empty slot: the lowest non-empty level holds it, since a level's
@@ -251,11 +243,13 @@ impl<T> Wheel<T> {
         })
     }
 
-    /// Appends an entry for cell `index` under `tick` (at or after `now`).
-    fn file(&mut self, index: u32, tick: u64) {
+    /// Appends `entry` (its cell and epoch) under `tick` (at or after `now`).
+    #[inline]
+    fn file(&mut self, entry: Entry, tick: u64) {
         let level = level_for(self.now, tick);
         let slot = slot_for(level, tick);
-        self.slots.push(level * SLOTS + slot, Entry { index, stamp: tick as u32 }, tick);
+        let entry = Entry::new(entry.index(), entry.epoch(), tick);
+        self.slots.push(level * SLOTS + slot, entry, tick);
         self.occupied[level].set(slot);
     }
 
@@ -283,21 +277,12 @@ impl<T> Wheel<T> {
         self.occupied = [Occupancy::default(); LEVELS];
     }
 
-    /// Drops every stale entry, keeping the others in order and in place.
+    /// Drops every stale entry, keeping the others in order and in place. Only the dense epoch
+    /// array is read (a freed cell's epoch has moved on too); an entry whose epoch came round
+    /// again is kept, to be dropped when reached.
     fn sweep(&mut self) {
         self.for_each_occupied(|wheel, place| {
-            let mut chain = wheel.slots.take(place);
-            // The old chain's earliest tick stays a bound for the entries kept.
-            let min = chain.min();
-            while let Some((b, n)) = wheel.slots.front(&chain) {
-                for i in 0..n {
-                    let entry = wheel.slots.get(b, i);
-                    if wheel.cells.is_current(entry.index, entry.stamp) {
-                        wheel.slots.push(place, entry, min);
-                    }
-                }
-                wheel.slots.pop_front(&mut chain);
-            }
+            wheel.slots.retain(place, |e| wheel.cells.epoch_is(e.index(), e.epoch()));
             if wheel.slots.is_empty(place) {
                 wheel.occupied[place / SLOTS].clear(place % SLOTS);
             }

@@ -1,5 +1,5 @@
 //! Slot storage: each slot of each level is a chain of fixed-size blocks of 8-byte entries
-//! (cell index, filing stamp), drawn from one pool. Filing a timer is an append to its slot's
+//! (cell index and epoch, filing stamp), drawn from one pool. Filing a timer is an append to its slot's
 //! tail block; a cascade or an expiry reads a slot block by block, front to back, in place,
 //! and a block it has read goes back to the pool, to be the next one appended to while it is
 //! still in cache. Nothing points into a block from outside, so entries move without bookkeeping.
@@ -10,14 +10,34 @@ pub const BLOCK: usize = 32;
 /// "No block".
 const NIL: u32 = u32::MAX;
 
-/// A timer's entry in a slot: its cell and the low 32 bits of the tick it is filed under
-/// (the slot's position gives the rest, and the cell keeps the stamp of its current entry).
+/// A timer's entry in a slot: its cell index and epoch (28 and 4 bits), and the low 32 bits
+/// of the tick it is filed under (the slot's position gives the rest).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Entry {
-    /// Index of the timer's cell.
-    pub index: u32,
+    /// Cell index << 4 | epoch.
+    key: u32,
     /// Low 32 bits of the tick the entry is filed under.
     pub stamp: u32,
+}
+
+impl Entry {
+    /// The entry of cell `index` (below 2^28) at `epoch` (below 16), filed under `tick`.
+    #[inline]
+    pub fn new(index: u32, epoch: u8, tick: u64) -> Self {
+        Self { key: (index << 4) | u32::from(epoch & 15), stamp: tick as u32 }
+    }
+
+    /// The timer's cell.
+    #[inline]
+    pub fn index(self) -> u32 {
+        self.key >> 4
+    }
+
+    /// The epoch the entry was filed in.
+    #[inline]
+    pub fn epoch(self) -> u8 {
+        (self.key & 15) as u8
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -38,11 +58,6 @@ pub struct Chain {
 
 impl Chain {
     const EMPTY: Chain = Chain { head: NIL, tail: NIL, fill: BLOCK as u32, min: u64::MAX };
-
-    /// The earliest tick filed in the chain, or a tick before it.
-    pub fn min(&self) -> u64 {
-        self.min
-    }
 }
 
 /// All slots and their block pool.
@@ -138,9 +153,7 @@ impl Slots {
     #[inline]
     pub fn warm_next(&self, b: u32) -> u32 {
         match self.blocks.get(self.blocks[b as usize].next as usize) {
-            Some(next) => {
-                (0..BLOCK).step_by(8).map(|i| next.entries[i].index).fold(0, |a, x| a ^ x)
-            }
+            Some(next) => (0..BLOCK).step_by(8).map(|i| next.entries[i].key).fold(0, |a, x| a ^ x),
             None => 0,
         }
     }
@@ -157,6 +170,54 @@ impl Slots {
             *chain = Chain::EMPTY;
         }
         self.len -= n;
+    }
+
+    /// Keeps only the entries of slot `place` for which `keep` holds, in order, compacting
+    /// them in place (a read cursor and a write cursor along the chain); emptied blocks go
+    /// back to the pool. The slot's earliest tick stays as it was (still a bound).
+    pub fn retain(&mut self, place: usize, mut keep: impl FnMut(Entry) -> bool) {
+        let mut chain = self.chains[place];
+        if chain.head == NIL {
+            return;
+        }
+        let (mut wb, mut wi, mut rb, mut dropped) = (chain.head, 0, chain.head, 0);
+        loop {
+            let n = if rb == chain.tail { chain.fill as usize } else { BLOCK };
+            for ri in 0..n {
+                let entry = self.blocks[rb as usize].entries[ri];
+                if !keep(entry) {
+                    dropped += 1;
+                    continue;
+                }
+                if wi == BLOCK {
+                    wb = self.blocks[wb as usize].next;
+                    wi = 0;
+                }
+                self.blocks[wb as usize].entries[wi] = entry;
+                wi += 1;
+            }
+            if rb == chain.tail {
+                break;
+            }
+            rb = self.blocks[rb as usize].next;
+        }
+        self.len -= dropped;
+        // Blocks after the write cursor's go back to the pool (all of them if nothing stayed).
+        let mut b = if wi == 0 { chain.head } else { self.blocks[wb as usize].next };
+        if wi == 0 {
+            chain = Chain::EMPTY;
+        } else {
+            self.blocks[wb as usize].next = NIL;
+            chain.tail = wb;
+            chain.fill = wi as u32;
+        }
+        while b != NIL {
+            let next = self.blocks[b as usize].next;
+            self.blocks[b as usize].next = self.free;
+            self.free = b;
+            b = next;
+        }
+        self.chains[place] = chain;
     }
 
     /// Drops a detached chain's entries.
@@ -189,7 +250,7 @@ mod tests {
         let mut chain = slots.take(place);
         let mut out = Vec::new();
         while let Some((b, n)) = slots.front(&chain) {
-            out.extend((0..n).map(|i| slots.get(b, i).index));
+            out.extend((0..n).map(|i| slots.get(b, i).index()));
             slots.pop_front(&mut chain);
         }
         out
@@ -199,20 +260,40 @@ mod tests {
     fn chains_keep_order_across_blocks_and_blocks_are_reused() {
         let mut slots = Slots::with_capacity(3, 0);
         for i in 0..(2 * BLOCK as u32 + 5) {
-            slots.push(1, Entry { index: i, stamp: 0 }, 0);
+            slots.push(1, Entry::new(i, 0, 0), 0);
         }
-        slots.push(2, Entry { index: 99, stamp: 0 }, 0);
+        slots.push(2, Entry::new(99, 0, 0), 0);
         assert_eq!(slots.len(), 2 * BLOCK + 6);
         let blocks = slots.blocks.len();
         assert_eq!(drain(&mut slots, 1), (0..(2 * BLOCK as u32 + 5)).collect::<Vec<_>>());
         assert_eq!(drain(&mut slots, 1), Vec::<u32>::new(), "a taken slot is empty");
         for i in 0..(3 * BLOCK as u32) {
-            slots.push(0, Entry { index: i, stamp: 0 }, 0);
+            slots.push(0, Entry::new(i, 0, 0), 0);
         }
         assert_eq!(slots.blocks.len(), blocks, "freed blocks are reused first");
         let chain = slots.take(0);
         slots.discard(chain);
         assert_eq!(drain(&mut slots, 2), vec![99]);
+        assert_eq!(slots.len(), 0);
+        let before = slots.blocks.len();
+        for i in 0..(3 * BLOCK as u32 + 7) {
+            slots.push(1, Entry::new(i, 0, 0), 0);
+        }
+        slots.retain(1, |e| e.index() % 3 == 0);
+        let kept: Vec<u32> = (0..(3 * BLOCK as u32 + 7)).filter(|i| i % 3 == 0).collect();
+        assert_eq!(slots.len(), kept.len());
+        for i in 0..5 {
+            slots.push(1, Entry::new(1000 + i, 0, 0), 0);
+        }
+        let mut want = kept.clone();
+        want.extend(1000..1005);
+        assert_eq!(drain(&mut slots, 1), want, "compacted in order, and appends still work");
+        assert_eq!(slots.blocks.len(), before, "blocks emptied by the compaction were reused");
+        for i in 0..(2 * BLOCK as u32) {
+            slots.push(2, Entry::new(i, 0, 0), 0);
+        }
+        slots.retain(2, |_| false);
+        assert!(slots.is_empty(2));
         assert_eq!(slots.len(), 0);
     }
 }

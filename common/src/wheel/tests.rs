@@ -131,16 +131,33 @@ fn stale_entries_are_swept_before_they_outnumber_live_timers_three_to_one() {
 }
 
 #[test]
-fn an_earlier_reset_behind_the_current_entry_files_nothing() {
+fn only_an_earlier_reset_files_an_entry() {
     let mut w = Wheel::new();
     let h = w.insert(100, ());
     assert!(w.reset(h, 500));
-    assert!(w.reset(h, 300), "still after the entry at 100: nothing to file");
-    assert_eq!(w.slots.len(), 1);
+    assert_eq!(w.slots.len(), 1, "later: the deadline is rewritten, nothing filed");
     assert!(w.reset(h, 50));
-    assert_eq!(w.slots.len(), 2);
+    assert_eq!(w.slots.len(), 2, "earlier: a new entry, the old one left behind");
     assert!(w.poll(49).is_empty());
     assert_eq!(w.poll(50), vec![()]);
+    assert!(w.is_empty());
+    assert_eq!(w.slots.len(), 0, "the entry left behind goes with the last timer");
+}
+
+#[test]
+fn epochs_that_come_round_again_fire_nothing_early_or_twice() {
+    // 17 earlier resets: the first entry (at 10_000) shares its epoch with the current one.
+    let mut w = Wheel::new();
+    let h = w.insert(10_000, 7);
+    for d in (1000..1017).rev() {
+        assert!(w.reset(h, d));
+    }
+    assert!(w.reset(h, 20_000), "pushed later: every entry it has is early");
+    for t in [999, 1016, 9_999, 10_000, 19_999] {
+        assert!(w.poll(t).is_empty(), "fired at {t}");
+    }
+    assert_eq!(w.poll(20_000), vec![7]);
+    assert!(w.poll(100_000).is_empty(), "fired once");
     assert!(w.is_empty());
 }
 
