@@ -19,7 +19,7 @@
 //! - Cancelling and moving a timer earlier are lazy: the epoch moves on, and the entry left
 //!   behind is dropped when the wheel reaches it (an epoch that comes round again after 16
 //!   moves costs work, never correctness: see `cells.rs`). When stale entries outnumber live
-//!   timers by more than two to one, a sweep drops them.
+//!   timers (by more than 1024), a sweep drops them, reading only epochs.
 //! - Each slot keeps its earliest tick, so [`Wheel::next_deadline`] names the first tick
 //!   anything is filed under, not the start of a coarse slot.
 //!
@@ -44,8 +44,8 @@ use cells::{Cells, Due};
 use level::{LEVELS, Occupancy, SLOTS, level_for, slot_for};
 use slots::{BLOCK, Entry, Slots};
 
-/// Stale entries tolerated beyond twice the live timers before a sweep.
-const STALE_SLACK: usize = 4096;
+/// Stale entries tolerated beyond the number of live timers before a sweep.
+const STALE_SLACK: usize = 1024;
 
 /// The wheel. `T` is what a timer carries (e.g. a session key).
 #[derive(Debug)]
@@ -254,16 +254,16 @@ impl<T> Wheel<T> {
     }
 
     /// After a cancel or an earlier reset (the operations that leave entries behind): with no
-    /// live timer left, drops every entry; with stale entries more than twice the live timers
-    /// (and a slack), sweeps them out. A poll adds no entry, so entries never exceed three
-    /// times the most timers ever live at once, plus the slack.
+    /// live timer left, drops every entry; with stale entries more than the live timers (and
+    /// a slack), sweeps them out. A poll adds no entry, so entries never exceed twice the most
+    /// timers ever live at once, plus the slack.
     fn tidy(&mut self) {
         let live = self.len();
         if live == 0 {
             if self.slots.len() > 0 {
                 self.clear();
             }
-        } else if self.slots.len().saturating_sub(live) > 2 * live + STALE_SLACK {
+        } else if self.slots.len().saturating_sub(live) > live + STALE_SLACK {
             self.sweep();
         }
     }

@@ -104,8 +104,8 @@ fn cancelling_the_last_timer_drops_the_entries_left_behind() {
 }
 
 #[test]
-fn stale_entries_are_swept_before_they_outnumber_live_timers_three_to_one() {
-    let bound = |w: &Wheel<u64>| 3 * w.len() + STALE_SLACK;
+fn stale_entries_are_swept_before_they_outnumber_live_timers() {
+    let bound = |w: &Wheel<u64>| 2 * w.len() + STALE_SLACK;
     let mut w = Wheel::new();
     let live = w.insert(u64::MAX, 0u64);
     for i in 0..20_000u64 {
