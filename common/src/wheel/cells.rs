@@ -99,7 +99,7 @@ impl<T> Cells<T> {
             return (Handle { index, generation: generation.get() }, self.epochs[index as usize]);
         }
         let index = self.cells.len();
-        assert!(index < MAX_CELLS, "a wheel holds fewer than 2^28 timers");
+        assert!(index < MAX_CELLS, "a wheel holds at most 2^28 timers");
         let generation = NonZeroU32::MIN;
         self.cells.push(Cell::Live { deadline, generation, value });
         self.epochs.push(0);

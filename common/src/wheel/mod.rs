@@ -98,7 +98,7 @@ impl<T> Wheel<T> {
         self.len() == 0
     }
 
-    /// Adds a timer due at tick `deadline`.
+    /// Adds a timer due at tick `deadline`. Panics if 2^28 timers are live already.
     pub fn insert(&mut self, deadline: u64, value: T) -> Handle {
         let deadline = self.clamp(deadline);
         let (handle, epoch) = self.cells.alloc(deadline, value);
