@@ -18,7 +18,9 @@
 //! timer (the wheel's own count, and RSS growth of each structure in a fresh child process).
 //!
 //! Run: `cargo bench -p sqltunnel-common --bench wheel -- [N...] [--rounds R] [--no-heap]
-//! [--no-rss] [--faults]` (default N: 10^4, 10^6, 10^7).
+//! [--only Wheel|Heap|DelayQueue] [--no-rss] [--faults] [--main-only]` (default N: 10^4, 10^6,
+//! 10^7; R: 5, or 3 above 10^6). `--faults` prints page faults per phase; `--main-only` stops
+//! after phase 5 (for profiling).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
