@@ -11,17 +11,20 @@ pub const LEVELS: usize = 6;
 pub const RANGE: u64 = 1 << (BITS * LEVELS as u32);
 
 /// Ticks covered by one slot of `level`.
+#[inline]
 pub const fn slot_span(level: usize) -> u64 {
     1 << (BITS * level as u32)
 }
 
 /// Ticks covered by a whole rotation of `level`.
+#[inline]
 pub const fn level_span(level: usize) -> u64 {
     slot_span(level + 1)
 }
 
 /// The level a timer due at `deadline` belongs to when the wheel stands at `now`: the highest
 /// 6-bit digit in which the two differ (capped at the top level).
+#[inline]
 pub fn level_for(now: u64, deadline: u64) -> usize {
     let diff = (now ^ deadline) | (SLOTS as u64 - 1);
     let significant = 63 - diff.leading_zeros();
@@ -29,6 +32,7 @@ pub fn level_for(now: u64, deadline: u64) -> usize {
 }
 
 /// The slot of `deadline` within `level`.
+#[inline]
 pub fn slot_for(level: usize, deadline: u64) -> usize {
     ((deadline >> (BITS * level as u32)) & (SLOTS as u64 - 1)) as usize
 }
@@ -39,17 +43,20 @@ pub struct Occupancy(pub u64);
 
 impl Occupancy {
     /// Marks a slot occupied.
+    #[inline]
     pub fn set(&mut self, slot: usize) {
         self.0 |= 1 << slot;
     }
 
     /// Marks a slot empty.
+    #[inline]
     pub fn clear(&mut self, slot: usize) {
         self.0 &= !(1 << slot);
     }
 
     /// The start tick of the first occupied slot of `level` at or after `now` (the next
     /// rotation for a slot already passed), without visiting empty slots.
+    #[inline]
     pub fn next_due(&self, level: usize, now: u64) -> Option<(usize, u64)> {
         if self.0 == 0 {
             return None;
