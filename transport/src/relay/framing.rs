@@ -283,7 +283,8 @@ impl Framing {
                 tally.error = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
             }
             (State::ResultHead, Some(packet::OK)) => {
-                tally.affected += p.get(1..).and_then(lenenc_int).map_or(0, |(n, _)| n);
+                let affected = p.get(1..).and_then(lenenc_int).map_or(0, |(n, _)| n);
+                tally.affected = tally.affected.saturating_add(affected);
             }
             (State::PrepareHead, Some(packet::OK)) => {
                 let id = p.get(1..5).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
@@ -291,7 +292,7 @@ impl Framing {
             }
             (State::Rows, Some(packet::EOF)) if terminator => {}
             (State::Rows, Some(packet::ERR)) => {}
-            (State::Rows, _) => tally.rows += 1,
+            (State::Rows, _) => tally.rows = tally.rows.saturating_add(1),
             _ => {}
         }
     }

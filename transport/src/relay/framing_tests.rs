@@ -208,6 +208,22 @@ fn garbage_is_an_error_not_a_panic() {
     assert_eq!(done.scan(&two).map(|s| s.used), Ok(11), "stops at the end of the answer");
 }
 
+#[test]
+fn the_tally_counts_and_never_overflows() {
+    // Two results, each claiming u64::MAX affected rows (found by the fuzzer: an overflow).
+    let huge = [0u8, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0a, 0, 0, 0];
+    let more = [&huge[..10], &[0, status::MORE_RESULTS_EXISTS as u8, 0, 0, 0]].concat();
+    let answer = [packet(1, &more), packet(2, &huge)].concat();
+    let mut framing = Framing::new(Expect::Result, EOF_SHAPE);
+    let scan = framing.scan(&answer);
+    assert_eq!(scan.map(|s| (s.used, s.end)), Ok((answer.len(), Some(TurnEnd::Done))));
+    assert_eq!(framing.tally.affected, u64::MAX);
+    let mut failed = Framing::new(Expect::Result, EOF_SHAPE);
+    let err = packet(1, b"\xff\x7a\x04#42S02no such table");
+    assert_eq!(failed.scan(&err).map(|s| s.end), Ok(Some(TurnEnd::Done)));
+    assert_eq!(failed.tally.error, Some(1146));
+}
+
 proptest! {
     #[test]
     fn any_bytes_any_split_never_panic(
