@@ -160,10 +160,32 @@ fn log_filters_are_checked_strictly() {
     }
 }
 
+/// An exposition (the HTTP answer `text`) read by the Prometheus Python client's OpenMetrics
+/// parser: its families by name (type, help, samples), and the parser's output. Every family
+/// must have HELP.
+async fn parse_metrics(text: &str) -> (serde_json::Map<String, serde_json::Value>, String) {
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    let path = std::env::temp_dir().join(format!(
+        "sqltunnel-metrics-{}-{}.txt",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::write(&path, body).expect("write");
+    let parsed =
+        e2e::clients::python("metrics_check.py", &[path.to_str().unwrap_or_default()]).await;
+    drop(std::fs::remove_file(&path));
+    let families: serde_json::Value = serde_json::from_str(&parsed).expect("json");
+    let families = families.as_object().cloned().unwrap_or_default();
+    for (name, family) in &families {
+        assert!(!family["help"].as_str().unwrap_or_default().is_empty(), "{name} has HELP");
+    }
+    (families, parsed)
+}
+
 #[tokio::test]
 async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
     within(90, async {
-        let metrics_port = free_port();
+        let (metrics_port, sidecar_metrics) = (free_port(), free_port());
         let tunnel = ProcTunnel::start(
             "metrics",
             move |t| {
@@ -171,7 +193,7 @@ async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
                     "{t}metrics_listen: 127.0.0.1:{metrics_port}\nlog:\n  level: 'info,transport=debug'\n"
                 )
             },
-            |s| s,
+            move |s| format!("{s}metrics_listen: 127.0.0.1:{sidecar_metrics}\n"),
         )
         .await;
         let mut conn = mysql_async::Conn::new(e2e::opts(tunnel.sidecar_port, Some(e2e::DATABASE)))
@@ -188,19 +210,7 @@ async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
         assert_eq!(status, 200, "{text}");
         assert!(text.contains("application/openmetrics-text"), "{text}");
         assert_eq!(get(metrics_port, "GET", "/v1/relay").await.0, 404, "nothing else there");
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-        let path =
-            std::env::temp_dir().join(format!("sqltunnel-metrics-{}.txt", std::process::id()));
-        std::fs::write(&path, body).expect("write");
-        let parsed =
-            e2e::clients::python("metrics_check.py", &[path.to_str().unwrap_or_default()]).await;
-        drop(std::fs::remove_file(&path));
-        let families: serde_json::Value = serde_json::from_str(&parsed).expect("json");
-        let families = families.as_object().expect("families");
-        for (name, family) in families {
-            let help = family["help"].as_str().unwrap_or_default();
-            assert!(!help.is_empty(), "{name} has HELP");
-        }
+        let (families, parsed) = parse_metrics(&text).await;
         let sample = |family: &str, sample: &str| {
             families.get(family).and_then(|f| f["samples"][sample].as_f64()).unwrap_or(-1.0)
         };
@@ -220,6 +230,21 @@ async fn metrics_parse_with_the_prometheus_parser_and_count_what_happened() {
         assert_eq!(sample("sqltunnel_sessions_open", "sqltunnel_sessions_open"), 2.0, "{parsed}");
         assert!(sample("process_resident_memory_bytes", "process_resident_memory_bytes") > 0.0);
         assert_eq!(sample("sqltunnel_upstream_ready", "sqltunnel_upstream_ready"), 1.0);
+
+        // The sidecar's, on its own local address.
+        let (status, text) = get(sidecar_metrics, "GET", "/metrics").await;
+        assert_eq!(status, 200, "{text}");
+        let (sidecar, parsed) = parse_metrics(&text).await;
+        let sample = |family: &str, sample: &str| {
+            sidecar.get(family).and_then(|f| f["samples"][sample].as_f64()).unwrap_or(-1.0)
+        };
+        let count = "sqltunnel_sidecar_command_duration_seconds_count";
+        assert!(sample("sqltunnel_sidecar_command_duration_seconds", count) >= 5.0, "{parsed}");
+        let accepted = "sqltunnel_sidecar_clients_accepted_total";
+        assert!(sample("sqltunnel_sidecar_clients_accepted", accepted) >= 1.0, "{parsed}");
+        let connects = "sqltunnel_sidecar_transport_connects_total";
+        assert!(sample("sqltunnel_sidecar_transport_connects", connects) >= 1.0, "{parsed}");
+        assert!(sample("sqltunnel_sidecar_clients_open", "sqltunnel_sidecar_clients_open") >= 1.0);
 
         // One debug line per command, naming its session, with what it was and how it went.
         let log = std::fs::read_to_string(&tunnel.transport.log).unwrap_or_default();

@@ -41,6 +41,8 @@ pub struct SidecarConfig {
     pub client_tls: ClientLegTls,
     /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
     pub worker_threads: usize,
+    /// Serve `GET /metrics` here (e.g. `127.0.0.1:9109`); off unless set.
+    pub metrics_listen: Option<SocketAddr>,
     /// On SIGTERM, how long running commands may go on; then the transport ends their
     /// statements (`KILL QUERY`) and their clients get error 1053.
     #[serde(with = "serde_duration")]
@@ -63,6 +65,7 @@ impl Default for SidecarConfig {
             max_inflight_bytes: 256 << 20,
             client_tls: ClientLegTls::default(),
             worker_threads: 1,
+            metrics_listen: None,
             shutdown_grace: Duration::from_secs(10),
             log: LogConfig::default(),
         }

@@ -130,6 +130,28 @@ impl Error {
         }
     }
 
+    /// A short label of the error's kind (the `kind` label of the error counter).
+    pub fn kind_label(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Io(_) => "client_io",
+            Error::ClientProtocol(_) => "client_protocol",
+            Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => "too_large",
+            Error::AccessDenied { .. } => "access_denied",
+            Error::TooManyClients => "too_many_clients",
+            Error::Busy => "busy",
+            Error::NotRelayed => "not_relayed",
+            Error::TlsUnsupported => "tls_unsupported",
+            Error::TransportUnreachable { .. } => "transport_unreachable",
+            Error::TokenRefused { .. } => "token_refused",
+            Error::BadAnswer { .. } => "bad_answer",
+            Error::Upstream(_) => "upstream",
+            Error::SessionLost => "session_lost",
+            Error::ShuttingDown => "shutting_down",
+            Error::StreamBroken(_) => "stream_broken",
+        }
+    }
+
     /// True when the client connection cannot go on after this error.
     pub fn is_fatal(&self) -> bool {
         matches!(

@@ -14,6 +14,7 @@ pub mod greetings;
 pub mod heartbeat;
 pub mod http;
 pub mod live;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod shared;

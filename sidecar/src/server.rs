@@ -68,6 +68,11 @@ pub async fn run_with_reloads(
     let heartbeats = CancellationToken::new();
     let heartbeat_task = tokio::spawn(heartbeat::run(shared.clone(), heartbeats.clone()));
     let stop = CancellationToken::new();
+    if let Some(addr) = shared.config.metrics_listen {
+        let listener = TcpListener::bind(addr).await?;
+        info!(%addr, "metrics served");
+        tokio::spawn(crate::metrics::serve(listener, shared.metrics.clone(), stop.clone()));
+    }
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
     let accepted = AtomicUsize::new(0);
     let clients = Arc::new(Semaphore::new(shared.config.max_clients));
@@ -78,6 +83,7 @@ pub async fn run_with_reloads(
         };
         let n = accepted.fetch_add(1, Ordering::Relaxed);
         let Ok(slot) = clients.clone().try_acquire_owned() else {
+            shared.metrics.clients_refused.inc();
             refused += 1;
             if last_warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
                 warn!(refused, "max_clients reached: new connections get error 1040");
@@ -92,13 +98,17 @@ pub async fn run_with_reloads(
             n % AFFINITY_BUCKETS,
         );
         let token = stop.clone();
+        let metrics = shared.metrics.clone();
+        metrics.clients_accepted.inc();
         tracker.spawn(
             async move {
                 let _slot = slot;
+                metrics.clients_open.inc();
                 tokio::select! {
                     _ = conn.run() => {}
                     _ = token.cancelled() => {}
                 }
+                metrics.clients_open.dec();
             }
             .instrument(info_span!("client", conn = n, %peer)),
         );

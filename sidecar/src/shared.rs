@@ -35,6 +35,8 @@ pub struct Shared {
     pub draining: CancellationToken,
     /// Cancelled when the shutdown grace is over: running commands are ended.
     pub cut: CancellationToken,
+    /// Metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
     affinities: Vec<String>,
 }
 
@@ -47,7 +49,8 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     /// Shared state for `config`.
     pub fn new(config: SidecarConfig) -> Result<Self, Error> {
-        let tunnel = TunnelClient::new(&config.transport)?;
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let tunnel = TunnelClient::new(&config.transport, metrics.transport_connects.clone())?;
         let client_tls = config.client_tls.acceptor()?;
         if config.passthrough() {
             info!("passthrough logins on: the upstream checks every login without a users entry");
@@ -61,6 +64,7 @@ impl Shared {
             greetings: Arc::default(),
             draining: CancellationToken::new(),
             cut: CancellationToken::new(),
+            metrics,
             affinities: new_affinities()?,
         })
     }

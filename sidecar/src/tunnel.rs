@@ -14,6 +14,7 @@ use common::wire::{
 };
 
 use common::config::Secret;
+use prometheus_client::metrics::counter::Counter;
 use tokio_rustls::TlsConnector;
 
 use crate::Error;
@@ -43,6 +44,8 @@ struct Endpoint {
     connect_timeout: Duration,
     tls: Option<TlsConnector>,
     proxy: Option<Proxy>,
+    /// New HTTP connections made (a metric).
+    connects: Counter,
     idle: std::sync::Mutex<Vec<HttpConn>>,
     /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
     /// once it has told them.
@@ -61,7 +64,7 @@ pub struct TunnelClient(Arc<Endpoint>);
 
 impl TunnelClient {
     /// A client for the configured transport URL and token.
-    pub fn new(link: &TransportLink) -> Result<Self, Error> {
+    pub fn new(link: &TransportLink, connects: Counter) -> Result<Self, Error> {
         let bad = |m: String| Error::Config(common::Error::ConfigInvalid(m));
         let uri: http::Uri = link
             .url
@@ -104,6 +107,7 @@ impl TunnelClient {
             connect_timeout: link.connect_timeout,
             tls,
             proxy,
+            connects,
             idle: std::sync::Mutex::new(Vec::new()),
             silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
         })))
@@ -212,6 +216,7 @@ impl TunnelConn {
                 )
                 .await
                 .map_err(|e| self.unreachable(&e))?;
+                ep.connects.inc();
                 self.http = Some(conn);
             }
             let Some(conn) = self.http.as_mut() else { break };

@@ -94,7 +94,9 @@ impl Connection {
                 riding.extend_from_slice(&packet);
                 riding.split().freeze()
             };
+            let started = std::time::Instant::now();
             let exchanged = self.exchange(session, RelayStep::Command(&body)).await;
+            self.shared.metrics.command_seconds.observe(started.elapsed().as_secs_f64());
             room.clear();
             match exchanged {
                 Ok(Next::Command) => {}

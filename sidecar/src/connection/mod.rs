@@ -96,6 +96,7 @@ impl Connection {
             Ok(Served::Quit) => debug!(session = %session_label(&session), "client quit"),
             Err(e) => {
                 warn!(session = %session_label(&session), error = %e, "client connection ended");
+                self.shared.metrics.error(e.kind_label());
                 self.send_error(&e).await;
             }
         }
