@@ -85,18 +85,15 @@ async fn route_authorized(
 
 /// The metrics exposition (also served on `metrics_listen`, without a token).
 pub fn metrics(state: &AppState) -> Response<ResponseBody> {
-    let names: Vec<String> = state.config().upstreams.iter().map(|u| u.name.clone()).collect();
-    let (_, upstreams) = state.readiness.report(&names);
-    let ready: Vec<(String, bool)> = upstreams.into_iter().map(|u| (u.name, u.ready)).collect();
-    let body = state.metrics.render(state.sessions.len(), &ready);
+    let (_, upstreams) = state.readiness.report(&state.config().upstreams);
+    let body = state.metrics.render(state.sessions.len(), &upstreams);
     text(body, crate::metrics::CONTENT_TYPE)
 }
 
 /// Readiness: 200 when every upstream can be reached (as last probed or dialed), else 503;
 /// 503 too once shutdown has begun.
 fn ready(state: &AppState) -> Response<ResponseBody> {
-    let names: Vec<String> = state.config().upstreams.iter().map(|u| u.name.clone()).collect();
-    let (all, upstreams) = state.readiness.report(&names);
+    let (all, upstreams) = state.readiness.report(&state.config().upstreams);
     let draining = state.draining.is_cancelled();
     let (status, word) = match (all, draining) {
         (_, true) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down"),

@@ -22,9 +22,7 @@ pub fn on_end(state: &AppState, session: &Arc<Session>, payload: &[u8], started:
     let cmd = payload.first().copied().unwrap_or(0);
     let (total, bytes) =
         (state.metrics.command_seconds.clone(), state.metrics.answer_bytes.clone());
-    let label = session_label(&session.id).to_string();
-    let audit = state.audit.get().map(|log| (log, audit_entry(state, session, payload)));
-    let audit = audit.map(|(log, entry)| (log.clone(), entry, session.clone()));
+    let audit = state.audit.get().map(|log| (log.clone(), audit_entry(state, session, payload)));
     let init_db = (cmd == command::INIT_DB)
         .then(|| String::from_utf8_lossy(payload.get(1..).unwrap_or_default()).into_owned());
     let session = session.clone();
@@ -32,19 +30,21 @@ pub fn on_end(state: &AppState, session: &Arc<Session>, payload: &[u8], started:
         let took = started.elapsed();
         total.observe(took.as_secs_f64());
         bytes.inc_by(report.bytes);
+        // Nothing is formatted unless a line is written (the debug line is rarely on).
         let name = command::name(cmd);
         match &report.outcome {
             Outcome::Ended(end) => {
-                let ms = format!("{:.3}", took.as_secs_f64() * 1e3);
-                debug!(session = %label, command = %name, %ms, bytes = report.bytes, ?end, "command relayed");
+                let (session, ms) = (session_label(&session.id), took.as_secs_f64() * 1e3);
+                let ms = format_args!("{ms:.3}");
+                debug!(%session, command = %name, %ms, bytes = report.bytes, ?end, "command relayed");
             }
-            other => log_broken_turn(&label, name, other),
+            other => log_broken_turn(session_label(&session.id), name, other),
         }
         let succeeded = matches!(report.outcome, Outcome::Ended(_)) && report.tally.error.is_none();
         if let (Some(db), true) = (init_db, succeeded) {
             lock(&session.who).database = Some(db);
         }
-        let Some((log, mut entry, session)) = audit else { return };
+        let Some((log, mut entry)) = audit else { return };
         entry.duration_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
         entry.rows = report.tally.rows;
         entry.affected_rows = report.tally.affected;

@@ -12,6 +12,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::readiness::UpstreamStatus;
+
 /// Label pairs of a family member.
 pub type Labels = Vec<(String, String)>;
 
@@ -219,11 +221,11 @@ impl Metrics {
     }
 
     /// The exposition, with the gauges read now: open sessions, ready upstreams, the process.
-    pub fn render(&self, sessions_open: usize, upstreams: &[(String, bool)]) -> String {
+    pub fn render(&self, sessions_open: usize, upstreams: &[UpstreamStatus]) -> String {
         self.sessions_open.set(i64::try_from(sessions_open).unwrap_or(i64::MAX));
-        for (name, ready) in upstreams {
-            let labels = vec![("upstream".into(), name.clone())];
-            self.upstream_ready.get_or_create(&labels).set(i64::from(*ready));
+        for upstream in upstreams {
+            let labels = vec![("upstream".into(), upstream.name.clone())];
+            self.upstream_ready.get_or_create(&labels).set(i64::from(upstream.ready));
         }
         self.process.read();
         let mut out = String::with_capacity(8 * 1024);

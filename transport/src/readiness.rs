@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde::Serialize;
 use tracing::{info, warn};
 
+use crate::config::UpstreamConfig;
 use crate::session::lock;
 
 /// The last word on each upstream.
@@ -54,14 +55,14 @@ impl Readiness {
     }
 
     /// Each configured upstream's status; ready when all are.
-    pub fn report(&self, upstreams: &[String]) -> (bool, Vec<UpstreamStatus>) {
+    pub fn report(&self, upstreams: &[UpstreamConfig]) -> (bool, Vec<UpstreamStatus>) {
         let last = lock(&self.last);
         let statuses: Vec<UpstreamStatus> = upstreams
             .iter()
-            .map(|name| {
-                let seen = last.get(name);
+            .map(|upstream| {
+                let seen = last.get(&upstream.name);
                 UpstreamStatus {
-                    name: name.clone(),
+                    name: upstream.name.clone(),
                     ready: seen.is_none_or(|o| o.error.is_none()),
                     checked_ms_ago: seen.map(|o| o.at.elapsed().as_millis() as u64),
                     error: seen.and_then(|o| o.error.clone()),
