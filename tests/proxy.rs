@@ -1,11 +1,12 @@
 //! The sidecar reaches the transport through a real forward proxy (Debian's tinyproxy) with
 //! CONNECT, as on a corporate laptop: sessions work through it, a proxy that wants credentials
-//! gets them from the proxy URL, and a proxy that is down or refuses is named in the error.
+//! gets them from the proxy URL, a proxy that is down or refuses is named in the error, and
+//! `sidecar check` walks through the proxy and names what it refuses.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use e2e::processes::{free_port, wait_port};
+use e2e::processes::{free_port, sidecar_check, wait_port};
 use e2e::{DATABASE, TOKEN, Tunnel, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -135,6 +136,37 @@ async fn a_dead_proxy_is_named_in_the_error() {
             .await
             .expect("answered, not hung");
         assert!(error.contains(&format!("proxy 127.0.0.1:{port}")), "{error}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sidecar_check_walks_through_the_proxy_and_names_its_failures() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let url = format!("http://{}/", tunnel.transport);
+        let via = |proxy: &str| {
+            sidecar_yaml(&url, TOKEN).replace(
+                "  connect_timeout: 2s\n",
+                &format!("  connect_timeout: 2s\n  proxy: {proxy}\n"),
+            )
+        };
+        let open = Tinyproxy::start("check", None).await;
+        let (passed, text) = sidecar_check(&via(&format!("http://127.0.0.1:{}", open.port))).await;
+        assert!(passed, "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("ok    proxy") && l.contains("CONNECT")),
+            "{text}"
+        );
+        let guarded = Tinyproxy::start("check-auth", Some(("corp", "s3cret"))).await;
+        let (passed, text) =
+            sidecar_check(&via(&format!("http://127.0.0.1:{}", guarded.port))).await;
+        let line = text.lines().find(|l| l.starts_with("FAIL  proxy")).unwrap_or_default();
+        assert!(!passed && line.contains("credentials") && line.contains("Fix: "), "{text}");
+        let dead = free_port();
+        let (passed, text) = sidecar_check(&via(&format!("http://127.0.0.1:{dead}"))).await;
+        let line = text.lines().find(|l| l.starts_with("FAIL  proxy")).unwrap_or_default();
+        assert!(!passed && line.contains(&format!("127.0.0.1:{dead}")), "{text}");
     })
     .await;
 }

@@ -19,7 +19,7 @@ use crate::telemetry::{LogConfig, LogFormat};
 struct Cli {
     /// Configuration file (YAML); default: the sidecar's in the user's config directory
     /// (~/.config/sqltunnel/sidecar.yaml), the transport's /etc/sqltunnel/transport.yaml.
-    #[arg(long, env = "SQLTUNNEL_CONFIG")]
+    #[arg(long, global = true, env = "SQLTUNNEL_CONFIG")]
     config: Option<PathBuf>,
     /// Validate the configuration, print what is wrong, and exit.
     #[arg(long)]
@@ -42,11 +42,11 @@ struct Cli {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct LinkFlags {
     /// Sidecar: the transport's URL (sets `transport.url`).
-    #[arg(long, env = "SQLTUNNEL_TRANSPORT")]
+    #[arg(long, global = true, env = "SQLTUNNEL_TRANSPORT")]
     pub transport: Option<String>,
     /// Sidecar: the environment variable holding the token (sets `transport.token_env`;
     /// without a config file, SQLTUNNEL_TOKEN by default).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub token_env: Option<String>,
 }
 
@@ -156,6 +156,17 @@ pub struct Binary {
 /// Configurations reloaded on SIGHUP, for the service to apply what it can.
 pub type Reloads<C> = tokio::sync::mpsc::UnboundedReceiver<C>;
 
+/// A subcommand a binary adds (e.g. `sidecar check`): it runs with the loaded configuration
+/// instead of the service.
+pub struct Subcommand<C> {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line of help.
+    pub about: &'static str,
+    /// What it does; its exit code is the process's.
+    pub run: fn(C) -> ExitCode,
+}
+
 /// Parses the command line and runs `serve` until Ctrl-C or SIGTERM. SIGHUP reloads the
 /// config file: the log level is applied here, the rest is handed to the service; a file
 /// that does not load is refused with an error line, and the running configuration stays.
@@ -166,10 +177,31 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
-    let matches = Cli::command().name(bin.name).version(bin.version).about(bin.about).get_matches();
-    let result = Cli::from_arg_matches(&matches)
-        .map_err(|e| e.to_string())
-        .and_then(|cli| start(cli, serve));
+    main_with(bin, serve, &[])
+}
+
+/// [`main`] with subcommands.
+pub fn main_with<C, F, Fut, E>(bin: Binary, serve: F, subcommands: &[Subcommand<C>]) -> ExitCode
+where
+    C: ServiceConfig + Send + 'static,
+    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: Display,
+{
+    let mut command = Cli::command().name(bin.name).version(bin.version).about(bin.about);
+    for sub in subcommands {
+        command = command.subcommand(clap::Command::new(sub.name).about(sub.about));
+    }
+    let matches = command.get_matches();
+    let chosen = subcommands.iter().find(|s| matches.subcommand_name() == Some(s.name));
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string());
+    let result = match chosen {
+        Some(sub) => match cli.and_then(|cli| cli.load::<C>()) {
+            Ok((config, _)) => return (sub.run)(config),
+            Err(e) => Err(e),
+        },
+        None => cli.and_then(|cli| start(cli, serve)),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -4,8 +4,9 @@
 //! Layers, lowest first: `config`, `error`, `protocol` (packets, handshake fields, the few
 //! packets the sidecar writes itself) → `http` (its own HTTP/1.1 client) → `tunnel` (the
 //! transport's API) → `live`, `greetings`, `client_tls` → `shared` → `connection` (one
-//! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`.
+//! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`; `check` (the `sidecar check` command) beside them.
 
+pub mod check;
 pub mod client_tls;
 pub mod config;
 pub mod connection;

@@ -11,7 +11,16 @@ fn main() -> ExitCode {
         version: env!("CARGO_PKG_VERSION"),
         about: env!("CARGO_PKG_DESCRIPTION"),
     };
-    common::cli::main(bin, |listener, config: sidecar::SidecarConfig, shutdown, reloads| {
-        sidecar::run_with_reloads(listener, config, shutdown, reloads)
-    })
+    let check = common::cli::Subcommand {
+        name: "check",
+        about: "Reach the transport, check the token, list the upstreams with their versions, measure the round trip; one line per step, with the fix for each that fails",
+        run: sidecar::check::run,
+    };
+    common::cli::main_with(
+        bin,
+        |listener, config: sidecar::SidecarConfig, shutdown, reloads| {
+            sidecar::run_with_reloads(listener, config, shutdown, reloads)
+        },
+        &[check],
+    )
 }

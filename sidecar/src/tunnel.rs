@@ -58,6 +58,53 @@ impl fmt::Debug for Endpoint {
     }
 }
 
+/// The parts of the transport's address, as [`TunnelClient::target`] gives them.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    /// Host name or address.
+    pub host: &'a str,
+    /// Port.
+    pub port: u16,
+    /// TLS, for `https://`.
+    pub tls: Option<&'a TlsConnector>,
+    /// The forward proxy, if one is used.
+    pub proxy: Option<&'a Proxy>,
+    /// Time allowed to connect.
+    pub connect_timeout: Duration,
+    prefix: &'a str,
+    host_header: &'a str,
+}
+
+impl Target<'_> {
+    /// A request head for `path` under the URL's prefix, ending with `extra` header lines.
+    pub fn request_head(
+        &self,
+        method: &str,
+        path: &str,
+        content_length: usize,
+        extra: &str,
+    ) -> String {
+        format!(
+            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {content_length}\r\n{extra}\r\n",
+            self.prefix, self.host_header
+        )
+    }
+}
+
+impl Endpoint {
+    fn target(&self) -> Target<'_> {
+        Target {
+            host: &self.host,
+            port: self.port,
+            tls: self.tls.as_ref(),
+            proxy: self.proxy.as_ref(),
+            connect_timeout: self.connect_timeout,
+            prefix: &self.prefix,
+            host_header: &self.host_header,
+        }
+    }
+}
+
 /// A handle to the transport; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct TunnelClient(Arc<Endpoint>);
@@ -130,6 +177,11 @@ impl TunnelClient {
         &self.0.url
     }
 
+    /// Where the transport is, for `sidecar check` to walk to it step by step.
+    pub fn target(&self) -> Target<'_> {
+        self.0.target()
+    }
+
     /// A new (not yet connected) HTTP connection for one client session. Every request it
     /// sends carries `affinity`, so a hashing proxy keeps them all on one transport.
     pub fn connection(&self, affinity: &str) -> TunnelConn {
@@ -188,19 +240,15 @@ impl TunnelConn {
         extra_headers: &str,
     ) -> Result<(ResponseHead, &mut HttpConn), Error> {
         let ep = &self.endpoint;
-        let mut head = format!(
-            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n",
-            ep.prefix,
-            ep.host_header,
-            self.authorization,
-            body.len()
+        let mut headers = format!(
+            "Authorization: {}\r\nContent-Type: {content_type}\r\n{AFFINITY_HEADER}: {}\r\n",
+            self.authorization, self.affinity
         );
-        head.push_str(&format!("{AFFINITY_HEADER}: {}\r\n", self.affinity));
         if let Some(id) = session {
-            head.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
+            headers.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
         }
-        head.push_str(extra_headers);
-        head.push_str("\r\n");
+        headers.push_str(extra_headers);
+        let head = ep.target().request_head(method, path, body.len(), &headers);
         if self.http.is_none() {
             self.http = ep.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         }

@@ -158,3 +158,36 @@ impl ProcTunnel {
         ProcTunnel { transport, sidecar, sidecar_port, transport_port }
     }
 }
+
+/// Runs `sidecar check --config` on `yaml`, with no proxy or token from the environment;
+/// answers whether it exited 0, and what it printed (stdout, then stderr).
+pub async fn sidecar_check(yaml: &str) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "sqltunnel-check-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("sidecar.yaml");
+    std::fs::write(&path, yaml).expect("config");
+    let run = move || {
+        Command::new(bin_dir().join("sidecar"))
+            .arg("check")
+            .arg("--config")
+            .arg(&path)
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("SQLTUNNEL_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+    };
+    let output = crate::within(60, tokio::task::spawn_blocking(run))
+        .await
+        .expect("join")
+        .expect("run sidecar check");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}

@@ -56,20 +56,7 @@ async fn route_authorized(
     route: Route,
     token: TokenId,
 ) -> Response<ResponseBody> {
-    let result = match route {
-        Route::OpenRelay => relayed::open(&state, req, token).await,
-        Route::Login(id) => relayed::login(&state, &id, token, req).await,
-        Route::Command(id) => relayed::command(&state, &id, token, req).await,
-        Route::Infile(id) => relayed::infile(&state, &id, token, req).await,
-        Route::KeepAlive => keep_alive(&state, req, token).await,
-        Route::CloseSession(id) => {
-            let kill = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "kill=query"));
-            Ok(close_session(&state, &id, token, kill))
-        }
-        Route::Metrics => Ok(metrics(&state)),
-        Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
-        Route::Health | Route::Ready | Route::NotFound => Err(Error::NotFound),
-    };
+    let result = dispatch(&state, req, route, token).await;
     match result {
         Ok(response) => response,
         // A session ended by the drain is gone because of the shutdown: say so.
@@ -80,6 +67,36 @@ async fn route_authorized(
             state.metrics.error(e.kind_label());
             error_response(&e)
         }
+    }
+}
+
+/// Runs an authorized request. A body larger than any the transport reads is refused at
+/// once, before it is sent (a client that asked `Expect: 100-continue` never sends it).
+async fn dispatch(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    route: Route,
+    token: TokenId,
+) -> Result<Response<ResponseBody>, Error> {
+    let limit = state.config().max_request_bytes;
+    let declared = req.headers().get(http::header::CONTENT_LENGTH);
+    if declared.and_then(|v| v.to_str().ok()?.parse::<u64>().ok()).is_some_and(|n| n > limit as u64)
+    {
+        return Err(Error::TooLarge { limit });
+    }
+    match route {
+        Route::OpenRelay => relayed::open(state, req, token).await,
+        Route::Login(id) => relayed::login(state, &id, token, req).await,
+        Route::Command(id) => relayed::command(state, &id, token, req).await,
+        Route::Infile(id) => relayed::infile(state, &id, token, req).await,
+        Route::KeepAlive => keep_alive(state, req, token).await,
+        Route::CloseSession(id) => {
+            let kill = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "kill=query"));
+            Ok(close_session(state, &id, token, kill))
+        }
+        Route::Metrics => Ok(metrics(state)),
+        Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
+        Route::Health | Route::Ready | Route::NotFound => Err(Error::NotFound),
     }
 }
 

@@ -65,26 +65,41 @@ impl HttpConn {
         proxy: Option<&super::Proxy>,
     ) -> io::Result<Self> {
         let connect = async {
-            let tcp = match proxy {
-                Some(proxy) => proxy.connect(host, port).await?,
-                None => TcpStream::connect((host, port)).await?,
-            };
-            tcp.set_nodelay(true)?;
-            match tls {
-                None => Ok::<_, io::Error>(MaybeTls::Plain(tcp)),
-                Some(connector) => {
-                    let name = ServerName::try_from(host.to_owned())
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                    Ok(MaybeTls::Tls(Box::new(connector.connect(name, tcp).await?)))
-                }
-            }
+            let tcp = Self::open_tcp(host, port, proxy).await?;
+            Self::over(tcp, host, tls).await
         };
-        let stream = tokio::time::timeout(timeout, connect).await.map_err(|_| {
+        tokio::time::timeout(timeout, connect).await.map_err(|_| {
             io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("no connection within {}s", timeout.as_secs()),
             )
-        })??;
+        })?
+    }
+
+    /// The TCP leg alone: to `host:port`, or through `proxy` with CONNECT; TCP_NODELAY set.
+    pub async fn open_tcp(
+        host: &str,
+        port: u16,
+        proxy: Option<&super::Proxy>,
+    ) -> io::Result<TcpStream> {
+        let tcp = match proxy {
+            Some(proxy) => proxy.connect(host, port).await?,
+            None => TcpStream::connect((host, port)).await?,
+        };
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    /// An HTTP connection over `tcp`: TLS with `host` as the server name when `tls` is given.
+    pub async fn over(tcp: TcpStream, host: &str, tls: Option<&TlsConnector>) -> io::Result<Self> {
+        let stream = match tls {
+            None => MaybeTls::Plain(tcp),
+            Some(connector) => {
+                let name = ServerName::try_from(host.to_owned())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                MaybeTls::Tls(Box::new(connector.connect(name, tcp).await?))
+            }
+        };
         Ok(Self {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),

@@ -83,6 +83,11 @@ impl Proxy {
         Proxy::parse(&url).map(Some)
     }
 
+    /// The proxy's host and port.
+    pub fn host_port(&self) -> (&str, u16) {
+        (&self.host, self.port)
+    }
+
     /// `host:port` of the proxy, for messages.
     pub fn address(&self) -> String {
         format!("{}:{}", self.host, self.port)
