@@ -63,6 +63,31 @@ fn check_names_an_unknown_key_and_its_line() {
 }
 
 #[test]
+fn check_names_a_duplicate_key_and_its_line_without_library_hints() {
+    for (bin, yaml) in [
+        (
+            "transport",
+            "tokens: [token-1234]\nupstreams:\n  - name: main\n    address: 'db:3306'\n    name: other\n",
+        ),
+        (
+            "sidecar",
+            "transport:\n  url: http://gw/\n  token: t\nlisten: 127.0.0.1:3306\nlisten: 127.0.0.1:3307\n",
+        ),
+    ] {
+        let bad =
+            std::env::temp_dir().join(format!("sqltunnel-dup-{bin}-{}.yaml", std::process::id()));
+        std::fs::write(&bad, yaml).expect("write");
+        let (ok, output) = check(bin, &bad);
+        drop(std::fs::remove_file(&bad));
+        assert!(!ok, "{bin} accepted a duplicate key");
+        let (key, line) = if bin == "transport" { ("name", 5) } else { ("listen", 5) };
+        assert!(output.contains(&format!("duplicate mapping key `{key}`")), "{bin}: {output}");
+        assert!(output.contains(&format!("line {line}")), "{bin}: {output}");
+        assert!(!output.contains("DuplicateKeyPolicy"), "{bin}: {output}");
+    }
+}
+
+#[test]
 fn check_refuses_invalid_values_with_the_cause() {
     let bad = std::env::temp_dir().join(format!("sqltunnel-badval-{}.yaml", std::process::id()));
     std::fs::write(

@@ -21,7 +21,8 @@ pub fn load_yaml<T: DeserializeOwned>(path: &Path) -> Result<T, Error> {
 
 /// Parses YAML text into `T`, returning the parser's message (with line and column) on error.
 pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    serde_saphyr::from_str(text).map_err(|e| e.to_string())
+    serde_saphyr::from_str(text)
+        .map_err(|e| e.render_with_formatter(&serde_saphyr::UserMessageFormatter))
 }
 
 /// Serde helper for `Duration` fields written as human strings (`250ms`, `30s`, `5m`, `1h`).
