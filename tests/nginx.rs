@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use e2e::http::metric;
 use e2e::nginx::{Nginx, default_config, example_config};
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
@@ -262,22 +263,6 @@ async fn nginx_504_is_a_clear_error() {
     .await;
 }
 
-/// Reads a counter from a transport's `/metrics`.
-async fn metric(port: u16, name: &str) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect metrics");
-    let req = format!(
-        "GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.expect("send");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn sessions_spread_over_two_transports_and_stay_on_theirs() {
     within(120, async {
@@ -327,8 +312,8 @@ async fn sessions_spread_over_two_transports_and_stay_on_theirs() {
             conns.push(c);
         }
         let open = [
-            metric(ports[0], "sqltunnel_sessions_open").await,
-            metric(ports[1], "sqltunnel_sessions_open").await,
+            metric(ports[0], Some(TOKEN), "sqltunnel_sessions_open").await,
+            metric(ports[1], Some(TOKEN), "sqltunnel_sessions_open").await,
         ];
         // Forty, and perhaps the one greeting the sidecar prepared for its next client.
         assert!((40..=41).contains(&(open[0] + open[1])), "{open:?}");

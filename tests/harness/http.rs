@@ -37,3 +37,15 @@ pub async fn call(
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     (status, session, body)
 }
+
+/// A sample's value from the `/metrics` at `port` (with `token`, for the API address), read on
+/// a new connection; 0 when absent.
+pub async fn metric(port: u16, token: Option<&str>, name: &str) -> u64 {
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n");
+    let (_, text) = raw_request(port, &request).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}

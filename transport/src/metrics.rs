@@ -52,6 +52,8 @@ pub struct Metrics {
     pub unauthorized: Counter,
     /// Connections closed at once because `max_connections` were open.
     pub connections_refused: Counter,
+    /// HTTP connections accepted (a proxy that keeps its connections adds none under load).
+    pub connections_accepted: Counter,
     /// Requests that waited for room in `max_inflight_bytes`.
     pub budget_waits: Counter,
     /// Authorized requests that asked to close their connection.
@@ -103,6 +105,7 @@ impl Metrics {
             errors: Family::default(),
             unauthorized: Counter::default(),
             connections_refused: Counter::default(),
+            connections_accepted: Counter::default(),
             budget_waits: Counter::default(),
             upstream_ready: Family::default(),
             audit_dropped: Counter::default(),
@@ -130,6 +133,11 @@ impl Metrics {
             ),
             ("commands", "Commands relayed", &m.commands),
             ("unauthorized", "Requests refused for a bad or missing token", &m.unauthorized),
+            (
+                "http_connections_accepted",
+                "HTTP connections accepted; under steady load behind a keep-alive proxy it stays still",
+                &m.connections_accepted,
+            ),
             (
                 "connections_refused",
                 "Connections closed at once because max_connections were open",

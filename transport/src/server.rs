@@ -86,6 +86,7 @@ pub async fn run_with_reloads(
             debug!(%peer, "max_connections reached: connection closed");
             continue;
         };
+        state.metrics.connections_accepted.inc();
         let state = state.clone();
         let service = service_fn(move |req| {
             let state = state.clone();
