@@ -100,7 +100,7 @@ async fn nginx_defaults_open_a_connection_per_command_and_the_transport_says_so(
     within(120, async {
         let (tunnel, _nginx, transport_metrics, sidecar_metrics) =
             behind_nginx("churn-defaults", |t, p| default_config(t, p, "")).await;
-        let mut conns =
+        let conns =
             vec![Conn::new(opts(tunnel.sidecar_port, Some(DATABASE))).await.expect("login")];
         let before = connections(transport_metrics, sidecar_metrics).await;
         let conns = load(conns, 300).await;
