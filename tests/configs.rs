@@ -88,6 +88,20 @@ fn check_names_a_duplicate_key_and_its_line_without_library_hints() {
 }
 
 #[test]
+fn check_reads_the_tls_files_start_up_would_read() {
+    let bad = std::env::temp_dir().join(format!("sqltunnel-tlsfiles-{}.yaml", std::process::id()));
+    std::fs::write(
+        &bad,
+        "tokens: [token-1234]\nupstreams: [{name: main, address: 'db:3306'}]\ntls:\n  cert_file: /nonexistent/cert.pem\n  key_file: /nonexistent/key.pem\n",
+    )
+    .expect("write");
+    let (ok, output) = check("transport", &bad);
+    drop(std::fs::remove_file(&bad));
+    assert!(!ok, "a missing certificate file passed --check");
+    assert!(output.contains("/nonexistent/cert.pem"), "{output}");
+}
+
+#[test]
 fn check_refuses_invalid_values_with_the_cause() {
     let bad = std::env::temp_dir().join(format!("sqltunnel-badval-{}.yaml", std::process::id()));
     std::fs::write(
