@@ -95,6 +95,14 @@ pub enum Error {
     /// The answer stream broke off.
     #[error("Lost connection to MySQL server during query: {0}")]
     StreamBroken(String),
+    /// The connection to the transport broke and the step could not be resumed.
+    #[error(
+        "Lost connection to MySQL server during query: the connection to the sqltunnel transport broke and could not be resumed: {0}"
+    )]
+    NotResumed(String),
+    /// Another request of the session still runs on the transport.
+    #[error("the sqltunnel transport is still running another request of this session")]
+    SessionBusy,
 }
 
 impl Error {
@@ -121,9 +129,10 @@ impl Error {
             }
             Error::TransportUnreachable { .. }
             | Error::TokenRefused { .. }
-            | Error::BadAnswer { .. } => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
+            | Error::BadAnswer { .. }
+            | Error::SessionBusy => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
             Error::ShuttingDown => (code::SERVER_SHUTDOWN, *code::STATE_COMM, msg),
-            Error::SessionLost | Error::StreamBroken(_) => {
+            Error::SessionLost | Error::StreamBroken(_) | Error::NotResumed(_) => {
                 (code::CONNECTION_LOST, *code::STATE_COMM, msg)
             }
             Error::Config(_) | Error::Io(_) => (code::CONNECTION_LOST, *code::STATE_COMM, msg),
@@ -149,6 +158,8 @@ impl Error {
             Error::SessionLost => "session_lost",
             Error::ShuttingDown => "shutting_down",
             Error::StreamBroken(_) => "stream_broken",
+            Error::NotResumed(_) => "not_resumed",
+            Error::SessionBusy => "session_busy",
         }
     }
 
@@ -159,6 +170,7 @@ impl Error {
             Error::SessionLost
                 | Error::ShuttingDown
                 | Error::StreamBroken(_)
+                | Error::NotResumed(_)
                 | Error::Io(_)
                 | Error::ClientProtocol(_)
                 | Error::PacketTooLarge { .. }

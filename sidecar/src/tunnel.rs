@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame,
     FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
-    PACKETS_CONTENT_TYPE, SESSION_HEADER,
+    PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER, STEP_HEADER,
 };
 
 use common::config::Secret;
@@ -33,6 +33,12 @@ const SILENT_HEARTBEATS: u64 = 3;
 /// The shortest silence limit, whatever the heartbeat (a loaded host may pause that long).
 const MIN_SILENCE_LIMIT_MS: u64 = 1_000;
 
+/// Longest a step is sent again after its connection broke (less when the transport's session
+/// timeout is shorter: by then the session is gone).
+const RESUME_FOR: Duration = Duration::from_secs(120);
+/// Longest pause between two attempts to resume.
+const RESUME_PAUSE_MAX: Duration = Duration::from_secs(1);
+
 /// Where the transport is and how to authenticate to it.
 struct Endpoint {
     url: String,
@@ -50,6 +56,8 @@ struct Endpoint {
     /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
     /// once it has told them.
     silence_limit_ms: AtomicU64,
+    /// The transport's session timeout in ms, once it has told it.
+    session_timeout_ms: AtomicU64,
 }
 
 impl fmt::Debug for Endpoint {
@@ -157,6 +165,7 @@ impl TunnelClient {
             connects,
             idle: std::sync::Mutex::new(Vec::new()),
             silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
+            session_timeout_ms: AtomicU64::new(RESUME_FOR.as_millis() as u64),
         })))
     }
 
@@ -192,7 +201,8 @@ impl TunnelClient {
     /// answers only the token that opened it, even after the token is changed by a reload.
     pub fn connection_as(&self, affinity: &str, authorization: Arc<str>) -> TunnelConn {
         let endpoint = self.0.clone();
-        TunnelConn { endpoint, http: None, affinity: affinity.to_owned(), authorization }
+        let affinity = affinity.to_owned();
+        TunnelConn { endpoint, http: None, affinity, authorization, steps: (String::new(), 0) }
     }
 }
 
@@ -217,6 +227,19 @@ pub struct TunnelConn {
     http: Option<HttpConn>,
     affinity: String,
     authorization: Arc<str>,
+    /// The session of the last step, and its number.
+    steps: (String, u64),
+}
+
+/// A step's request, kept to be sent again if its connection breaks.
+#[derive(Debug)]
+struct Pending {
+    path: String,
+    content_type: &'static str,
+    session: String,
+    body: bytes::Bytes,
+    /// Extra header lines, the step number's included.
+    extra: String,
 }
 
 impl TunnelConn {
@@ -248,7 +271,7 @@ impl TunnelConn {
             headers.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
         }
         headers.push_str(extra_headers);
-        let head = ep.target().request_head(method, path, body.len(), &headers);
+        let mut head = ep.target().request_head(method, path, body.len(), &headers);
         if self.http.is_none() {
             self.http = ep.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         }
@@ -284,8 +307,13 @@ impl TunnelConn {
                     return Err(err);
                 }
                 // A kept-alive connection the other side had already closed: try a fresh one.
+                // A step sent again says so: the transport runs it only if it never began.
                 Err(e) if reused && e.kind() == std::io::ErrorKind::ConnectionAborted => {
-                    self.http = None
+                    self.http = None;
+                    if headers.contains(STEP_HEADER) && !headers.contains(RESUME_FROM_HEADER) {
+                        let again = format!("{headers}{RESUME_FROM_HEADER}: 0\r\n");
+                        head = ep.target().request_head(method, path, body.len(), &again);
+                    }
                 }
                 Err(e) => {
                     self.http = None;
@@ -311,6 +339,10 @@ impl TunnelConn {
             (413, _) => Error::RequestTooLarge { url, size },
             (_, Some(ApiError { mysql: Some(mysql), .. })) => Error::Upstream(mysql),
             (_, Some(ApiError { error: ApiErrorKind::SessionNotFound, .. })) => Error::SessionLost,
+            (_, Some(ApiError { error: ApiErrorKind::SessionBusy, .. })) => Error::SessionBusy,
+            (_, Some(ApiError { error: ApiErrorKind::StepRefused, message, .. })) => {
+                Error::NotResumed(message)
+            }
             (_, Some(api)) => Error::BadAnswer { url, status, detail: format!(": {}", api.message) },
             (_, None) => Error::BadAnswer {
                 url,
@@ -362,6 +394,9 @@ impl TunnelConn {
         let (head, _) = self.send("POST", "v1/relay", JSON_CONTENT_TYPE, None, &body, "").await?;
         let session = head.session.clone();
         let timeout = head.session_timeout_ms.map(Duration::from_millis);
+        if let Some(ms) = head.session_timeout_ms {
+            self.endpoint.session_timeout_ms.store(ms, Ordering::Relaxed);
+        }
         if let Some(heartbeat) = head.heartbeat_ms {
             let limit = heartbeat.saturating_mul(SILENT_HEARTBEATS).max(MIN_SILENCE_LIMIT_MS);
             self.endpoint.silence_limit_ms.store(limit, Ordering::Relaxed);
@@ -400,11 +435,77 @@ impl TunnelConn {
                 format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" }),
             ),
         };
-        let (head, _) = self.send("POST", &path, content_type, Some(session), body, &extra).await?;
-        if head.status == 204 {
-            return self.frames(ResponseHead { content_type: FRAMES_CONTENT_TYPE.into(), ..head });
+        if self.steps.0 != session {
+            self.steps = (session.to_owned(), 0);
         }
-        self.frames(head)
+        self.steps.1 += 1;
+        let pending = Pending {
+            extra: format!("{extra}{STEP_HEADER}: {}\r\n", self.steps.1),
+            path,
+            content_type,
+            session: session.to_owned(),
+            body: bytes::Bytes::copy_from_slice(body),
+        };
+        let sent = self
+            .send("POST", &pending.path, content_type, Some(session), body, &pending.extra)
+            .await
+            .map(|(head, _)| head);
+        let head = match sent {
+            Ok(head) => head,
+            Err(Error::TransportUnreachable { .. }) => self.resend(&pending, 0).await?,
+            Err(e) => return Err(e),
+        };
+        let head = if head.status == 204 {
+            ResponseHead { content_type: FRAMES_CONTENT_TYPE.into(), ..head }
+        } else {
+            head
+        };
+        let mut frames = self.frames(head)?;
+        frames.pending = Some(pending);
+        Ok(frames)
+    }
+
+    /// Sends a step again after its connection broke, on a new connection, until it is
+    /// answered, the transport says it cannot be, or [`RESUME_FOR`] has passed; `from` is how
+    /// much of its answer arrived. Answers the new response's head.
+    async fn resend(&mut self, pending: &Pending, from: u64) -> Result<ResponseHead, Error> {
+        let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
+        let deadline =
+            tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
+        let extra = format!("{}{RESUME_FROM_HEADER}: {from}\r\n", pending.extra);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            self.http = None;
+            let sent = self
+                .send(
+                    "POST",
+                    &pending.path,
+                    pending.content_type,
+                    Some(&pending.session),
+                    &pending.body,
+                    &extra,
+                )
+                .await
+                .map(|(head, _)| head);
+            match sent {
+                Ok(head) => {
+                    tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
+                    return Ok(head);
+                }
+                Err(Error::TransportUnreachable { .. } | Error::SessionBusy) => {}
+                Err(Error::BadAnswer { status, .. }) if status.starts_with("50") => {}
+                Err(e) => return Err(e),
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(Error::NotResumed(format!(
+                    "the transport at {} could not be reached again within {} s",
+                    self.endpoint.url,
+                    RESUME_FOR.min(Duration::from_millis(session_timeout)).as_secs()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RESUME_PAUSE_MAX);
+        }
     }
 
     /// The frames of an answer whose head was read.
@@ -416,9 +517,20 @@ impl TunnelConn {
             let status = format!("{} {}", head.status, head.reason);
             return Err(Error::BadAnswer { url, status, detail });
         }
-        let conn =
-            self.http.as_mut().ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
-        Ok(FrameStream { conn, decoder: FrameDecoder::new(DEFAULT_MAX_FRAME), done: false, url })
+        if self.http.is_none() {
+            return Err(Error::StreamBroken("connection lost".into()));
+        }
+        let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
+        let ended = head.status == 204;
+        Ok(FrameStream {
+            tunnel: self,
+            decoder,
+            done: false,
+            url,
+            pending: None,
+            received: 0,
+            ended,
+        })
     }
 
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
@@ -460,10 +572,16 @@ impl Drop for TunnelConn {
 /// The frames of one command's answer, decoded as the body arrives.
 #[derive(Debug)]
 pub struct FrameStream<'a> {
-    conn: &'a mut HttpConn,
+    tunnel: &'a mut TunnelConn,
     decoder: FrameDecoder,
     done: bool,
     url: String,
+    /// The step's request, to send again if the connection breaks mid-answer.
+    pending: Option<Pending>,
+    /// Bytes of the answer received so far.
+    received: u64,
+    /// The turn frame was read (or no frames come: a 204).
+    ended: bool,
 }
 
 impl FrameStream<'_> {
@@ -473,6 +591,7 @@ impl FrameStream<'_> {
             if let Some(frame) =
                 self.decoder.next_frame().map_err(|e| Error::StreamBroken(e.to_string()))?
             {
+                self.ended |= matches!(frame, Frame::Turn(_));
                 return Ok(Some(frame));
             }
             if self.done {
@@ -482,14 +601,40 @@ impl FrameStream<'_> {
                     Err(Error::StreamBroken("answer ended inside a frame".into()))
                 };
             }
-            match self.conn.body_chunk().await {
-                Ok(Some(data)) => self.decoder.extend(&data),
+            let Some(conn) = self.tunnel.http.as_mut() else {
+                return Err(Error::StreamBroken("connection lost".into()));
+            };
+            match conn.body_chunk().await {
+                Ok(Some(data)) => {
+                    self.received += data.len() as u64;
+                    self.decoder.extend(&data);
+                }
+                // An answer ends with its turn frame: one that ends before it broke off.
+                Ok(None) | Err(_) if self.ended => self.done = true,
+                Ok(None) | Err(_) if self.pending.is_some() => self.resume().await?,
                 Ok(None) => self.done = true,
                 Err(e) => {
                     return Err(Error::StreamBroken(format!("{e} (transport at {})", self.url)));
                 }
             }
         }
+    }
+}
+
+impl FrameStream<'_> {
+    /// The connection broke mid-answer: the step is sent again, and the answer goes on from
+    /// the byte where it broke.
+    async fn resume(&mut self) -> Result<(), Error> {
+        let Some(pending) = self.pending.take() else { return Ok(()) };
+        tracing::info!(session = %common::wire::session_label(&pending.session), received = self.received, "the connection to the transport broke mid-answer: resuming");
+        let head = self.tunnel.resend(&pending, self.received).await?;
+        if head.status == 204 {
+            self.ended = true;
+        } else if head.content_type != FRAMES_CONTENT_TYPE {
+            return Err(Error::NotResumed(format!("answered {} {}", head.status, head.reason)));
+        }
+        self.pending = Some(pending);
+        Ok(())
     }
 }
 

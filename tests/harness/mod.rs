@@ -11,6 +11,7 @@ pub mod nginx;
 pub mod processes;
 pub mod raw;
 pub mod scripts;
+pub mod shaper;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,28 +1,127 @@
-//! HTTP response bodies: a full one for JSON and small answers, a relayed turn streamed as the
-//! upstream sends it.
+//! HTTP response bodies: a whole one for JSON and small answers, a relayed turn streamed as the
+//! upstream sends it. A streamed turn of a resumable step records what it sends, and is parked
+//! in its session when the response is dropped before the turn ended (the connection broke).
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::body::{Body, Frame};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::relay::Turn;
+use crate::resume::Resumable;
 
 /// The body type of every transport response.
 #[derive(Debug)]
 pub enum ResponseBody {
-    /// A complete body.
-    Full(Full<Bytes>),
-    /// A relayed answer, streamed as the upstream sends it (`Bytes` is a chunk already taken).
-    Turn(Box<Turn>, Option<Bytes>),
+    /// A complete body (`None` once sent).
+    Whole(Option<Bytes>),
+    /// A relayed answer, streamed as the upstream sends it.
+    Turn(Box<StreamedTurn>),
+}
+
+/// A turn streamed as a response body.
+pub struct StreamedTurn {
+    turn: Option<Box<Turn>>,
+    /// A chunk already taken from the turn, to send first.
+    first: Option<Bytes>,
+    /// The session's resume slot and the signal to let go, for a resumable step.
+    resume: Option<(Arc<Resumable>, Pin<Box<WaitForCancellationFutureOwned>>)>,
+}
+
+impl std::fmt::Debug for StreamedTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamedTurn").field("turn", &self.turn).finish_non_exhaustive()
+    }
+}
+
+impl StreamedTurn {
+    /// Streams `turn`; with `resume`, each chunk is recorded there and the turn is parked
+    /// there if it is dropped before the turn ends (its request or its connection went away).
+    pub fn new(turn: Box<Turn>, resume: Option<Arc<Resumable>>) -> Self {
+        let resume = resume.map(|slot| {
+            let detach = slot.attach();
+            (slot, Box::pin(detach.cancelled_owned()))
+        });
+        StreamedTurn { turn: Some(turn), first: None, resume }
+    }
+
+    /// Streams a resumed turn: `missed` first, then the rest; `detach` makes it let go.
+    pub fn resumed(
+        turn: Box<Turn>,
+        missed: Bytes,
+        slot: Arc<Resumable>,
+        detach: tokio_util::sync::CancellationToken,
+    ) -> Self {
+        let first = (!missed.is_empty()).then_some(missed);
+        let resume = Some((slot, Box::pin(detach.cancelled_owned())));
+        StreamedTurn { turn: Some(turn), first, resume }
+    }
+
+    /// The next chunk (`None` at the end, or when a resume took the turn over).
+    pub async fn next_chunk(&mut self) -> Option<Bytes> {
+        std::future::poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+
+    /// True once the turn has ended.
+    pub fn is_finished(&self) -> bool {
+        self.turn.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// The response body: `first`, then the rest of the turn.
+    pub fn into_body(mut self, first: Option<Bytes>) -> ResponseBody {
+        self.first = first;
+        ResponseBody::Turn(Box::new(self))
+    }
 }
 
 impl From<Bytes> for ResponseBody {
     fn from(bytes: Bytes) -> Self {
-        ResponseBody::Full(Full::new(bytes))
+        ResponseBody::Whole((!bytes.is_empty()).then_some(bytes))
+    }
+}
+
+impl StreamedTurn {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(first));
+        }
+        if let Some((_, detach)) = &mut self.resume {
+            // A resume on another connection takes the turn over: this response ends.
+            if detach.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+        }
+        let Some(turn) = self.turn.as_mut() else { return Poll::Ready(None) };
+        let chunk = std::task::ready!(turn.poll_chunk(cx));
+        if let Some((slot, _)) = &self.resume {
+            if let Some(chunk) = &chunk {
+                slot.record(chunk);
+            }
+            if turn.is_finished() {
+                slot.complete();
+            }
+        }
+        Poll::Ready(chunk)
+    }
+
+    fn is_end(&self) -> bool {
+        self.first.is_none() && self.turn.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+impl Drop for StreamedTurn {
+    /// A turn left before its end is parked for a resume when its step is resumable (else
+    /// dropped, which closes its link).
+    fn drop(&mut self) {
+        let Some(turn) = self.turn.take() else { return };
+        match &self.resume {
+            Some((slot, _)) if !turn.is_finished() => slot.park(turn),
+            _ => drop(turn),
+        }
     }
 }
 
@@ -35,25 +134,24 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
-            ResponseBody::Full(full) => Pin::new(full).poll_frame(cx),
-            ResponseBody::Turn(turn, first) => match first.take() {
-                Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
-                None => turn.poll_chunk(cx).map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
-            },
+            ResponseBody::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Turn(turn) => turn.poll_chunk(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
         }
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         match self {
-            ResponseBody::Full(full) => full.size_hint(),
-            ResponseBody::Turn(..) => hyper::body::SizeHint::default(),
+            ResponseBody::Whole(bytes) => {
+                hyper::body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            ResponseBody::Turn(_) => hyper::body::SizeHint::default(),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
-            ResponseBody::Full(full) => full.is_end_stream(),
-            ResponseBody::Turn(turn, first) => first.is_none() && turn.is_finished(),
+            ResponseBody::Whole(bytes) => bytes.is_none(),
+            ResponseBody::Turn(turn) => turn.is_end(),
         }
     }
 }

@@ -27,6 +27,9 @@ pub enum Error {
     /// A command is already running on the session.
     #[error("another command is running on this session")]
     SessionBusy,
+    /// A step out of order, or one whose answer cannot be resumed.
+    #[error("{0}")]
+    StepRefused(String),
     /// Malformed request body.
     #[error("bad request: {0}")]
     BadRequest(String),
@@ -70,6 +73,7 @@ impl Error {
             Error::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, ApiErrorKind::NotFound),
             Error::SessionNotFound => (StatusCode::NOT_FOUND, ApiErrorKind::SessionNotFound),
             Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
+            Error::StepRefused(_) => (StatusCode::CONFLICT, ApiErrorKind::StepRefused),
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
             Error::Busy | Error::ShuttingDown => {
@@ -98,6 +102,7 @@ impl Error {
             Error::NotFound | Error::MethodNotAllowed => "not_found",
             Error::SessionNotFound => "session_not_found",
             Error::SessionBusy => "session_busy",
+            Error::StepRefused(_) => "step_refused",
             Error::BadRequest(_) => "bad_request",
             Error::BodyTimeout(_) => "body_timeout",
             Error::Busy => "busy",

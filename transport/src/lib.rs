@@ -2,7 +2,7 @@
 //! client session and streams each answer back as binary frames.
 //!
 //! Layers, lowest first: `config`, `error`, `auth` → `relay` (the upstream leg at packet
-//! level) → `session` → `state` → `body`, `http` → `relayed` (a session's endpoints) → `api`
+//! level) → `resume` (a step's answer kept for a resume) → `session` → `state` → `body`, `http` → `relayed` (a session's endpoints) → `api`
 //! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
@@ -23,6 +23,7 @@ pub mod reaper;
 pub mod refusals;
 pub mod relay;
 pub mod relayed;
+pub mod resume;
 pub mod server;
 pub mod session;
 pub mod state;

@@ -8,8 +8,8 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, SESSION_TIMEOUT_HEADER,
-    TurnEnd, encode_packets, encode_turn, session_label,
+    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, RESUME_FROM_HEADER,
+    SESSION_TIMEOUT_HEADER, STEP_HEADER, TurnEnd, encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -19,13 +19,14 @@ use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::auth::TokenId;
-use crate::body::ResponseBody;
+use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
 use crate::relay::handshake::login_names;
 use crate::relay::link::LinkError;
 use crate::relay::request::{ends_file, expected_answer, last_command};
 use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
+use crate::resume::{Resumed, StepRequest};
 use crate::session::{Session, SessionLimits, Who, lock};
 use crate::state::AppState;
 use crate::{command_log, idle_watch};
@@ -86,6 +87,11 @@ pub async fn login(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
+    let step = match step_request(&req, &session)? {
+        Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
+        Some(StepRequest::Next(step)) => Some(step),
+        None => None,
+    };
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let as_json = req
@@ -97,16 +103,23 @@ pub async fn login(
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)
             .map_err(|e| Error::BadRequest(format!("invalid login: {e}")))?;
-        return login_as(state, guard, &login, &session).await;
+        begin(&session, step)?;
+        let response = login_as(state, guard, &login, &session).await;
+        return Ok(remember(&session, step, response?));
     }
     let sent = match (&link.phase, link.pending.take()) {
         (Phase::Greeted, _) => {
+            begin(&session, step)?;
             let (user, database) = login_names(&body);
             *lock(&session.who) = Who { user, database };
             let caps = link.send_handshake_response(BytesMut::from(&body[..])).await;
             caps.map(|_| Framing::new(Expect::Login, link.shape))
         }
         (_, Some(mut framing)) if framing.waiting_for() == Some(TurnEnd::AwaitAuth) => {
+            if let Err(e) = begin(&session, step) {
+                link.pending = Some(framing);
+                return Err(e);
+            }
             framing.resume();
             let seq = link.last_seq.wrapping_add(1);
             link.write_packet(&body, seq).await.map(|()| framing).map_err(Into::into)
@@ -116,15 +129,16 @@ pub async fn login(
             return Err(Error::BadRequest("no authentication step is awaited".into()));
         }
     };
-    match sent {
-        Ok(framing) => Ok(turn(state, guard, framing, &session).await),
-        Err(LinkError::BadLogin(why)) => Err(Error::BadRequest(why.into())),
+    let response = match sent {
+        Ok(framing) => turn(state, guard, framing, &session, step).await,
+        Err(LinkError::BadLogin(why)) => return Err(Error::BadRequest(why.into())),
         Err(LinkError::Io(e)) => {
             debug!(session = %session_label(id), error = %e, "upstream lost during login");
             *guard = None;
-            Ok(closed(id))
+            closed(id)
         }
-    }
+    };
+    Ok(remember(&session, step, response))
 }
 
 /// The transport logs in itself (or, on a logged-in connection, changes user), with a `users`
@@ -193,6 +207,11 @@ pub async fn command(
 ) -> Result<Response<ResponseBody>, Error> {
     let started = Instant::now();
     let session = state.sessions.get(id, token)?;
+    let step = match step_request(&req, &session)? {
+        Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
+        Some(StepRequest::Next(step)) => Some(step),
+        None => None,
+    };
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let (body, _room) = read_big_body(state, req).await?;
@@ -202,11 +221,12 @@ pub async fn command(
     if link.phase != Phase::Ready || link.pending.is_some() {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
+    begin(&session, step)?;
     state.metrics.commands.inc();
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost");
         *guard = None;
-        return Ok(closed(&session.id));
+        return Ok(remember(&session, step, closed(&session.id)));
     }
     let shape = link.shape;
     match expect {
@@ -214,11 +234,11 @@ pub async fn command(
             let framing = Framing::new(expect, shape);
             let command = last_command(&body).unwrap_or_default();
             let on_end = command_log::on_end(state, &session, command, started);
-            let response = turn_with(state, guard, framing, &session, Some(on_end)).await;
+            let response = turn_with(state, guard, framing, &session, on_end, step).await;
             state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
-            Ok(response)
+            Ok(remember(&session, step, response))
         }
-        None => Ok(ended(&session.id, TurnEnd::Done)),
+        None => Ok(remember(&session, step, ended(&session.id, TurnEnd::Done))),
     }
 }
 
@@ -231,6 +251,11 @@ pub async fn infile(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
     let session = state.sessions.get(id, token)?;
+    let step = match step_request(&req, &session)? {
+        Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
+        Some(StepRequest::Next(step)) => Some(step),
+        None => None,
+    };
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
@@ -248,17 +273,21 @@ pub async fn infile(
     if last && !ends_file(&body) {
         return Err(Error::BadRequest("the last piece must end with an empty packet".into()));
     }
+    begin(&session, step)?;
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost during a file");
         *guard = None;
-        return Ok(closed(&session.id));
+        return Ok(remember(&session, step, closed(&session.id)));
     }
     if !last {
-        return Ok(no_content());
+        return Ok(remember(&session, step, no_content()));
     }
-    let Some(mut framing) = link.pending.take() else { return Ok(closed(&session.id)) };
+    let Some(mut framing) = link.pending.take() else {
+        return Ok(remember(&session, step, closed(&session.id)));
+    };
     framing.resume();
-    Ok(turn(state, guard, framing, &session).await)
+    let response = turn(state, guard, framing, &session, step).await;
+    Ok(remember(&session, step, response))
 }
 
 /// The limits a new session of `token` is checked against; an error when already reached.
@@ -282,40 +311,109 @@ async fn turn(
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
+    step: Option<u64>,
 ) -> Response<ResponseBody> {
     let label = session_label(&session.id).to_string();
     let on_end: OnEnd = Box::new(move |report| {
         command_log::log_broken_turn(&label, "login or file", &report.outcome)
     });
-    turn_with(state, guard, framing, session, Some(on_end)).await
+    turn_with(state, guard, framing, session, on_end, step).await
 }
 
+/// Answers with a turn of step `step` (resumable when given): whole when it ends within its
+/// first chunk, else streamed.
 async fn turn_with(
     state: &AppState,
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
-    on_end: Option<OnEnd>,
+    on_end: OnEnd,
+    step: Option<u64>,
 ) -> Response<ResponseBody> {
     let id = session.id.as_str();
     let heartbeat = state.config().heartbeat_interval;
-    let mut turn = Turn::new(guard, framing, heartbeat, session.cut.clone());
-    if let Some(on_end) = on_end {
-        turn.on_end(on_end);
-    }
-    let first = std::future::poll_fn(|cx| turn.poll_chunk(cx)).await;
+    let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
+    turn.on_end(on_end);
+    // Resumable from here: dropped (the request went away), the turn is parked.
+    let mut streamed = StreamedTurn::new(turn, step.map(|_| session.resume.clone()));
+    let first = streamed.next_chunk().await;
     let body = match first {
-        Some(chunk) if turn.is_finished() => ResponseBody::from(chunk),
-        Some(chunk) => ResponseBody::Turn(Box::new(turn), Some(chunk)),
+        Some(chunk) if streamed.is_finished() => ResponseBody::from(chunk),
         None => ResponseBody::from(Bytes::new()),
+        Some(chunk) => streamed.into_body(Some(chunk)),
     };
-    let streamed = matches!(body, ResponseBody::Turn(..));
     let mut response = frames(StatusCode::OK, body, Some(id));
-    if streamed {
+    if matches!(response.body(), ResponseBody::Turn(..)) {
         // Frames the sidecar must act on at once (heartbeats, a file request) pass unbuffered.
         response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     }
     response
+}
+
+/// The step a request names, if any: the next one, or the last one again (a resume).
+fn step_request(req: &Request<Incoming>, session: &Session) -> Result<Option<StepRequest>, Error> {
+    let number = |name: &str| -> Result<Option<u64>, Error> {
+        match req.headers().get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Some)
+                .ok_or_else(|| Error::BadRequest(format!("{name} must be a number"))),
+        }
+    };
+    let Some(step) = number(STEP_HEADER)? else { return Ok(None) };
+    Ok(Some(match number(RESUME_FROM_HEADER)? {
+        // Sent again, but it never began here: it runs now.
+        Some(0) if step == session.resume.last_step() + 1 => StepRequest::Next(step),
+        Some(from) => StepRequest::Again { step, from },
+        None => StepRequest::Next(step),
+    }))
+}
+
+/// Step `step` begins, if the request named one.
+fn begin(session: &Session, step: Option<u64>) -> Result<(), Error> {
+    step.map_or(Ok(()), |step| session.resume.begin(step))
+}
+
+/// Keeps a whole answer of step `step` for a resume.
+fn remember(
+    session: &Session,
+    step: Option<u64>,
+    response: Response<ResponseBody>,
+) -> Response<ResponseBody> {
+    if step.is_some() {
+        match response.body() {
+            ResponseBody::Whole(bytes) => {
+                let bytes = bytes.clone().unwrap_or_default();
+                session.resume.record_whole(response.status(), &bytes);
+            }
+            ResponseBody::Turn(_) => {}
+        }
+    }
+    response
+}
+
+/// Step `step` again after a broken connection, from byte `from` of its answer.
+async fn resume(
+    session: &Arc<Session>,
+    step: u64,
+    from: u64,
+) -> Result<Response<ResponseBody>, Error> {
+    let id = session.id.as_str();
+    debug!(session = %session_label(id), step, from, "a step resumed");
+    Ok(match session.resume.resume(step, from).await? {
+        Resumed::Whole(StatusCode::NO_CONTENT, _) => no_content(),
+        Resumed::Whole(status, bytes) => frames(status, ResponseBody::from(bytes), Some(id)),
+        Resumed::Streamed { turn, missed, detach } => {
+            let streamed = StreamedTurn::resumed(turn, missed, session.resume.clone(), detach);
+            let body = streamed.into_body(None);
+            let mut response = frames(StatusCode::OK, body, Some(id));
+            response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+            response
+        }
+    })
 }
 
 /// A command's or a file piece's body, within `max_request_bytes` and holding its room in

@@ -15,6 +15,7 @@ use crate::Error;
 use crate::auth::TokenId;
 use crate::relay::RelayLink;
 use crate::relay::turn::{LinkGuard, LinkUse};
+use crate::resume::Resumable;
 
 /// One client session and its upstream connection.
 #[derive(Debug)]
@@ -40,6 +41,8 @@ pub struct Session {
     pub who: Mutex<Who>,
     /// The text of each prepared statement by id (for the audit log; bounded).
     pub statements: Mutex<HashMap<u32, Arc<str>>>,
+    /// The last step and its answer, for a resume after a broken connection.
+    pub resume: Arc<Resumable>,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
@@ -74,6 +77,8 @@ impl Session {
 
     /// Takes the link out to close it (quit, expiry, shutdown), after any turn on it.
     pub async fn take_link(&self) -> Option<RelayLink> {
+        // A turn parked for a resume holds the link: it ends here.
+        self.resume.abandon();
         self.link_use.wanted.notify_one();
         self.link.lock().await.take()
     }
@@ -138,6 +143,7 @@ impl SessionTable {
             logged_in_as: Mutex::new(None),
             who: Mutex::default(),
             statements: Mutex::default(),
+            resume: Arc::default(),
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             origin: self.origin,

@@ -98,6 +98,8 @@ pub enum ApiErrorKind {
     TooManySessions,
     /// Another command is already running on this session (409).
     SessionBusy,
+    /// A step out of order, or one whose answer cannot be resumed (409).
+    StepRefused,
     /// The transport is shutting down or failed internally (503/500).
     Unavailable,
 }

@@ -27,6 +27,11 @@ pub const JSON_CONTENT_TYPE: &str = "application/json";
 pub const SESSION_HEADER: &str = "x-tunnel-session";
 /// Header on an infile upload: `more` (other pieces follow) or `end` (the file is complete).
 pub const INFILE_HEADER: &str = "x-tunnel-infile";
+/// Header of a session's request: its step number (1, 2, … after the open); a step runs once.
+pub const STEP_HEADER: &str = "x-tunnel-step";
+/// Header of a step sent again after a broken connection: the bytes of its answer the sidecar
+/// already has.
+pub const RESUME_FROM_HEADER: &str = "x-tunnel-resume-from";
 /// Header on an opened relayed session: the transport's `session_timeout` in milliseconds (a
 /// session prepared ahead must be used well within it).
 pub const SESSION_TIMEOUT_HEADER: &str = "x-tunnel-session-timeout-ms";

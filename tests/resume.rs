@@ -1,0 +1,149 @@
+//! Surviving a dropped connection between the sidecar and the transport (a Wi-Fi change, a
+//! short sleep, a proxy restart): the shaping proxy between them cuts every connection while
+//! the client is idle, mid-command and mid-answer. The client's MySQL connection carries on:
+//! session variables, temporary tables and the open transaction survive, the upstream thread
+//! is the same, and no statement runs twice (the upstream's own counters say so). A session
+//! that really is gone gives a clear error, not a hang.
+
+use std::time::{Duration, Instant};
+
+use e2e::shaper::{Shape, Shaper};
+use e2e::{TOKEN, Tunnel, mysql_port, sidecar_yaml, transport_yaml, within};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+
+/// A tunnel whose sidecar reaches the transport through a shaping proxy; `session_timeout`
+/// and `heartbeat_interval` for the transport.
+async fn through_shaper(shape: Shape, timeouts: &str) -> (Tunnel, Shaper) {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let shaper = Shaper::start(listener.local_addr().expect("addr"), shape).await;
+    let url = format!("http://127.0.0.1:{}/", shaper.port);
+    let transport = transport_yaml(mysql_port()).replace("session_timeout: 30s\n", timeouts);
+    let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
+    (tunnel, shaper)
+}
+
+const TIMEOUTS: &str = "session_timeout: 30s\nheartbeat_interval: 1s\n";
+
+/// A session with a variable, a temporary table with one row, and an open transaction; its
+/// upstream thread id.
+async fn prepare_state(conn: &mut Conn) -> u64 {
+    conn.query_drop("SET @kept = 42").await.expect("set");
+    conn.query_drop("CREATE TEMPORARY TABLE kept (v INT) ENGINE=InnoDB").await.expect("temp");
+    conn.query_drop("BEGIN").await.expect("begin");
+    conn.query_drop("INSERT INTO kept VALUES (1)").await.expect("insert");
+    conn.query_first("SELECT CONNECTION_ID()").await.expect("id").expect("row")
+}
+
+/// Asserts the state of [`prepare_state`] is intact, on the same upstream thread.
+async fn assert_state(conn: &mut Conn, thread: u64, rows: u64) {
+    let (kept, count, id, in_tx): (u32, u64, u64, u32) = conn
+        .query_first("SELECT @kept, (SELECT COUNT(*) FROM kept), CONNECTION_ID(), @@in_transaction")
+        .await
+        .expect("state query")
+        .expect("row");
+    assert_eq!((kept, count, id, in_tx), (42, rows, thread, 1), "the session's state survived");
+}
+
+/// The upstream's count of a statement kind on this session.
+async fn session_counter(conn: &mut Conn, name: &str) -> u64 {
+    let row: Option<(String, u64)> =
+        conn.query_first(format!("SHOW SESSION STATUS LIKE '{name}'")).await.expect("status");
+    row.map_or(0, |r| r.1)
+}
+
+#[tokio::test]
+async fn a_cut_while_idle_leaves_the_session_as_it_was() {
+    within(60, async {
+        let (tunnel, shaper) = through_shaper(Shape::default(), TIMEOUTS).await;
+        let mut conn = tunnel.connect().await;
+        let thread = prepare_state(&mut conn).await;
+        let before = shaper.connections();
+        shaper.cut();
+        assert_state(&mut conn, thread, 1).await;
+        assert!(shaper.connections() > before, "a new connection was made after the cut");
+        conn.query_drop("COMMIT").await.expect("commit");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cut_mid_command_neither_loses_nor_repeats_it() {
+    within(60, async {
+        let (tunnel, shaper) = through_shaper(Shape::default(), TIMEOUTS).await;
+        let mut conn = tunnel.connect().await;
+        let thread = prepare_state(&mut conn).await;
+        let inserts = session_counter(&mut conn, "Com_insert_select").await;
+        let slow = conn.query_drop("INSERT INTO kept SELECT 2 FROM (SELECT SLEEP(1.5)) AS s");
+        let cutter = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            shaper.cut();
+        };
+        let (outcome, ()) = tokio::join!(slow, cutter);
+        outcome.expect("the command's answer arrived after the cut");
+        assert_state(&mut conn, thread, 2).await;
+        let after = session_counter(&mut conn, "Com_insert_select").await;
+        assert_eq!(after - inserts, 1, "the statement ran once upstream");
+        conn.query_drop("COMMIT").await.expect("commit");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cut_mid_answer_resumes_the_answer_where_it_broke() {
+    within(90, async {
+        // 16 Mbit/s: the answer (about 2.5 MB) takes more than a second to pass.
+        let shape = Shape { bits_per_second: Some(16_000_000), ..Shape::default() };
+        let (tunnel, shaper) = through_shaper(shape, TIMEOUTS).await;
+        let mut conn = tunnel.connect().await;
+        let thread = prepare_state(&mut conn).await;
+        let selects = session_counter(&mut conn, "Com_select").await;
+        let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
+        let cutter = async {
+            let start = Instant::now();
+            while shaper.bytes_down() < 500_000 && start.elapsed() < Duration::from_secs(20) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            shaper.cut();
+        };
+        let (rows, ()) = tokio::join!(big, cutter);
+        let rows = rows.expect("the whole answer arrived");
+        assert_eq!(rows.len(), 250_000);
+        assert!(rows.iter().enumerate().all(|(i, v)| *v == i as u64 + 1), "every row, in order");
+        let after = session_counter(&mut conn, "Com_select").await;
+        assert_eq!(after - selects, 1, "the SELECT ran once (this SHOW is not counted)");
+        assert_state(&mut conn, thread, 1).await;
+        conn.query_drop("COMMIT").await.expect("commit");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_session_gone_during_an_outage_is_a_clear_error() {
+    within(60, async {
+        let timeouts = "session_timeout: 2s\nheartbeat_interval: 500ms\n";
+        let (tunnel, shaper) = through_shaper(Shape::default(), timeouts).await;
+        let mut idle = tunnel.connect().await;
+        let mut busy = tunnel.connect().await;
+        let slow = busy.query_drop("SELECT SLEEP(1)");
+        let outage = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            shaper.refuse(true);
+            shaper.cut();
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            shaper.refuse(false);
+        };
+        let started = Instant::now();
+        let (outcome, ()) = tokio::join!(slow, outage);
+        let error = outcome.expect_err("the session expired during the outage").to_string();
+        assert!(error.contains("Lost connection"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(15), "an error, not a hang");
+        let error = idle.query_drop("SELECT 1").await.expect_err("expired").to_string();
+        assert!(error.contains("expired"), "{error}");
+        // New sessions work.
+        let mut fresh = tunnel.connect().await;
+        let one: Option<u8> = fresh.query_first("SELECT 1").await.expect("fresh session");
+        assert_eq!(one, Some(1));
+    })
+    .await;
+}

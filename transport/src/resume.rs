@@ -1,0 +1,314 @@
+//! Resuming a step after the sidecar's HTTP connection broke (Wi-Fi change, laptop sleep,
+//! proxy restart). Each request of a session carries its step number; a step runs once. The
+//! answer of the last step is kept (its last [`RESUME_WINDOW`] bytes), and its turn, when the
+//! connection broke while it ran, is parked with the upstream link. The same step sent again
+//! gets the answer from the byte the sidecar had, then the rest as it comes.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::StatusCode;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+use crate::relay::Turn;
+
+/// Bytes of the last answer kept for a resume: more than the sockets and proxies between the
+/// transport and the sidecar hold in flight.
+pub const RESUME_WINDOW: u64 = 8 << 20;
+
+/// How long a resume waits for the turn still attached to the broken connection to let go.
+const DETACH_WAIT: Duration = Duration::from_secs(5);
+
+/// Locks a std mutex, recovering from poisoning (the state stays consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a request's step number asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepRequest {
+    /// The next step: run it.
+    Next(u64),
+    /// The last step again, from this byte of its answer.
+    Again {
+        /// The step.
+        step: u64,
+        /// Bytes of its answer the sidecar already has.
+        from: u64,
+    },
+}
+
+/// The answer to a resumed step.
+pub enum Resumed {
+    /// The step had ended: the rest of its answer, whole.
+    Whole(StatusCode, Bytes),
+    /// The step's turn still runs: what the sidecar missed, then the turn (detached again
+    /// when `detach` is cancelled).
+    Streamed {
+        /// The turn, parked when the connection broke.
+        turn: Box<Turn>,
+        /// The answer's bytes the sidecar missed so far.
+        missed: Bytes,
+        /// Cancelled when a later resume takes the turn over.
+        detach: CancellationToken,
+    },
+}
+
+/// Who has the running turn of the last step.
+#[derive(Default)]
+enum Live {
+    /// No turn runs.
+    #[default]
+    Idle,
+    /// A response streams it; cancel to make it let go.
+    Attached(CancellationToken),
+    /// Its connection broke: waiting for the resume.
+    Parked(Box<Turn>),
+}
+
+/// The last step of a session and its answer.
+struct State {
+    step: u64,
+    status: StatusCode,
+    /// The answer's last bytes, in chunks; `base` is the offset of the first.
+    chunks: VecDeque<Bytes>,
+    base: u64,
+    len: u64,
+    complete: bool,
+    live: Live,
+}
+
+/// A session's last step, for resuming it.
+pub struct Resumable {
+    state: Mutex<State>,
+    /// Told when a turn is parked.
+    parked: Notify,
+}
+
+impl std::fmt::Debug for Resumable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resumable").field("step", &lock(&self.state).step).finish_non_exhaustive()
+    }
+}
+
+impl Default for Resumable {
+    fn default() -> Self {
+        let state = State {
+            step: 0,
+            status: StatusCode::OK,
+            chunks: VecDeque::new(),
+            base: 0,
+            len: 0,
+            complete: false,
+            live: Live::Idle,
+        };
+        Self { state: Mutex::new(state), parked: Notify::new() }
+    }
+}
+
+impl Resumable {
+    /// The last step begun (0 before the first).
+    pub fn last_step(&self) -> u64 {
+        lock(&self.state).step
+    }
+
+    /// Step `step` begins: it must be the next one. Called where the step can no longer fail
+    /// without effect (its packets are about to be written upstream).
+    pub fn begin(&self, step: u64) -> Result<(), Error> {
+        let abandoned = {
+            let mut state = lock(&self.state);
+            if step != state.step + 1 {
+                return Err(Error::StepRefused(format!(
+                    "step {step} after step {}: steps run in order, once",
+                    state.step
+                )));
+            }
+            state.step = step;
+            state.status = StatusCode::OK;
+            state.chunks.clear();
+            state.base = 0;
+            state.len = 0;
+            state.complete = false;
+            std::mem::take(&mut state.live)
+        };
+        drop(abandoned);
+        Ok(())
+    }
+
+    /// The step in progress is streamed by a response; cancelling the token makes it let go.
+    pub fn attach(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        lock(&self.state).live = Live::Attached(token.clone());
+        token
+    }
+
+    /// A chunk of the answer went out.
+    pub fn record(&self, chunk: &Bytes) {
+        let mut state = lock(&self.state);
+        state.len += chunk.len() as u64;
+        state.chunks.push_back(chunk.clone());
+        while state.chunks.len() > 1 {
+            let first = state.chunks.front().map_or(0, |c| c.len() as u64);
+            if state.len - (state.base + first) < RESUME_WINDOW {
+                break;
+            }
+            state.chunks.pop_front();
+            state.base += first;
+        }
+    }
+
+    /// The answer of the step in progress ended.
+    pub fn complete(&self) {
+        let mut state = lock(&self.state);
+        state.complete = true;
+        state.live = Live::Idle;
+    }
+
+    /// The step in progress was answered at once with `body` (not streamed).
+    pub fn record_whole(&self, status: StatusCode, body: &Bytes) {
+        let mut state = lock(&self.state);
+        if state.complete || !matches!(state.live, Live::Idle) {
+            return;
+        }
+        state.status = status;
+        state.len = body.len() as u64;
+        state.chunks.push_back(body.clone());
+        state.complete = true;
+    }
+
+    /// The connection streaming the turn broke (or a resume took it over): keep the turn.
+    pub fn park(&self, turn: Box<Turn>) {
+        lock(&self.state).live = Live::Parked(turn);
+        self.parked.notify_waiters();
+    }
+
+    /// Ends a parked turn (the session closes): its link is closed.
+    pub fn abandon(&self) {
+        let live = std::mem::take(&mut lock(&self.state).live);
+        drop(live);
+    }
+
+    /// Step `step` again, from byte `from` of its answer.
+    pub async fn resume(&self, step: u64, from: u64) -> Result<Resumed, Error> {
+        loop {
+            let parked = self.parked.notified();
+            tokio::pin!(parked);
+            parked.as_mut().enable();
+            {
+                let mut state = lock(&self.state);
+                if step != state.step {
+                    return Err(Error::StepRefused(format!(
+                        "step {step} cannot be resumed: the last step is {}",
+                        state.step
+                    )));
+                }
+                match std::mem::take(&mut state.live) {
+                    Live::Attached(token) => {
+                        token.cancel();
+                        state.live = Live::Attached(token);
+                    }
+                    Live::Parked(turn) => {
+                        let missed = match missed(&state, from) {
+                            Ok(missed) => missed,
+                            Err(e) => {
+                                state.live = Live::Parked(turn);
+                                return Err(e);
+                            }
+                        };
+                        let detach = CancellationToken::new();
+                        state.live = Live::Attached(detach.clone());
+                        return Ok(Resumed::Streamed { turn, missed, detach });
+                    }
+                    Live::Idle if state.complete => {
+                        return missed(&state, from).map(|m| Resumed::Whole(state.status, m));
+                    }
+                    Live::Idle => {
+                        return Err(Error::StepRefused(format!(
+                            "step {step} has no answer to resume"
+                        )));
+                    }
+                }
+            }
+            if tokio::time::timeout(DETACH_WAIT, parked).await.is_err() {
+                return Err(Error::SessionBusy);
+            }
+        }
+    }
+}
+
+/// The answer's bytes from `from` on.
+fn missed(state: &State, from: u64) -> Result<Bytes, Error> {
+    if from < state.base || from > state.len {
+        return Err(Error::StepRefused(format!(
+            "the answer cannot be resumed from byte {from}: {} to {} are kept",
+            state.base, state.len
+        )));
+    }
+    let mut skip = from - state.base;
+    let mut out = BytesMut::new();
+    for chunk in &state.chunks {
+        let len = chunk.len() as u64;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        out.extend_from_slice(&chunk[skip as usize..]);
+        skip = 0;
+    }
+    Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let rt = rt.map_err(|e| e.to_string())?;
+        match rt.block_on(r.resume(step, from)) {
+            Ok(Resumed::Whole(_, bytes)) => Ok(bytes),
+            Ok(Resumed::Streamed { .. }) => Err("streamed".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn steps_run_in_order_once() {
+        let r = Resumable::default();
+        assert!(r.begin(2).is_err());
+        assert!(r.begin(1).is_ok());
+        assert!(r.begin(1).is_err(), "a step never runs twice");
+        assert!(r.begin(2).is_ok());
+    }
+
+    #[test]
+    fn a_whole_answer_resumes_from_any_byte() {
+        let r = Resumable::default();
+        assert!(r.begin(1).is_ok());
+        r.record_whole(StatusCode::OK, &Bytes::from_static(b"hello world"));
+        assert_eq!(resumed_bytes(&r, 1, 0), Ok(Bytes::from_static(b"hello world")));
+        assert_eq!(resumed_bytes(&r, 1, 6), Ok(Bytes::from_static(b"world")));
+        assert_eq!(resumed_bytes(&r, 1, 11), Ok(Bytes::new()));
+        assert!(resumed_bytes(&r, 1, 12).is_err());
+        assert!(resumed_bytes(&r, 2, 0).is_err(), "not the last step");
+    }
+
+    #[test]
+    fn only_the_window_is_kept() {
+        let r = Resumable::default();
+        assert!(r.begin(1).is_ok());
+        let chunk = Bytes::from(vec![7u8; 1 << 20]);
+        for _ in 0..12 {
+            r.record(&chunk);
+        }
+        r.complete();
+        let kept = lock(&r.state).base;
+        assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");
+        assert!(resumed_bytes(&r, 1, 0).is_err(), "too far behind");
+        assert_eq!(resumed_bytes(&r, 1, 11 << 20).map(|b| b.len()), Ok(1 << 20));
+    }
+}
