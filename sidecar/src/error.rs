@@ -71,6 +71,15 @@ pub enum Error {
         /// Request size.
         size: usize,
     },
+    /// A connection to the transport was made, then nothing came back within the silence
+    /// limit (the transport is frozen or overloaded, or the path went silent).
+    #[error("the sqltunnel transport at {url} went silent: {reason}")]
+    TransportSilent {
+        /// Base URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// The transport (or a proxy) answered with something that is not a sqltunnel answer.
     #[error("the sqltunnel transport at {url} answered HTTP {status}{detail}")]
     BadAnswer {
@@ -128,6 +137,7 @@ impl Error {
                 (code::HANDSHAKE, *code::STATE_COMM, msg)
             }
             Error::TransportUnreachable { .. }
+            | Error::TransportSilent { .. }
             | Error::TokenRefused { .. }
             | Error::BadAnswer { .. }
             | Error::SessionBusy => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
@@ -152,6 +162,7 @@ impl Error {
             Error::NotRelayed => "not_relayed",
             Error::TlsUnsupported => "tls_unsupported",
             Error::TransportUnreachable { .. } => "transport_unreachable",
+            Error::TransportSilent { .. } => "transport_silent",
             Error::TokenRefused { .. } => "token_refused",
             Error::BadAnswer { .. } => "bad_answer",
             Error::Upstream(_) => "upstream",

@@ -315,6 +315,11 @@ impl TunnelConn {
                         head = ep.target().request_head(method, path, body.len(), &again);
                     }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    self.http = None;
+                    let url = self.endpoint.url.clone();
+                    return Err(Error::TransportSilent { url, reason: e.to_string() });
+                }
                 Err(e) => {
                     self.http = None;
                     return Err(self.unreachable(&e));
@@ -452,7 +457,9 @@ impl TunnelConn {
             .map(|(head, _)| head);
         let head = match sent {
             Ok(head) => head,
-            Err(Error::TransportUnreachable { .. }) => self.resend(&pending, 0).await?,
+            Err(Error::TransportUnreachable { .. } | Error::TransportSilent { .. }) => {
+                self.resend(&pending, 0).await?
+            }
             Err(e) => return Err(e),
         };
         let head = if head.status == 204 {
@@ -493,6 +500,14 @@ impl TunnelConn {
                     return Ok(head);
                 }
                 Err(Error::TransportUnreachable { .. } | Error::SessionBusy) => {}
+                // A new connection that opens but stays silent: the transport itself is
+                // frozen or overloaded, not the path to it.
+                Err(Error::TransportSilent { reason, .. }) => {
+                    return Err(Error::NotResumed(format!(
+                        "a new connection to the transport at {} stayed silent ({reason})",
+                        self.endpoint.url
+                    )));
+                }
                 Err(Error::BadAnswer { status, .. }) if status.starts_with("50") => {}
                 Err(e) => return Err(e),
             }

@@ -366,7 +366,7 @@ fn step_request(req: &Request<Incoming>, session: &Session) -> Result<Option<Ste
     let Some(step) = number(STEP_HEADER)? else { return Ok(None) };
     Ok(Some(match number(RESUME_FROM_HEADER)? {
         // Sent again, but it never began here: it runs now.
-        Some(0) if step == session.resume.last_step() + 1 => StepRequest::Next(step),
+        Some(0) if step > session.resume.last_step() => StepRequest::Next(step),
         Some(from) => StepRequest::Again { step, from },
         None => StepRequest::Next(step),
     }))
