@@ -10,10 +10,25 @@
 # BASELINE_BIN=DIR (a directory with other `transport` and `sidecar` binaries, e.g. an older
 # build) and BASELINE_CONFIGS=DIR (their example configs) add a third column, measured
 # interleaved in the same run: an A/B comparison of two builds.
-# Usage: scripts/bench.sh [seconds-per-sysbench-run]
+# `--wan [ROUNDS]` runs the network bench instead: the shaping proxy at a 50 ms round trip
+# between a direct client and MariaDB and between the sidecar and the transport (round trips
+# per query, new connection, prepared execute, LOAD DATA LOCAL; the Connector/J connect
+# sequence; a 1M-row SELECT at 20 Mbit/s), see tests/benches/wan.rs.
+# Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+
+if [[ "${1:-}" == "--wan" ]]; then
+    ensure_packages mariadb-server mariadb-client libmariadb-java
+    command -v javac >/dev/null || ensure_packages default-jdk-headless
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-wan.XXXXXX")
+    trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+    db_port=$(free_port)
+    start_mariadb "$WORK/mariadb" "$db_port"
+    SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
+    exit 0
+fi
 
 SECONDS_PER_RUN=${1:-10}
 ROUNDS=${ROUNDS:-3}

@@ -1,0 +1,160 @@
+//! The network bench: the shaping proxy (25 ms each way: a 50 ms round trip) between a direct
+//! client and MariaDB, and the same proxy between the sidecar and the transport. Reports, direct
+//! against tunnel, round trips per query, per new connection, per prepared execute and per
+//! LOAD DATA LOCAL; the time of a DBeaver-like Connector/J connect sequence; and, at 20 Mbit/s,
+//! the time of a 1M-row SELECT. Medians of interleaved rounds.
+//! Usage: `cargo bench -p e2e --bench wan -- [ROUNDS]` (MariaDB at SQLTUNNEL_TEST_MYSQL_PORT).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use e2e::shaper::{Shape, Shaper};
+use e2e::{DATABASE, TOKEN, Tunnel, mysql_port, sidecar_yaml, transport_yaml};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+
+/// Delay each way.
+const ONE_WAY: Duration = Duration::from_millis(25);
+const RTT: f64 = 0.050;
+
+/// A direct path and a tunnel, each through a shaper with `shape`; their MySQL ports.
+struct Paths {
+    direct: u16,
+    tunnel: u16,
+    _shapers: (Shaper, Shaper),
+    _tunnel: Tunnel,
+}
+
+async fn paths(shape: Shape, sidecar_extra: &str) -> Paths {
+    let db: SocketAddr = format!("127.0.0.1:{}", mysql_port()).parse().expect("addr");
+    let direct = Shaper::start(db, shape).await;
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let link = Shaper::start(listener.local_addr().expect("addr"), shape).await;
+    let url = format!("http://127.0.0.1:{}/", link.port);
+    let sidecar = format!("{}{sidecar_extra}", sidecar_yaml(&url, TOKEN));
+    let tunnel = Tunnel::start_with(listener, &transport_yaml(mysql_port()), &sidecar).await;
+    Paths {
+        direct: direct.port,
+        tunnel: tunnel.sidecar.port(),
+        _shapers: (direct, link),
+        _tunnel: tunnel,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn timed<F: Future>(f: F) -> (f64, F::Output) {
+    let start = Instant::now();
+    let out = f.await;
+    (start.elapsed().as_secs_f64(), out)
+}
+
+fn opts(port: u16, file: &str) -> mysql_async::OptsBuilder {
+    let handler = mysql_async::WhiteListFsHandler::new(&[file][..]);
+    e2e::opts(port, Some(DATABASE)).local_infile_handler(Some(handler))
+}
+
+/// Round trips of one run of each kind on `port`: query, new connection, prepared execute,
+/// LOAD DATA LOCAL.
+async fn round_trips(port: u16, file: &str) -> [f64; 4] {
+    let (connect, conn) = timed(Conn::new(opts(port, file))).await;
+    let mut conn = conn.expect("connect");
+    let (query, _) = timed(conn.query_drop("DO 1")).await;
+    let stmt = conn.prep("SELECT ?").await.expect("prepare");
+    let (execute, _) = timed(conn.exec_drop(&stmt, (1,))).await;
+    let load = format!("LOAD DATA LOCAL INFILE '{file}' INTO TABLE wan_load");
+    let (infile, loaded) = timed(conn.query_drop(load)).await;
+    loaded.expect("load data");
+    drop(conn.disconnect().await);
+    [query / RTT, connect / RTT, execute / RTT, infile / RTT]
+}
+
+/// Seconds to read `SELECT seq FROM seq_1_to_1000000` to its end on `port`.
+async fn million_rows(port: u16) -> f64 {
+    let mut conn = Conn::new(e2e::opts(port, Some(DATABASE))).await.expect("connect");
+    let (secs, rows) = timed(async {
+        let mut result = conn.query_iter("SELECT seq FROM seq_1_to_1000000").await.expect("query");
+        let mut rows = 0u64;
+        while result.next().await.expect("row").is_some() {
+            rows += 1;
+        }
+        rows
+    })
+    .await;
+    assert_eq!(rows, 1_000_000);
+    drop(conn.disconnect().await);
+    secs
+}
+
+/// Milliseconds of the Connector/J connect sequence (median of `rounds`, in one JVM).
+async fn connector_j(classpath: &str, port: u16, rounds: usize) -> f64 {
+    let out =
+        e2e::java::run(classpath, "ConnectTiming", &[&port.to_string(), &rounds.to_string()]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("milliseconds")
+}
+
+fn line(what: &str, direct: f64, tunnel: f64, unit: &str) {
+    println!(
+        "{what:<44} direct {direct:>8.2} {unit:<4} tunnel {tunnel:>8.2} {unit:<4} tunnel/direct {:.2}",
+        tunnel / direct
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(7);
+    let file = std::env::temp_dir().join(format!("sqltunnel-wan-{}.csv", std::process::id()));
+    let rows: String = (0..64).map(|i| format!("{i},row {i}\n")).collect();
+    std::fs::write(&file, rows).expect("file");
+    let file = file.to_string_lossy().into_owned();
+    let mut setup = e2e::direct().await;
+    setup.query_drop("CREATE TABLE IF NOT EXISTS wan_load (id INT, v TEXT)").await.expect("table");
+
+    let shape = Shape { delay: ONE_WAY, bits_per_second: None };
+    let p = paths(shape, "").await;
+    println!(
+        "== network bench: {} ms round trip through the shaping proxy, medians of {rounds}",
+        RTT * 1e3
+    );
+    round_trips(p.direct, &file).await;
+    round_trips(p.tunnel, &file).await;
+    let (mut d, mut t) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        d.push(round_trips(p.direct, &file).await);
+        t.push(round_trips(p.tunnel, &file).await);
+    }
+    let kinds = [
+        "a query (DO 1)",
+        "a new connection (mysql_async login)",
+        "a prepared execute",
+        "a LOAD DATA LOCAL (64 rows)",
+    ];
+    for (i, kind) in kinds.iter().enumerate() {
+        let dm = median(d.iter().map(|r| r[i]).collect());
+        let tm = median(t.iter().map(|r| r[i]).collect());
+        line(&format!("round trips per {kind}"), dm, tm, "RT");
+    }
+    setup.query_drop("DROP TABLE wan_load").await.expect("drop");
+
+    let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("ConnectTiming")).await;
+    let classpath = classpath.expect("compile");
+    let jd = connector_j(&classpath, p.direct, rounds).await;
+    let jt = connector_j(&classpath, p.tunnel, rounds).await;
+    line("Connector/J connect sequence", jd, jt, "ms");
+    drop(p);
+
+    let slow = Shape { delay: ONE_WAY, bits_per_second: Some(20_000_000) };
+    let p = paths(slow, "").await;
+    let (mut d, mut t) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.min(3) {
+        d.push(million_rows(p.direct).await);
+        t.push(million_rows(p.tunnel).await);
+    }
+    line("1M-row SELECT at 20 Mbit/s", median(d), median(t), "s");
+}
