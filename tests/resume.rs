@@ -7,20 +7,16 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::shaper::{Shape, Shaper};
-use e2e::{TOKEN, Tunnel, mysql_port, sidecar_yaml, transport_yaml, within};
+use e2e::shaper::{Shape, Shaper, tunnel_through};
+use e2e::{Tunnel, mysql_port, transport_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
 /// A tunnel whose sidecar reaches the transport through a shaping proxy; `session_timeout`
 /// and `heartbeat_interval` for the transport.
 async fn through_shaper(shape: Shape, timeouts: &str) -> (Tunnel, Shaper) {
-    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let shaper = Shaper::start(listener.local_addr().expect("addr"), shape).await;
-    let url = format!("http://127.0.0.1:{}/", shaper.port);
     let transport = transport_yaml(mysql_port()).replace("session_timeout: 30s\n", timeouts);
-    let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
-    (tunnel, shaper)
+    tunnel_through(shape, &transport, "").await
 }
 
 const TIMEOUTS: &str = "session_timeout: 30s\nheartbeat_interval: 1s\n";
@@ -105,11 +101,13 @@ async fn a_cut_mid_answer_resumes_the_answer_where_it_broke() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             shaper.cut();
+            shaper.bytes_down()
         };
-        let (rows, ()) = tokio::join!(big, cutter);
+        let (rows, at_cut) = tokio::join!(big, cutter);
         let rows = rows.expect("the whole answer arrived");
         assert_eq!(rows.len(), 250_000);
         assert!(rows.iter().enumerate().all(|(i, v)| *v == i as u64 + 1), "every row, in order");
+        assert!(shaper.bytes_down() > at_cut + 20_000, "the cut came mid-answer: {at_cut} bytes");
         let after = session_counter(&mut conn, "Com_select").await;
         assert_eq!(after - selects, 1, "the SELECT ran once (this SHOW is not counted)");
         assert_state(&mut conn, thread, 1).await;

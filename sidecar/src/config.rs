@@ -92,6 +92,22 @@ pub struct TransportLink {
     /// An HTTP forward proxy to reach the transport through (`http://[user:pass@]host:port`,
     /// with CONNECT), or `direct`; unset: `HTTPS_PROXY` / `HTTP_PROXY` and `NO_PROXY`.
     pub proxy: Option<String>,
+    /// zstd on answers from the transport: `auto` (on unless the transport is on this
+    /// machine), `on` or `off`.
+    pub compression: Compression,
+}
+
+/// Whether answers from the transport are compressed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// On unless the transport's host is a loopback address or `localhost`.
+    #[default]
+    Auto,
+    /// Always asked for.
+    On,
+    /// Never asked for.
+    Off,
 }
 
 impl Default for TransportLink {
@@ -104,6 +120,7 @@ impl Default for TransportLink {
             connect_timeout: Duration::from_secs(10),
             tls: ClientTls::default(),
             proxy: None,
+            compression: Compression::Auto,
         }
     }
 }

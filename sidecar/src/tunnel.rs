@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame,
     FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
-    PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER, STEP_HEADER,
+    PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER, STEP_HEADER, StreamDecompressor,
+    ZSTD,
 };
 
 use common::config::Secret;
@@ -18,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio_rustls::TlsConnector;
 
 use crate::Error;
-use crate::config::TransportLink;
+use crate::config::{Compression, TransportLink};
 use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy, ResponseHead};
 
 /// Idle HTTP connections kept for the next client session.
@@ -58,6 +59,8 @@ struct Endpoint {
     silence_limit_ms: AtomicU64,
     /// The transport's session timeout in ms, once it has told it.
     session_timeout_ms: AtomicU64,
+    /// Asks for zstd answers (`transport.compression`).
+    compress: bool,
 }
 
 impl fmt::Debug for Endpoint {
@@ -152,6 +155,11 @@ impl TunnelClient {
             tracing::info!(proxy = %proxy.address(), "the transport is reached through a proxy (CONNECT)");
         }
         let url = format!("{}://{host_header}{prefix}", uri.scheme_str().unwrap_or("http"));
+        let compress = match link.compression {
+            Compression::On => true,
+            Compression::Off => false,
+            Compression::Auto => !is_loopback(&host),
+        };
         Ok(Self(Arc::new(Endpoint {
             url,
             host,
@@ -166,6 +174,7 @@ impl TunnelClient {
             idle: std::sync::Mutex::new(Vec::new()),
             silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
             session_timeout_ms: AtomicU64::new(RESUME_FOR.as_millis() as u64),
+            compress,
         })))
     }
 
@@ -204,6 +213,12 @@ impl TunnelClient {
         let affinity = affinity.to_owned();
         TunnelConn { endpoint, http: None, affinity, authorization, steps: (String::new(), 0) }
     }
+}
+
+/// True for `localhost` and loopback addresses: the transport is on this machine.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn bearer(token: &Secret) -> Arc<str> {
@@ -269,6 +284,9 @@ impl TunnelConn {
         );
         if let Some(id) = session {
             headers.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
+        }
+        if ep.compress {
+            headers.push_str(&format!("Accept-Encoding: {ZSTD}\r\n"));
         }
         headers.push_str(extra_headers);
         let mut head = ep.target().request_head(method, path, body.len(), &headers);
@@ -537,6 +555,7 @@ impl TunnelConn {
         }
         let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
         let ended = head.status == 204;
+        let inflate = inflater(&head, &url)?;
         Ok(FrameStream {
             tunnel: self,
             decoder,
@@ -545,6 +564,7 @@ impl TunnelConn {
             pending: None,
             received: 0,
             ended,
+            inflate,
         })
     }
 
@@ -597,6 +617,26 @@ pub struct FrameStream<'a> {
     received: u64,
     /// The turn frame was read (or no frames come: a 204).
     ended: bool,
+    /// The body's decompressor, when it is compressed.
+    inflate: Option<StreamDecompressor>,
+}
+
+/// Most decompressed bytes taken at once.
+const INFLATE_PIECE: usize = 64 * 1024;
+
+/// A decompressor for a compressed body; an error for an encoding the sidecar did not ask for.
+fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>, Error> {
+    match head.content_encoding.as_str() {
+        "" | "identity" => Ok(None),
+        ZSTD => StreamDecompressor::new().map(Some).map_err(|e| Error::StreamBroken(e.to_string())),
+        other => Err(Error::BadAnswer {
+            url: url.to_owned(),
+            status: format!("{} {}", head.status, head.reason),
+            detail: format!(
+                " encoded as {other:?}, which the sidecar did not ask for (a proxy compressing answers?)"
+            ),
+        }),
+    }
 }
 
 impl FrameStream<'_> {
@@ -609,6 +649,17 @@ impl FrameStream<'_> {
                 self.ended |= matches!(frame, Frame::Turn(_));
                 return Ok(Some(frame));
             }
+            if let Some(inflate) = self.inflate.as_mut().filter(|i| !i.is_drained()) {
+                let mut piece = bytes::BytesMut::new();
+                let n = inflate.pull(&mut piece, INFLATE_PIECE).map_err(|e| {
+                    Error::StreamBroken(format!("a compressed answer is corrupt: {e}"))
+                })?;
+                if n > 0 {
+                    self.received += n as u64;
+                    self.decoder.extend(&piece);
+                    continue;
+                }
+            }
             if self.done {
                 return if self.decoder.is_empty() {
                     Ok(None)
@@ -620,10 +671,13 @@ impl FrameStream<'_> {
                 return Err(Error::StreamBroken("connection lost".into()));
             };
             match conn.body_chunk().await {
-                Ok(Some(data)) => {
-                    self.received += data.len() as u64;
-                    self.decoder.extend(&data);
-                }
+                Ok(Some(data)) => match self.inflate.as_mut() {
+                    Some(inflate) => inflate.push(&data),
+                    None => {
+                        self.received += data.len() as u64;
+                        self.decoder.extend(&data);
+                    }
+                },
                 // An answer ends with its turn frame: one that ends before it broke off.
                 Ok(None) | Err(_) if self.ended => self.done = true,
                 Ok(None) | Err(_) if self.pending.is_some() => self.resume().await?,
@@ -648,6 +702,7 @@ impl FrameStream<'_> {
         } else if head.content_type != FRAMES_CONTENT_TYPE {
             return Err(Error::NotResumed(format!("answered {} {}", head.status, head.reason)));
         }
+        self.inflate = inflater(&head, &self.url)?;
         self.pending = Some(pending);
         Ok(())
     }

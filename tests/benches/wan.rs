@@ -9,8 +9,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use e2e::shaper::{Shape, Shaper};
-use e2e::{DATABASE, TOKEN, Tunnel, mysql_port, sidecar_yaml, transport_yaml};
+use e2e::shaper::{Shape, Shaper, tunnel_through};
+use e2e::{DATABASE, Tunnel, mysql_port, transport_yaml};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -29,11 +29,7 @@ struct Paths {
 async fn paths(shape: Shape, sidecar_extra: &str) -> Paths {
     let db: SocketAddr = format!("127.0.0.1:{}", mysql_port()).parse().expect("addr");
     let direct = Shaper::start(db, shape).await;
-    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let link = Shaper::start(listener.local_addr().expect("addr"), shape).await;
-    let url = format!("http://127.0.0.1:{}/", link.port);
-    let sidecar = format!("{}{sidecar_extra}", sidecar_yaml(&url, TOKEN));
-    let tunnel = Tunnel::start_with(listener, &transport_yaml(mysql_port()), &sidecar).await;
+    let (tunnel, link) = tunnel_through(shape, &transport_yaml(mysql_port()), sidecar_extra).await;
     Paths {
         direct: direct.port,
         tunnel: tunnel.sidecar.port(),
@@ -150,11 +146,15 @@ async fn main() {
     drop(p);
 
     let slow = Shape { delay: ONE_WAY, bits_per_second: Some(20_000_000) };
-    let p = paths(slow, "").await;
-    let (mut d, mut t) = (Vec::new(), Vec::new());
+    let plain = paths(slow, "  compression: off\n").await;
+    let zstd = paths(slow, "  compression: on\n").await;
+    let (mut d, mut t, mut z) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds.min(3) {
-        d.push(million_rows(p.direct).await);
-        t.push(million_rows(p.tunnel).await);
+        d.push(million_rows(plain.direct).await);
+        t.push(million_rows(plain.tunnel).await);
+        z.push(million_rows(zstd.tunnel).await);
     }
-    line("1M-row SELECT at 20 Mbit/s", median(d), median(t), "s");
+    let d = median(d);
+    line("1M-row SELECT at 20 Mbit/s, no compression", d, median(t), "s");
+    line("1M-row SELECT at 20 Mbit/s, zstd", d, median(z), "s");
 }

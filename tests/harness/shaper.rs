@@ -27,6 +27,22 @@ pub struct Shape {
     pub bits_per_second: Option<u64>,
 }
 
+/// A transport from `transport_yaml` (in-process) and a sidecar reaching it through a shaping
+/// proxy with `shape`; `sidecar_extra` goes into the sidecar's `transport` section.
+pub async fn tunnel_through(
+    shape: Shape,
+    transport_yaml: &str,
+    sidecar_extra: &str,
+) -> (crate::Tunnel, Shaper) {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let shaper = Shaper::start(listener.local_addr().expect("addr"), shape).await;
+    let url = format!("http://127.0.0.1:{}/", shaper.port);
+    let sidecar = crate::sidecar_yaml(&url, crate::TOKEN)
+        .replace("  connect_timeout: 2s\n", &format!("  connect_timeout: 2s\n{sidecar_extra}"));
+    let tunnel = crate::Tunnel::start_with(listener, transport_yaml, &sidecar).await;
+    (tunnel, shaper)
+}
+
 /// A running shaping proxy; stops when dropped.
 pub struct Shaper {
     /// The port it listens on (127.0.0.1).

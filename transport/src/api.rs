@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::wire::{KeepAlive, KeepAliveAnswer, Route, session_label};
+use common::wire::{FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, ZSTD, session_label};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tracing::{Instrument, info};
@@ -27,6 +27,7 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<ResponseBody> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
+    let zstd = state.config().compression && accepts_zstd(req.headers());
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
         Route::Ready => return ready(&state),
@@ -46,7 +47,37 @@ pub async fn handle(
         }
         _ => tracing::Span::none(),
     };
-    route_authorized(state, req, route, token).instrument(span).await
+    let response = route_authorized(state, req, route, token).instrument(span).await;
+    if zstd { compress(response) } else { response }
+}
+
+/// True when the request asks for zstd answers.
+fn accepts_zstd(headers: &http::HeaderMap) -> bool {
+    headers.get_all(http::header::ACCEPT_ENCODING).iter().any(|v| {
+        v.to_str().is_ok_and(|v| v.split(',').any(|c| c.trim().split(';').next() == Some(ZSTD)))
+    })
+}
+
+/// A frames answer compressed (zstd), when it is worth it.
+fn compress(response: Response<ResponseBody>) -> Response<ResponseBody> {
+    let frames = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == FRAMES_CONTENT_TYPE.as_bytes());
+    if !frames {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let body = match body.compressed() {
+        Ok(body) => {
+            parts
+                .headers
+                .insert(http::header::CONTENT_ENCODING, http::HeaderValue::from_static(ZSTD));
+            body
+        }
+        Err(body) => body,
+    };
+    Response::from_parts(parts, body)
 }
 
 /// Answers a request whose token was accepted.

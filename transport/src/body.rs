@@ -1,6 +1,7 @@
 //! HTTP response bodies: a whole one for JSON and small answers, a relayed turn streamed as the
 //! upstream sends it. A streamed turn of a resumable step records what it sends, and is parked
 //! in its session when the response is dropped before the turn ended (the connection broke).
+//! Either may be compressed (zstd) for a sidecar that asked.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use common::wire::ChunkCompressor;
 use hyper::body::{Body, Frame};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
@@ -21,6 +23,64 @@ pub enum ResponseBody {
     Whole(Option<Bytes>),
     /// A relayed answer, streamed as the upstream sends it.
     Turn(Box<StreamedTurn>),
+    /// Another body, compressed chunk by chunk.
+    Zstd(Box<Compressed>),
+}
+
+/// A body compressed chunk by chunk (each flushed at once), then the end of the zstd frame.
+#[derive(Debug)]
+pub struct Compressed {
+    inner: ResponseBody,
+    compressor: ChunkCompressor,
+    done: bool,
+}
+
+/// Whole bodies smaller than this are not worth compressing.
+const COMPRESS_FROM: usize = 256;
+
+impl ResponseBody {
+    /// This body compressed, unless it is a small whole one (then `None`: send it as it is).
+    pub fn compressed(self) -> Result<ResponseBody, ResponseBody> {
+        if let ResponseBody::Whole(bytes) = &self
+            && bytes.as_ref().is_none_or(|b| b.len() < COMPRESS_FROM)
+        {
+            return Err(self);
+        }
+        match ChunkCompressor::new() {
+            Ok(compressor) => Ok(ResponseBody::Zstd(Box::new(Compressed {
+                inner: self,
+                compressor,
+                done: false,
+            }))),
+            Err(_) => Err(self),
+        }
+    }
+}
+
+impl Compressed {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let next = std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        let data = next.and_then(|frame| frame.ok()).and_then(|frame| frame.into_data().ok());
+        let out = match data {
+            Some(chunk) => self.compressor.compress(&chunk),
+            None => {
+                self.done = true;
+                self.compressor.finish()
+            }
+        };
+        match out {
+            Ok(bytes) => Poll::Ready(Some(bytes)),
+            Err(e) => {
+                // The sidecar sees the answer break off, and resumes or reports it.
+                tracing::warn!(error = %e, "compressing an answer failed");
+                self.done = true;
+                Poll::Ready(None)
+            }
+        }
+    }
 }
 
 /// A turn streamed as a response body.
@@ -136,6 +196,7 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Turn(turn) => turn.poll_chunk(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
+            ResponseBody::Zstd(body) => body.poll_chunk(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
         }
     }
 
@@ -144,7 +205,7 @@ impl Body for ResponseBody {
             ResponseBody::Whole(bytes) => {
                 hyper::body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
-            ResponseBody::Turn(_) => hyper::body::SizeHint::default(),
+            ResponseBody::Turn(_) | ResponseBody::Zstd(_) => hyper::body::SizeHint::default(),
         }
     }
 
@@ -152,6 +213,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Whole(bytes) => bytes.is_none(),
             ResponseBody::Turn(turn) => turn.is_end(),
+            ResponseBody::Zstd(body) => body.done,
         }
     }
 }

@@ -63,6 +63,8 @@ pub struct TransportConfig {
     /// (`KILL QUERY`, see `admin_user`) and their clients get error 1053.
     #[serde(with = "serde_duration")]
     pub shutdown_grace: Duration,
+    /// Compress answers with zstd for sidecars that ask (`Accept-Encoding: zstd`).
+    pub compression: bool,
     /// The audit log: one JSON line per command (off unless set).
     pub audit: Option<crate::audit::AuditConfig>,
     /// Logging.
@@ -91,6 +93,7 @@ impl Default for TransportConfig {
             tls: None,
             worker_threads: 1,
             shutdown_grace: Duration::from_secs(10),
+            compression: true,
             audit: None,
             log: LogConfig::default(),
         }

@@ -389,7 +389,7 @@ fn remember(
                 let bytes = bytes.clone().unwrap_or_default();
                 session.resume.record_whole(response.status(), &bytes);
             }
-            ResponseBody::Turn(_) => {}
+            ResponseBody::Turn(_) | ResponseBody::Zstd(_) => {}
         }
     }
     response

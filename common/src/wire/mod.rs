@@ -4,10 +4,12 @@
 //! in a session carries the client's MySQL packets as they are, and its answer is the
 //! upstream's packets in binary frames, streamed. This module does no I/O.
 
+mod compression;
 mod control;
 mod frame;
 mod route;
 
+pub use compression::{ChunkCompressor, StreamDecompressor, ZSTD};
 pub use control::{
     ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, LoginAs, MysqlError, OpenRelay,
 };

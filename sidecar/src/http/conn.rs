@@ -34,6 +34,8 @@ pub struct ResponseHead {
     pub reason: String,
     /// Content-Type, or empty.
     pub content_type: String,
+    /// Content-Encoding, or empty.
+    pub content_encoding: String,
     /// The session id the transport named (`X-Tunnel-Session`), or empty.
     pub session: String,
     /// The transport's session timeout (`X-Tunnel-Session-Timeout-Ms`), if it said.
@@ -173,6 +175,9 @@ impl HttpConn {
                     status,
                     reason: response.reason.unwrap_or("").to_owned(),
                     content_type: header(response.headers, "content-type").unwrap_or("").to_owned(),
+                    content_encoding: header(response.headers, "content-encoding")
+                        .unwrap_or("")
+                        .to_owned(),
                     session: header(response.headers, "x-tunnel-session").unwrap_or("").to_owned(),
                     session_timeout_ms: header(response.headers, SESSION_TIMEOUT_HEADER)
                         .and_then(|v| v.parse().ok()),

@@ -1,0 +1,74 @@
+//! zstd between the sidecar and the transport (`transport.compression: on`): answers match a
+//! direct connection, fewer bytes cross the link (counted by the shaping proxy between them),
+//! a cut mid-answer still resumes, and `auto` leaves a loopback transport uncompressed.
+
+use std::time::{Duration, Instant};
+
+use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
+use e2e::shaper::{Shape, Shaper, tunnel_through};
+use e2e::{
+    Tunnel, assert_same_answers, compare_script, direct, mysql_port, transport_yaml, within,
+};
+use mysql_async::prelude::Queryable;
+
+async fn tunnel(compression: &str, shape: Shape) -> (Tunnel, Shaper) {
+    let extra = format!("  compression: {compression}\n");
+    tunnel_through(shape, &transport_yaml(mysql_port()), &extra).await
+}
+
+/// Reads `SELECT seq FROM seq_1_to_200000` through `tunnel`; the bytes the link carried back.
+async fn big_select(tunnel: &Tunnel, shaper: &Shaper) -> u64 {
+    let mut conn = tunnel.connect().await;
+    let before = shaper.bytes_down();
+    let rows: Vec<u64> = conn.query("SELECT seq FROM seq_1_to_200000").await.expect("select");
+    assert_eq!(rows.len(), 200_000);
+    assert!(rows.iter().enumerate().all(|(i, v)| *v == i as u64 + 1), "every row, in order");
+    shaper.bytes_down() - before
+}
+
+#[tokio::test]
+async fn compressed_answers_match_direct_and_cross_in_fewer_bytes() {
+    within(120, async {
+        let (zstd, zstd_link) = tunnel("on", Shape::default()).await;
+        for script in [TYPES_SCRIPT, DML_SCRIPT, ERROR_SCRIPT] {
+            let (mut d, mut t) = (direct().await, zstd.connect().await);
+            let (a, b) = compare_script(&mut d, &mut t, script).await;
+            assert_same_answers(script, &a, &b);
+        }
+        let compressed = big_select(&zstd, &zstd_link).await;
+        let (auto, auto_link) = tunnel("auto", Shape::default()).await;
+        let plain = big_select(&auto, &auto_link).await;
+        assert!(
+            compressed * 2 < plain,
+            "zstd carried {compressed} bytes where the plain answer took {plain}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cut_mid_compressed_answer_resumes() {
+    within(90, async {
+        let shape = Shape { bits_per_second: Some(4_000_000), ..Shape::default() };
+        let (tunnel, shaper) = tunnel("on", shape).await;
+        let mut conn = tunnel.connect().await;
+        let id: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
+        let cutter = async {
+            let start = Instant::now();
+            while shaper.bytes_down() < 150_000 && start.elapsed() < Duration::from_secs(20) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            shaper.cut();
+            shaper.bytes_down()
+        };
+        let (rows, at_cut) = tokio::join!(big, cutter);
+        let rows = rows.expect("the whole answer arrived");
+        assert_eq!(rows.len(), 250_000);
+        assert!(rows.iter().enumerate().all(|(i, v)| *v == i as u64 + 1), "every row, in order");
+        assert!(shaper.bytes_down() > at_cut + 20_000, "the cut came mid-answer: {at_cut} bytes");
+        let again: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        assert_eq!(again, id, "the same session");
+    })
+    .await;
+}
