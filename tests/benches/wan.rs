@@ -94,6 +94,15 @@ async fn connector_j(classpath: &str, port: u16, rounds: usize) -> f64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().expect("milliseconds")
 }
 
+/// CPU seconds this process has used (user + system), from /proc.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks: f64 =
+        fields.get(11..13).map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
+    ticks / 100.0
+}
+
 fn line(what: &str, direct: f64, tunnel: f64, unit: &str) {
     println!(
         "{what:<44} direct {direct:>8.2} {unit:<4} tunnel {tunnel:>8.2} {unit:<4} tunnel/direct {:.2}",
@@ -157,4 +166,24 @@ async fn main() {
     let d = median(d);
     line("1M-row SELECT at 20 Mbit/s, no compression", d, median(t), "s");
     line("1M-row SELECT at 20 Mbit/s, zstd", d, median(z), "s");
+    drop((plain, zstd));
+
+    // What zstd costs where it gains nothing: loopback, no shaping; the CPU of this whole
+    // process (client, sidecar, transport, proxy).
+    let plain = paths(Shape::default(), "  compression: off\n").await;
+    let zstd = paths(Shape::default(), "  compression: on\n").await;
+    let (mut wall, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for _ in 0..rounds.min(5) {
+        for (i, port) in [plain.tunnel, zstd.tunnel].into_iter().enumerate() {
+            let before = cpu_seconds();
+            wall[i].push(million_rows(port).await);
+            cpu[i].push(cpu_seconds() - before);
+        }
+    }
+    let [w0, w1] = wall.map(median);
+    let [c0, c1] = cpu.map(median);
+    println!(
+        "loopback 1M-row SELECT through the tunnel: no compression {w0:.2} s ({c0:.2} s CPU), zstd {w1:.2} s ({c1:.2} s CPU): zstd costs {:.0} ns CPU per row",
+        (c1 - c0) * 1e9 / 1e6
+    );
 }
