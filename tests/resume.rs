@@ -123,6 +123,7 @@ async fn a_session_gone_during_an_outage_is_a_clear_error() {
         let (tunnel, shaper) = through_shaper(Shape::default(), timeouts).await;
         let mut idle = tunnel.connect().await;
         let mut busy = tunnel.connect().await;
+        let thread: Option<u64> = busy.query_first("SELECT CONNECTION_ID()").await.expect("id");
         let slow = busy.query_drop("SELECT SLEEP(1)");
         let outage = async {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -138,10 +139,51 @@ async fn a_session_gone_during_an_outage_is_a_clear_error() {
         assert!(started.elapsed() < Duration::from_secs(15), "an error, not a hang");
         let error = idle.query_drop("SELECT 1").await.expect_err("expired").to_string();
         assert!(error.contains("expired"), "{error}");
+        // The turn parked by the cut did not outlive its session: the upstream thread is gone.
+        let mut d = e2e::direct().await;
+        let gone = Instant::now();
+        loop {
+            let left: Option<u64> = d
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?",
+                    (thread,),
+                )
+                .await
+                .expect("processlist");
+            if left == Some(0) {
+                break;
+            }
+            assert!(gone.elapsed() < Duration::from_secs(10), "the upstream connection lingers");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         // New sessions work.
         let mut fresh = tunnel.connect().await;
         let one: Option<u8> = fresh.query_first("SELECT 1").await.expect("fresh session");
         assert_eq!(one, Some(1));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_a_resume_window_a_cut_mid_answer_is_a_clear_error() {
+    within(60, async {
+        let shape = Shape { bits_per_second: Some(16_000_000), ..Shape::default() };
+        let timeouts = format!("{TIMEOUTS}resume_window: 0\n");
+        let (tunnel, shaper) = through_shaper(shape, &timeouts).await;
+        let mut conn = tunnel.connect().await;
+        let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
+        let cutter = async {
+            let start = Instant::now();
+            while shaper.bytes_down() < 500_000 && start.elapsed() < Duration::from_secs(20) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            shaper.cut();
+        };
+        let started = Instant::now();
+        let (rows, ()) = tokio::join!(big, cutter);
+        let error = rows.expect_err("not resumable").to_string();
+        assert!(error.contains("could not be resumed"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(15), "an error, not a hang");
     })
     .await;
 }

@@ -65,6 +65,9 @@ pub struct TransportConfig {
     pub shutdown_grace: Duration,
     /// Compress answers with zstd for sidecars that ask (`Accept-Encoding: zstd`).
     pub compression: bool,
+    /// Bytes of a session's last answer kept for a resume after a broken connection (per
+    /// session streaming an answer); 0: answers are not resumed.
+    pub resume_window: u64,
     /// The audit log: one JSON line per command (off unless set).
     pub audit: Option<crate::audit::AuditConfig>,
     /// Logging.
@@ -94,6 +97,7 @@ impl Default for TransportConfig {
             worker_threads: 1,
             shutdown_grace: Duration::from_secs(10),
             compression: true,
+            resume_window: 8 << 20,
             audit: None,
             log: LogConfig::default(),
         }

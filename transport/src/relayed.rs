@@ -65,6 +65,7 @@ pub async fn open(
     // Shutdown may have begun while the upstream answered.
     state.refuse_if_draining()?;
     let session = state.sessions.insert(link, &upstream.name, limits)?;
+    session.resume.set_window(config.resume_window);
     state.metrics.sessions_opened.inc();
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
@@ -335,7 +336,8 @@ async fn turn_with(
     let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
     turn.on_end(on_end);
     // Resumable from here: dropped (the request went away), the turn is parked.
-    let mut streamed = StreamedTurn::new(turn, step.map(|_| session.resume.clone()));
+    let resumable = step.is_some() && session.resume.is_on();
+    let mut streamed = StreamedTurn::new(turn, resumable.then(|| session.resume.clone()));
     let first = streamed.next_chunk().await;
     let body = match first {
         Some(chunk) if streamed.is_finished() => ResponseBody::from(chunk),

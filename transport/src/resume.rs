@@ -2,7 +2,9 @@
 //! proxy restart). Each request of a session carries its step number; a step runs once. The
 //! answer of the last step is kept (its last [`RESUME_WINDOW`] bytes), and its turn, when the
 //! connection broke while it ran, is parked with the upstream link. The same step sent again
-//! gets the answer from the byte the sidecar had, then the rest as it comes.
+//! gets the answer from the byte the sidecar had, then the rest as it comes. The window
+//! (`resume_window`, 8 MiB by default) must exceed what the sockets and proxies between the
+//! transport and the sidecar hold in flight.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -15,10 +17,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::relay::Turn;
-
-/// Bytes of the last answer kept for a resume: more than the sockets and proxies between the
-/// transport and the sidecar hold in flight.
-pub const RESUME_WINDOW: u64 = 8 << 20;
 
 /// How long a resume waits for the turn still attached to the broken connection to let go.
 const DETACH_WAIT: Duration = Duration::from_secs(5);
@@ -85,6 +83,8 @@ struct State {
 /// A session's last step, for resuming it.
 pub struct Resumable {
     state: Mutex<State>,
+    /// Bytes of an answer kept; 0: nothing is kept, no step is resumed.
+    window: std::sync::atomic::AtomicU64,
     /// Told when a turn is parked.
     parked: Notify,
 }
@@ -106,11 +106,21 @@ impl Default for Resumable {
             complete: false,
             live: Live::Idle,
         };
-        Self { state: Mutex::new(state), parked: Notify::new() }
+        Self { state: Mutex::new(state), window: (8 << 20).into(), parked: Notify::new() }
     }
 }
 
 impl Resumable {
+    /// Keeps `bytes` of an answer (`resume_window`); 0 turns resuming off.
+    pub fn set_window(&self, bytes: u64) {
+        self.window.store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// True when answers are kept for a resume.
+    pub fn is_on(&self) -> bool {
+        self.window.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
     /// The last step begun (0 before the first).
     pub fn last_step(&self) -> u64 {
         lock(&self.state).step
@@ -149,12 +159,13 @@ impl Resumable {
 
     /// A chunk of the answer went out.
     pub fn record(&self, chunk: &Bytes) {
+        let window = self.window.load(std::sync::atomic::Ordering::Relaxed);
         let mut state = lock(&self.state);
         state.len += chunk.len() as u64;
         state.chunks.push_back(chunk.clone());
         while state.chunks.len() > 1 {
             let first = state.chunks.front().map_or(0, |c| c.len() as u64);
-            if state.len - (state.base + first) < RESUME_WINDOW {
+            if state.len - (state.base + first) < window {
                 break;
             }
             state.chunks.pop_front();
@@ -187,10 +198,25 @@ impl Resumable {
         self.parked.notify_waiters();
     }
 
+    /// True while a turn waits parked for its step to be sent again.
+    pub fn is_parked(&self) -> bool {
+        matches!(lock(&self.state).live, Live::Parked(_))
+    }
+
     /// Ends a parked turn (the session closes): its link is closed.
     pub fn abandon(&self) {
-        let live = std::mem::take(&mut lock(&self.state).live);
-        drop(live);
+        let parked = {
+            let mut state = lock(&self.state);
+            match std::mem::take(&mut state.live) {
+                Live::Parked(turn) => Some(turn),
+                other => {
+                    state.live = other;
+                    None
+                }
+            }
+        };
+        // Dropped outside the lock: closing its link may take a moment.
+        drop(parked);
     }
 
     /// Step `step` again, from byte `from` of its answer.
@@ -308,6 +334,7 @@ mod tests {
         }
         r.complete();
         let kept = lock(&r.state).base;
+        // (the default window: 8 MiB)
         assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");
         assert!(resumed_bytes(&r, 1, 0).is_err(), "too far behind");
         assert_eq!(resumed_bytes(&r, 1, 11 << 20).map(|b| b.len()), Ok(1 << 20));

@@ -58,14 +58,17 @@ impl Session {
         self.origin + Duration::from_millis(self.last_seen_ms.load(Ordering::Relaxed))
     }
 
-    /// True while a turn runs on it.
+    /// True while a turn runs on it. A turn parked for a resume does not count: a session
+    /// whose sidecar never comes back expires.
     pub fn is_busy(&self) -> bool {
-        self.link_use.in_turn.load(Ordering::Acquire)
+        self.link_use.in_turn.load(Ordering::Acquire) && !self.resume.is_parked()
     }
 
     /// The link for one turn; [`Error::SessionBusy`] while another turn holds it. The idle
     /// watcher lets go of it at once.
     pub async fn lease(&self) -> Result<LinkGuard, Error> {
+        // A new step while one is parked: the sidecar gave the old one up; so is its link.
+        self.resume.abandon();
         if self.is_busy() {
             return Err(Error::SessionBusy);
         }

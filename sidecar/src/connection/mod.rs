@@ -114,9 +114,10 @@ impl Connection {
         self.io.flush().await
     }
 
-    /// Sends the client the error that ends its connection, if the socket still works.
+    /// Sends the client the error that ends its connection, if the socket still works and
+    /// the error would not land inside a relayed packet.
     async fn send_error(&mut self, e: &Error) {
-        if !matches!(e, Error::Io(_)) {
+        if !matches!(e, Error::Io(_)) && self.io.at_packet_boundary() {
             drop(self.write_error(e).await);
         }
     }

@@ -59,6 +59,10 @@ pub struct PacketIo {
     wbuf: BytesMut,
     seq: u8,
     max_packet: usize,
+    /// Relayed bytes still to come of the packet being relayed (0: at a boundary).
+    relayed_left: usize,
+    /// The bytes of a relayed packet's header seen so far, when split across writes.
+    relayed_head: ([u8; 4], usize),
     /// Times the write buffer was sent: a [`QueuedPacket`] from an earlier round is gone.
     flushes: u64,
 }
@@ -80,6 +84,8 @@ impl PacketIo {
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
             seq: 0,
+            relayed_left: 0,
+            relayed_head: ([0; 4], 0),
             max_packet,
             flushes: 0,
         }
@@ -242,11 +248,42 @@ impl PacketIo {
     /// Queues bytes that already are MySQL packets (a relayed answer); flushes when enough is
     /// buffered.
     pub async fn write_raw(&mut self, packets: &[u8]) -> Result<(), Error> {
+        self.track_relayed(packets);
         self.wbuf.extend_from_slice(packets);
         if self.wbuf.len() >= FLUSH_AT {
             self.flush().await?;
         }
         Ok(())
+    }
+
+    /// Follows the packet headers of relayed bytes, so that a packet of the sidecar's own
+    /// (an error ending a broken answer) takes the next sequence id, at a packet boundary.
+    fn track_relayed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.relayed_left > 0 {
+                let take = self.relayed_left.min(data.len());
+                self.relayed_left -= take;
+                data = &data[take..];
+                continue;
+            }
+            let (head, have) = &mut self.relayed_head;
+            let take = (4 - *have).min(data.len());
+            head[*have..*have + take].copy_from_slice(&data[..take]);
+            *have += take;
+            data = &data[take..];
+            if *have == 4 {
+                self.relayed_left =
+                    usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+                self.seq = head[3].wrapping_add(1);
+                *have = 0;
+            }
+        }
+    }
+
+    /// True unless a relayed packet was written in part: a packet of the sidecar's own may
+    /// follow.
+    pub fn at_packet_boundary(&self) -> bool {
+        self.relayed_left == 0 && self.relayed_head.1 == 0
     }
 
     /// Queues a packet shorter than 16 MiB and remembers where it is.

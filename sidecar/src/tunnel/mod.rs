@@ -2,9 +2,8 @@
 //! each client connection gets its own [`TunnelConn`] (one keep-alive HTTP connection), and
 //! every non-sqltunnel answer (a proxy's HTML error page…) becomes a clear error.
 
-use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::wire::{
@@ -14,13 +13,13 @@ use common::wire::{
     ZSTD,
 };
 
-use common::config::Secret;
-use prometheus_client::metrics::counter::Counter;
-use tokio_rustls::TlsConnector;
-
 use crate::Error;
-use crate::config::{Compression, TransportLink};
-use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy, ResponseHead};
+use crate::http::{HttpConn, ResponseHead};
+
+mod endpoint;
+
+use endpoint::{Endpoint, RESUME_FOR};
+pub use endpoint::{Target, TunnelClient};
 
 /// Idle HTTP connections kept for the next client session.
 const MAX_IDLE_HTTP: usize = 16;
@@ -34,172 +33,10 @@ const SILENT_HEARTBEATS: u64 = 3;
 /// The shortest silence limit, whatever the heartbeat (a loaded host may pause that long).
 const MIN_SILENCE_LIMIT_MS: u64 = 1_000;
 
-/// Longest a step is sent again after its connection broke (less when the transport's session
-/// timeout is shorter: by then the session is gone).
-const RESUME_FOR: Duration = Duration::from_secs(120);
 /// Longest pause between two attempts to resume.
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(1);
 
-/// Where the transport is and how to authenticate to it.
-struct Endpoint {
-    url: String,
-    host: String,
-    port: u16,
-    host_header: String,
-    prefix: String,
-    authorization: std::sync::RwLock<Arc<str>>,
-    connect_timeout: Duration,
-    tls: Option<TlsConnector>,
-    proxy: Option<Proxy>,
-    /// New HTTP connections made (a metric).
-    connects: Counter,
-    idle: std::sync::Mutex<Vec<HttpConn>>,
-    /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
-    /// once it has told them.
-    silence_limit_ms: AtomicU64,
-    /// The transport's session timeout in ms, once it has told it.
-    session_timeout_ms: AtomicU64,
-    /// Asks for zstd answers (`transport.compression`).
-    compress: bool,
-}
-
-impl fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Endpoint").field("url", &self.url).finish_non_exhaustive()
-    }
-}
-
-/// The parts of the transport's address, as [`TunnelClient::target`] gives them.
-#[derive(Clone, Copy)]
-pub struct Target<'a> {
-    /// Host name or address.
-    pub host: &'a str,
-    /// Port.
-    pub port: u16,
-    /// TLS, for `https://`.
-    pub tls: Option<&'a TlsConnector>,
-    /// The forward proxy, if one is used.
-    pub proxy: Option<&'a Proxy>,
-    /// Time allowed to connect.
-    pub connect_timeout: Duration,
-    prefix: &'a str,
-    host_header: &'a str,
-}
-
-impl Target<'_> {
-    /// A request head for `path` under the URL's prefix, ending with `extra` header lines.
-    pub fn request_head(
-        &self,
-        method: &str,
-        path: &str,
-        content_length: usize,
-        extra: &str,
-    ) -> String {
-        format!(
-            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {content_length}\r\n{extra}\r\n",
-            self.prefix, self.host_header
-        )
-    }
-}
-
-impl Endpoint {
-    fn target(&self) -> Target<'_> {
-        Target {
-            host: &self.host,
-            port: self.port,
-            tls: self.tls.as_ref(),
-            proxy: self.proxy.as_ref(),
-            connect_timeout: self.connect_timeout,
-            prefix: &self.prefix,
-            host_header: &self.host_header,
-        }
-    }
-}
-
-/// A handle to the transport; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct TunnelClient(Arc<Endpoint>);
-
 impl TunnelClient {
-    /// A client for the configured transport URL and token.
-    pub fn new(link: &TransportLink, connects: Counter) -> Result<Self, Error> {
-        let bad = |m: String| Error::Config(common::Error::ConfigInvalid(m));
-        let uri: http::Uri = link
-            .url
-            .parse()
-            .map_err(|_| bad(format!("transport.url {:?} is not a URL", link.url)))?;
-        let host = uri
-            .host()
-            .ok_or_else(|| bad("transport.url has no host".into()))?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        let https = uri.scheme_str() == Some("https");
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let tls = if https { Some(TlsConnector::from(link.tls.build()?)) } else { None };
-        if https && link.tls.insecure_skip_verify {
-            tracing::warn!(
-                "transport.tls.insecure_skip_verify is ON: the transport's certificate is NOT verified; anyone on the path can read passwords and data"
-            );
-        }
-        let host_header = uri.authority().map_or_else(|| host.clone(), |a| a.as_str().to_owned());
-        let mut prefix = uri.path().to_owned();
-        if !prefix.ends_with('/') {
-            prefix.push('/');
-        }
-        let token = link.token.clone().unwrap_or_default();
-        check_token(&token)?;
-        let proxy = Proxy::choose(link.proxy.as_deref(), https, &host, |v| std::env::var(v).ok())
-            .map_err(|e| bad(format!("transport.proxy: {e}")))?;
-        if let Some(proxy) = &proxy {
-            tracing::info!(proxy = %proxy.address(), "the transport is reached through a proxy (CONNECT)");
-        }
-        let url = format!("{}://{host_header}{prefix}", uri.scheme_str().unwrap_or("http"));
-        let compress = match link.compression {
-            Compression::On => true,
-            Compression::Off => false,
-            Compression::Auto => !is_loopback(&host),
-        };
-        Ok(Self(Arc::new(Endpoint {
-            url,
-            host,
-            port,
-            host_header,
-            prefix,
-            authorization: std::sync::RwLock::new(bearer(&token)),
-            connect_timeout: link.connect_timeout,
-            tls,
-            proxy,
-            connects,
-            idle: std::sync::Mutex::new(Vec::new()),
-            silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
-            session_timeout_ms: AtomicU64::new(RESUME_FOR.as_millis() as u64),
-            compress,
-        })))
-    }
-
-    /// Sends `token` from now on (a reloaded configuration).
-    pub fn set_token(&self, token: &Secret) -> Result<(), Error> {
-        check_token(token)?;
-        *self.0.authorization.write().unwrap_or_else(|p| p.into_inner()) = bearer(token);
-        Ok(())
-    }
-
-    /// The `Authorization` header value new sessions use.
-    pub fn authorization(&self) -> Arc<str> {
-        self.0.authorization.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// The base URL, for messages.
-    pub fn url(&self) -> &str {
-        &self.0.url
-    }
-
-    /// Where the transport is, for `sidecar check` to walk to it step by step.
-    pub fn target(&self) -> Target<'_> {
-        self.0.target()
-    }
-
     /// A new (not yet connected) HTTP connection for one client session. Every request it
     /// sends carries `affinity`, so a hashing proxy keeps them all on one transport.
     pub fn connection(&self, affinity: &str) -> TunnelConn {
@@ -213,26 +50,6 @@ impl TunnelClient {
         let affinity = affinity.to_owned();
         TunnelConn { endpoint, http: None, affinity, authorization, steps: (String::new(), 0) }
     }
-}
-
-/// True for `localhost` and loopback addresses: the transport is on this machine.
-fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-fn bearer(token: &Secret) -> Arc<str> {
-    format!("Bearer {}", token.expose()).into()
-}
-
-/// Refuses a token that cannot travel in a header.
-fn check_token(token: &Secret) -> Result<(), Error> {
-    if token.expose().bytes().any(|b| b.is_ascii_control() || b == b' ') {
-        return Err(Error::Config(common::Error::ConfigInvalid(
-            "transport.token has characters not allowed in a header".into(),
-        )));
-    }
-    Ok(())
 }
 
 /// One client session's HTTP connection to the transport.

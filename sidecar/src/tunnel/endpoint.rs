@@ -1,0 +1,200 @@
+//! Where the transport is: the URL taken apart, the token, TLS, the proxy, and what the
+//! transport told (silence limit, session timeout); [`TunnelClient`] is the handle to it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use common::config::Secret;
+use prometheus_client::metrics::counter::Counter;
+use tokio_rustls::TlsConnector;
+
+use crate::Error;
+use crate::config::{Compression, TransportLink};
+use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy};
+
+/// Longest a step is sent again after its connection broke (less when the transport's session
+/// timeout is shorter: by then the session is gone).
+pub(super) const RESUME_FOR: Duration = Duration::from_secs(120);
+
+/// Where the transport is and how to authenticate to it.
+pub(super) struct Endpoint {
+    pub(super) url: String,
+    pub(super) host: String,
+    pub(super) port: u16,
+    pub(super) host_header: String,
+    pub(super) prefix: String,
+    pub(super) authorization: std::sync::RwLock<Arc<str>>,
+    pub(super) connect_timeout: Duration,
+    pub(super) tls: Option<TlsConnector>,
+    pub(super) proxy: Option<Proxy>,
+    /// New HTTP connections made (a metric).
+    pub(super) connects: Counter,
+    pub(super) idle: std::sync::Mutex<Vec<HttpConn>>,
+    /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
+    /// once it has told them.
+    pub(super) silence_limit_ms: AtomicU64,
+    /// The transport's session timeout in ms, once it has told it.
+    pub(super) session_timeout_ms: AtomicU64,
+    /// Asks for zstd answers (`transport.compression`).
+    pub(super) compress: bool,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+/// The parts of the transport's address, as [`TunnelClient::target`] gives them.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    /// Host name or address.
+    pub host: &'a str,
+    /// Port.
+    pub port: u16,
+    /// TLS, for `https://`.
+    pub tls: Option<&'a TlsConnector>,
+    /// The forward proxy, if one is used.
+    pub proxy: Option<&'a Proxy>,
+    /// Time allowed to connect.
+    pub connect_timeout: Duration,
+    prefix: &'a str,
+    host_header: &'a str,
+}
+
+impl Target<'_> {
+    /// A request head for `path` under the URL's prefix, ending with `extra` header lines.
+    pub fn request_head(
+        &self,
+        method: &str,
+        path: &str,
+        content_length: usize,
+        extra: &str,
+    ) -> String {
+        format!(
+            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {content_length}\r\n{extra}\r\n",
+            self.prefix, self.host_header
+        )
+    }
+}
+
+impl Endpoint {
+    pub(super) fn target(&self) -> Target<'_> {
+        Target {
+            host: &self.host,
+            port: self.port,
+            tls: self.tls.as_ref(),
+            proxy: self.proxy.as_ref(),
+            connect_timeout: self.connect_timeout,
+            prefix: &self.prefix,
+            host_header: &self.host_header,
+        }
+    }
+}
+
+/// A handle to the transport; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TunnelClient(pub(super) Arc<Endpoint>);
+
+impl TunnelClient {
+    /// A client for the configured transport URL and token.
+    pub fn new(link: &TransportLink, connects: Counter) -> Result<Self, Error> {
+        let bad = |m: String| Error::Config(common::Error::ConfigInvalid(m));
+        let uri: http::Uri = link
+            .url
+            .parse()
+            .map_err(|_| bad(format!("transport.url {:?} is not a URL", link.url)))?;
+        let host = uri
+            .host()
+            .ok_or_else(|| bad("transport.url has no host".into()))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let https = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = if https { Some(TlsConnector::from(link.tls.build()?)) } else { None };
+        if https && link.tls.insecure_skip_verify {
+            tracing::warn!(
+                "transport.tls.insecure_skip_verify is ON: the transport's certificate is NOT verified; anyone on the path can read passwords and data"
+            );
+        }
+        let host_header = uri.authority().map_or_else(|| host.clone(), |a| a.as_str().to_owned());
+        let mut prefix = uri.path().to_owned();
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        let token = link.token.clone().unwrap_or_default();
+        check_token(&token)?;
+        let proxy = Proxy::choose(link.proxy.as_deref(), https, &host, |v| std::env::var(v).ok())
+            .map_err(|e| bad(format!("transport.proxy: {e}")))?;
+        if let Some(proxy) = &proxy {
+            tracing::info!(proxy = %proxy.address(), "the transport is reached through a proxy (CONNECT)");
+        }
+        let url = format!("{}://{host_header}{prefix}", uri.scheme_str().unwrap_or("http"));
+        let compress = match link.compression {
+            Compression::On => true,
+            Compression::Off => false,
+            Compression::Auto => !is_loopback(&host),
+        };
+        Ok(Self(Arc::new(Endpoint {
+            url,
+            host,
+            port,
+            host_header,
+            prefix,
+            authorization: std::sync::RwLock::new(bearer(&token)),
+            connect_timeout: link.connect_timeout,
+            tls,
+            proxy,
+            connects,
+            idle: std::sync::Mutex::new(Vec::new()),
+            silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
+            session_timeout_ms: AtomicU64::new(RESUME_FOR.as_millis() as u64),
+            compress,
+        })))
+    }
+
+    /// Sends `token` from now on (a reloaded configuration).
+    pub fn set_token(&self, token: &Secret) -> Result<(), Error> {
+        check_token(token)?;
+        *self.0.authorization.write().unwrap_or_else(|p| p.into_inner()) = bearer(token);
+        Ok(())
+    }
+
+    /// The `Authorization` header value new sessions use.
+    pub fn authorization(&self) -> Arc<str> {
+        self.0.authorization.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The base URL, for messages.
+    pub fn url(&self) -> &str {
+        &self.0.url
+    }
+
+    /// Where the transport is, for `sidecar check` to walk to it step by step.
+    pub fn target(&self) -> Target<'_> {
+        self.0.target()
+    }
+}
+
+/// True for `localhost` and loopback addresses: the transport is on this machine.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn bearer(token: &Secret) -> Arc<str> {
+    format!("Bearer {}", token.expose()).into()
+}
+
+/// Refuses a token that cannot travel in a header.
+fn check_token(token: &Secret) -> Result<(), Error> {
+    if token.expose().bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(Error::Config(common::Error::ConfigInvalid(
+            "transport.token has characters not allowed in a header".into(),
+        )));
+    }
+    Ok(())
+}
