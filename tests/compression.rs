@@ -2,8 +2,6 @@
 //! direct connection, fewer bytes cross the link (counted by the shaping proxy between them),
 //! a cut mid-answer still resumes, and `auto` leaves a loopback transport uncompressed.
 
-use std::time::{Duration, Instant};
-
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
 use e2e::shaper::{Shape, Shaper, tunnel_through};
 use e2e::{
@@ -54,14 +52,7 @@ async fn a_cut_mid_compressed_answer_resumes() {
         let mut conn = tunnel.connect().await;
         let id: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
         let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
-        let cutter = async {
-            let start = Instant::now();
-            while shaper.bytes_down() < 150_000 && start.elapsed() < Duration::from_secs(20) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            shaper.cut();
-            shaper.bytes_down()
-        };
+        let cutter = shaper.cut_after(150_000);
         let (rows, at_cut) = tokio::join!(big, cutter);
         let rows = rows.expect("the whole answer arrived");
         assert_eq!(rows.len(), 250_000);

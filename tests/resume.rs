@@ -95,14 +95,7 @@ async fn a_cut_mid_answer_resumes_the_answer_where_it_broke() {
         let thread = prepare_state(&mut conn).await;
         let selects = session_counter(&mut conn, "Com_select").await;
         let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
-        let cutter = async {
-            let start = Instant::now();
-            while shaper.bytes_down() < 500_000 && start.elapsed() < Duration::from_secs(20) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            shaper.cut();
-            shaper.bytes_down()
-        };
+        let cutter = shaper.cut_after(500_000);
         let (rows, at_cut) = tokio::join!(big, cutter);
         let rows = rows.expect("the whole answer arrived");
         assert_eq!(rows.len(), 250_000);
@@ -172,15 +165,9 @@ async fn without_a_resume_window_a_cut_mid_answer_is_a_clear_error() {
         let (tunnel, shaper) = through_shaper(shape, &timeouts).await;
         let mut conn = tunnel.connect().await;
         let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
-        let cutter = async {
-            let start = Instant::now();
-            while shaper.bytes_down() < 500_000 && start.elapsed() < Duration::from_secs(20) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            shaper.cut();
-        };
+        let cutter = shaper.cut_after(500_000);
         let started = Instant::now();
-        let (rows, ()) = tokio::join!(big, cutter);
+        let (rows, _) = tokio::join!(big, cutter);
         let error = rows.expect_err("not resumable").to_string();
         assert!(error.contains("could not be resumed"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(15), "an error, not a hang");

@@ -9,11 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::wire::{Frame, OpenRelay, TurnEnd};
+use common::wire::{OpenRelay, TurnEnd};
 use tracing::debug;
 
 use crate::Error;
-use crate::protocol::split_payloads;
 use crate::tunnel::TunnelClient;
 
 /// How long a prepared greeting may wait for its client.
@@ -126,15 +125,7 @@ async fn open_session(
     let mut conn = tunnel.connection(affinity);
     let (session, timeout, mut frames) = conn.open_relay(open).await?;
     let fresh_for = timeout.map_or(FRESH_FOR, |t| FRESH_FOR.min(t / 2));
-    let mut greeting = Vec::new();
-    let mut end = None;
-    while let Some(frame) = frames.next().await? {
-        match frame {
-            Frame::Packets(packets) => greeting.extend(split_payloads(&packets)?),
-            Frame::Turn(e) => end = Some(e),
-            _ => {}
-        }
-    }
+    let (greeting, end) = frames.payloads().await?;
     if end != Some(TurnEnd::AwaitAuth) || session.is_empty() {
         return Err(Error::StreamBroken("the upstream refused a connection".into()));
     }

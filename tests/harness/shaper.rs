@@ -88,6 +88,17 @@ impl Shaper {
         self.cuts.send_modify(|n| *n += 1);
     }
 
+    /// Waits until `bytes` have passed back to clients (at most 20 s), then cuts every
+    /// connection; answers how many had passed by then.
+    pub async fn cut_after(&self, bytes: u64) -> u64 {
+        let start = Instant::now();
+        while self.bytes_down() < bytes && start.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.cut();
+        self.bytes_down()
+    }
+
     /// While on, new connections are closed as soon as they are accepted.
     pub fn refuse(&self, on: bool) {
         self.refusing.store(on, Ordering::Release);

@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::wire::{Frame, JSON_CONTENT_TYPE, OpenRelay, TurnEnd};
+use common::wire::{JSON_CONTENT_TYPE, OpenRelay, TurnEnd};
 use serde::Deserialize;
 
 use super::line::{Line, fail, ok, warn};
 use crate::Error;
 use crate::config::SidecarConfig;
 use crate::http::{HttpConn, ResponseHead};
-use crate::protocol::split_payloads;
 use crate::tunnel::{Target, TunnelClient};
 
 /// Longest wait for the answer to the body-limit request's head.
@@ -191,15 +190,7 @@ async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<Strin
     let mut conn = tunnel.connection("check");
     let open = OpenRelay { upstream: upstream.to_owned(), client_tls: false };
     let (session, _, mut frames) = conn.open_relay(&open).await?;
-    let mut greeting = Vec::new();
-    let mut end = None;
-    while let Some(frame) = frames.next().await? {
-        match frame {
-            Frame::Packets(packets) => greeting.extend(split_payloads(&packets)?),
-            Frame::Turn(turn) => end = Some(turn),
-            Frame::Heartbeat => {}
-        }
-    }
+    let (greeting, end) = frames.payloads().await?;
     if !session.is_empty() {
         conn.close_session(&session).await;
     }

@@ -10,11 +10,12 @@ use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame,
     FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
     PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER, STEP_HEADER, StreamDecompressor,
-    ZSTD,
+    TurnEnd, ZSTD,
 };
 
 use crate::Error;
 use crate::http::{HttpConn, ResponseHead};
+use crate::protocol::split_payloads;
 
 mod endpoint;
 
@@ -508,6 +509,19 @@ impl FrameStream<'_> {
 }
 
 impl FrameStream<'_> {
+    /// The packet payloads of a whole answer (a greeting), and how its turn ended.
+    pub async fn payloads(&mut self) -> Result<(Vec<bytes::Bytes>, Option<TurnEnd>), Error> {
+        let (mut payloads, mut end) = (Vec::new(), None);
+        while let Some(frame) = self.next().await? {
+            match frame {
+                Frame::Packets(packets) => payloads.extend(split_payloads(&packets)?),
+                Frame::Turn(turn) => end = Some(turn),
+                Frame::Heartbeat => {}
+            }
+        }
+        Ok((payloads, end))
+    }
+
     /// The connection broke mid-answer: the step is sent again, and the answer goes on from
     /// the byte where it broke.
     async fn resume(&mut self) -> Result<(), Error> {
