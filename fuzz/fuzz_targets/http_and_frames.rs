@@ -1,10 +1,10 @@
 //! What crosses HTTP between the binaries: the frame stream the sidecar decodes (in two reads),
-//! a chunked body, and a request line's method and path as the transport routes them. The first
-//! byte says where the input is cut.
+//! a chunked body, a zstd answer decoded in bounded pieces, and a request line's method and path
+//! as the transport routes them. The first byte says where the input is cut.
 #![no_main]
 
 use bytes::BytesMut;
-use common::wire::{FrameDecoder, Route};
+use common::wire::{FrameDecoder, Route, StreamDecompressor};
 use libfuzzer_sys::fuzz_target;
 use sidecar::http::{BodyDecoder, Decoded};
 
@@ -30,6 +30,19 @@ fuzz_target!(|data: &[u8]| {
                 break;
             }
             Ok(Decoded::Done) | Err(_) => break,
+        }
+    }
+    if let Ok(mut inflate) = StreamDecompressor::new() {
+        let mut out = BytesMut::new();
+        for piece in [&rest[..cut], &rest[cut..]] {
+            inflate.push(piece);
+            // Each pull is bounded; garbage is an error, never a panic or a flood.
+            while let Ok(n) = inflate.pull(&mut out, 4096) {
+                assert!(n <= 4096, "a piece over its bound");
+                if n == 0 || out.len() > 1 << 20 {
+                    break;
+                }
+            }
         }
     }
     let text = String::from_utf8_lossy(rest);
