@@ -3,12 +3,14 @@
 //! the client is idle, mid-command and mid-answer. The client's MySQL connection carries on:
 //! session variables, temporary tables and the open transaction survive, the upstream thread
 //! is the same, and no statement runs twice (the upstream's own counters say so). A session
-//! that really is gone gives a clear error, not a hang.
+//! that really is gone gives a clear error, not a hang; so does a resume with no window. A real
+//! nginx restarted mid-command is survived the same way.
 
 use std::time::{Duration, Instant};
 
+use e2e::nginx::{Nginx, example_config};
 use e2e::shaper::{Shape, Shaper, tunnel_through};
-use e2e::{Tunnel, mysql_port, transport_yaml, within};
+use e2e::{TOKEN, Tunnel, mysql_port, sidecar_yaml, transport_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -171,6 +173,35 @@ async fn without_a_resume_window_a_cut_mid_answer_is_a_clear_error() {
         let error = rows.expect_err("not resumable").to_string();
         assert!(error.contains("could not be resumed"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(15), "an error, not a hang");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_nginx_restart_mid_command_is_survived() {
+    within(90, async {
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let transport_port = listener.local_addr().expect("addr").port();
+        let port = Nginx::port();
+        let nginx = Nginx::start(&example_config(&[transport_port], port), port).await;
+        let url = format!("http://127.0.0.1:{port}/db-tunnel/");
+        let transport = transport_yaml(mysql_port()).replace("session_timeout: 30s\n", TIMEOUTS);
+        let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
+        let mut conn = tunnel.connect().await;
+        let thread = prepare_state(&mut conn).await;
+        let inserts = session_counter(&mut conn, "Com_insert_select").await;
+        let slow = conn.query_drop("INSERT INTO kept SELECT 2 FROM (SELECT SLEEP(2)) AS s");
+        let restart = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::task::spawn_blocking(move || drop(nginx)).await.expect("stop nginx");
+            Nginx::start(&example_config(&[transport_port], port), port).await
+        };
+        let (outcome, _nginx) = tokio::join!(slow, restart);
+        outcome.expect("the command's answer arrived through the new nginx");
+        assert_state(&mut conn, thread, 2).await;
+        let after = session_counter(&mut conn, "Com_insert_select").await;
+        assert_eq!(after - inserts, 1, "the statement ran once upstream");
+        conn.query_drop("COMMIT").await.expect("commit");
     })
     .await;
 }
