@@ -1,6 +1,7 @@
 //! zstd between the sidecar and the transport (`transport.compression: on`): answers match a
 //! direct connection, fewer bytes cross the link (counted by the shaping proxy between them),
-//! a cut mid-answer still resumes, and `auto` leaves a loopback transport uncompressed.
+//! a cut mid-answer still resumes, `auto` leaves a loopback transport uncompressed, and a large
+//! statement crosses compressed too (`Content-Encoding: zstd` with its decoded length).
 
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
 use e2e::shaper::{Shape, Shaper, tunnel_through};
@@ -60,6 +61,34 @@ async fn a_cut_mid_compressed_answer_resumes() {
         assert!(shaper.bytes_down() > at_cut + 20_000, "the cut came mid-answer: {at_cut} bytes");
         let again: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
         assert_eq!(again, id, "the same session");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_large_statement_crosses_compressed_and_arrives_whole() {
+    within(60, async {
+        let (tunnel, shaper) = tunnel("on", Shape::default()).await;
+        let text: String =
+            (0..200_000u32).map(|i| format!("row {} of the tunnel;", i % 977)).collect();
+        let mut d = direct().await;
+        d.query_drop("DROP TABLE IF EXISTS compressed_insert").await.expect("drop");
+        d.query_drop("CREATE TABLE compressed_insert (body LONGTEXT)").await.expect("create");
+        let mut conn = tunnel.connect().await;
+        let before = shaper.bytes_up();
+        conn.exec_drop("INSERT INTO compressed_insert VALUES (?)", (text.clone(),))
+            .await
+            .expect("insert");
+        let sent = shaper.bytes_up() - before;
+        assert!((sent as usize) * 4 < text.len(), "{sent} bytes sent for {} of text", text.len());
+        let stored: Option<(u64, String)> = d
+            .query_first("SELECT LENGTH(body), MD5(body) FROM compressed_insert")
+            .await
+            .expect("read back");
+        let md5: Option<String> =
+            d.exec_first("SELECT MD5(?)", (text.clone(),)).await.expect("md5");
+        assert_eq!(stored, Some((text.len() as u64, md5.unwrap_or_default())));
+        d.query_drop("DROP TABLE compressed_insert").await.expect("drop");
     })
     .await;
 }

@@ -51,6 +51,7 @@ pub struct Shaper {
     refusing: Arc<AtomicBool>,
     accepted: Arc<AtomicU64>,
     downstream: Arc<AtomicU64>,
+    upstream: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -68,7 +69,9 @@ impl Shaper {
         let refusing = Arc::new(AtomicBool::new(false));
         let accepted = Arc::new(AtomicU64::new(0));
         let downstream = Arc::new(AtomicU64::new(0));
+        let upstream = Arc::new(AtomicU64::new(0));
         let (refuse, count, down) = (refusing.clone(), accepted.clone(), downstream.clone());
+        let up = upstream.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 if refuse.load(Ordering::Acquire) {
@@ -76,11 +79,11 @@ impl Shaper {
                     continue;
                 }
                 count.fetch_add(1, Ordering::Relaxed);
-                let (cut_rx, down) = (cut_rx.clone(), down.clone());
-                tokio::spawn(relay(client, target, shape, cut_rx, down));
+                let (cut_rx, counters) = (cut_rx.clone(), (up.clone(), down.clone()));
+                tokio::spawn(relay(client, target, shape, cut_rx, counters));
             }
         });
-        Shaper { port, cuts, refusing, accepted, downstream, task }
+        Shaper { port, cuts, refusing, accepted, downstream, upstream, task }
     }
 
     /// Cuts every open connection now (both ends see it closed).
@@ -109,6 +112,11 @@ impl Shaper {
         self.accepted.load(Ordering::Relaxed)
     }
 
+    /// Bytes passed from clients to the target so far.
+    pub fn bytes_up(&self) -> u64 {
+        self.upstream.load(Ordering::Relaxed)
+    }
+
     /// Bytes passed from the target back to clients so far.
     pub fn bytes_down(&self) -> u64 {
         self.downstream.load(Ordering::Relaxed)
@@ -127,15 +135,14 @@ async fn relay(
     target: SocketAddr,
     shape: Shape,
     mut cut: watch::Receiver<u64>,
-    downstream: Arc<AtomicU64>,
+    (upstream, downstream): (Arc<AtomicU64>, Arc<AtomicU64>),
 ) {
     cut.mark_unchanged();
     let Ok(server) = TcpStream::connect(target).await else { return };
     drop((client.set_nodelay(true), server.set_nodelay(true)));
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let none = Arc::new(AtomicU64::new(0));
-    let up = pump(client_read, server_write, shape, none);
+    let up = pump(client_read, server_write, shape, upstream);
     let down = pump(server_read, client_write, shape, downstream);
     tokio::select! {
         _ = async { tokio::join!(up, down) } => {}

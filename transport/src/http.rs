@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::wire::{FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, SESSION_HEADER};
+use common::wire::{
+    DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, SESSION_HEADER, ZSTD,
+    decompress_exact,
+};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -56,8 +59,13 @@ pub async fn read_body_within(
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
+    let decoded = decoded_length(req.headers())?;
+    if decoded.is_some_and(|n| n > limit) {
+        return Err(Error::TooLarge { limit });
+    }
+    let room = declared.unwrap_or(limit).max(decoded.unwrap_or(0));
     let mut held = match budget {
-        Some(budget) => Some(reserve(budget, declared.unwrap_or(limit), stall).await?),
+        Some(budget) => Some(reserve(budget, room, stall).await?),
         None => None,
     };
     let mut body = req.into_body();
@@ -67,10 +75,15 @@ pub async fn read_body_within(
         let frame = match tokio::time::timeout(stall, body.frame()).await {
             Err(_) => return Err(Error::BodyTimeout(stall)),
             Ok(None) => {
+                let all = match decoded {
+                    Some(len) => decompress_exact(&all, len)
+                        .map_err(|e| Error::BadRequest(format!("a zstd body: {e}")))?,
+                    None => all.freeze(),
+                };
                 if let Some(held) = held.as_mut() {
                     drop(held.split(held.num_permits().saturating_sub(all.len())));
                 }
-                return Ok((all.freeze(), held));
+                return Ok((all, held));
             }
             Ok(Some(frame)) => {
                 frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?
@@ -83,6 +96,20 @@ pub async fn read_body_within(
             all.extend_from_slice(&data);
         }
     }
+}
+
+/// The decoded length of a zstd body (`None` for a plain one); an error for an encoding the
+/// transport does not take.
+fn decoded_length(headers: &http::HeaderMap) -> Result<Option<usize>, Error> {
+    let Some(encoding) = headers.get(http::header::CONTENT_ENCODING) else { return Ok(None) };
+    if encoding.as_bytes() != ZSTD.as_bytes() {
+        return Err(Error::BadRequest(format!("Content-Encoding {encoding:?} is not taken")));
+    }
+    headers
+        .get(DECODED_LENGTH_HEADER)
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .map(Some)
+        .ok_or_else(|| Error::BadRequest(format!("a zstd body needs {DECODED_LENGTH_HEADER}")))
 }
 
 /// Room for `n` more bytes, waiting up to `stall` for it.

@@ -8,8 +8,9 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay, RESUME_FROM_HEADER,
-    SESSION_TIMEOUT_HEADER, STEP_HEADER, TurnEnd, encode_packets, encode_turn, session_label,
+    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay,
+    REQUEST_ENCODING_HEADER, RESUME_FROM_HEADER, SESSION_TIMEOUT_HEADER, STEP_HEADER, TurnEnd,
+    ZSTD, encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -76,6 +77,9 @@ pub async fn open(
     let headers = response.headers_mut();
     headers.insert(SESSION_TIMEOUT_HEADER, millis(config.session_timeout));
     headers.insert(HEARTBEAT_HEADER, millis(config.heartbeat_interval));
+    if config.compression {
+        headers.insert(REQUEST_ENCODING_HEADER, HeaderValue::from_static(ZSTD));
+    }
     Ok(response)
 }
 

@@ -1,7 +1,7 @@
-//! zstd on answer streams between the transport and the sidecar (`Content-Encoding: zstd`,
-//! asked for with `Accept-Encoding`). Each chunk is compressed and flushed at once, so no frame
-//! waits for more data; the decoder gives out bounded pieces, so a small compressed input
-//! cannot fill memory.
+//! zstd between the transport and the sidecar. Answer streams (`Content-Encoding: zstd`, asked
+//! for with `Accept-Encoding`): each chunk is compressed and flushed at once, so no frame waits
+//! for more data; the decoder gives out bounded pieces, so a small compressed input cannot fill
+//! memory. Large requests: compressed whole, with their decoded length, which bounds decoding.
 
 use std::io;
 
@@ -63,6 +63,35 @@ impl ChunkCompressor {
             }
         }
     }
+}
+
+/// A whole request body compressed.
+pub fn compress_whole(data: &[u8]) -> io::Result<Bytes> {
+    let mut compressor = ChunkCompressor::new()?;
+    let mut out = BytesMut::from(&compressor.compress(data)?[..]);
+    out.extend_from_slice(&compressor.finish()?);
+    Ok(out.freeze())
+}
+
+/// A whole request body decompressed; an error unless it decodes to exactly `len` bytes.
+pub fn decompress_exact(data: &[u8], len: usize) -> io::Result<Bytes> {
+    let mut decompressor = StreamDecompressor::new()?;
+    decompressor.push(data);
+    let mut out = BytesMut::with_capacity(len);
+    loop {
+        // One byte past `len` is enough to know the body is longer than announced.
+        let room = (len + 1).saturating_sub(out.len()).min(1 << 20);
+        if room == 0 || decompressor.pull(&mut out, room)? == 0 {
+            break;
+        }
+    }
+    if out.len() != len || !decompressor.is_drained() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the body decodes to {} bytes, not the {len} announced", out.len()),
+        ));
+    }
+    Ok(out.freeze())
 }
 
 /// Decompresses a stream, a bounded piece at a time.
@@ -158,6 +187,16 @@ mod tests {
         let mut out = BytesMut::new();
         assert!(d.pull(&mut out, 65_536).expect("pull") <= 65_536);
         assert!(out.len() <= 65_536);
+    }
+
+    #[test]
+    fn whole_bodies_decode_to_their_announced_length_only() {
+        let body: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let packed = compress_whole(&body).expect("compress");
+        assert_eq!(decompress_exact(&packed, body.len()).expect("decode"), body);
+        assert!(decompress_exact(&packed, body.len() - 1).is_err(), "longer than announced");
+        assert!(decompress_exact(&packed, body.len() + 1).is_err(), "shorter than announced");
+        assert!(decompress_exact(b"garbage", 10).is_err());
     }
 
     #[test]

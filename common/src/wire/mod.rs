@@ -9,7 +9,9 @@ mod control;
 mod frame;
 mod route;
 
-pub use compression::{ChunkCompressor, StreamDecompressor, ZSTD};
+pub use compression::{
+    ChunkCompressor, StreamDecompressor, ZSTD, compress_whole, decompress_exact,
+};
 pub use control::{
     ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, LoginAs, MysqlError, OpenRelay,
 };
@@ -31,6 +33,10 @@ pub const SESSION_HEADER: &str = "x-tunnel-session";
 pub const INFILE_HEADER: &str = "x-tunnel-infile";
 /// Header of a session's request: its step number (1, 2, … after the open); a step runs once.
 pub const STEP_HEADER: &str = "x-tunnel-step";
+/// Header of a zstd request body: its decoded length (which bounds its decoding).
+pub const DECODED_LENGTH_HEADER: &str = "x-tunnel-decoded-length";
+/// Header of an opened session: the request encodings the transport takes (`zstd`).
+pub const REQUEST_ENCODING_HEADER: &str = "x-tunnel-request-encoding";
 /// Header of a step sent again after a broken connection: the bytes of its answer the sidecar
 /// already has.
 pub const RESUME_FROM_HEADER: &str = "x-tunnel-resume-from";

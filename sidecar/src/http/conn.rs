@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use common::stream::MaybeTls;
-use common::wire::{HEARTBEAT_HEADER, SESSION_TIMEOUT_HEADER};
+use common::wire::{HEARTBEAT_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, ZSTD};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
@@ -42,6 +42,8 @@ pub struct ResponseHead {
     pub session_timeout_ms: Option<u64>,
     /// The transport's heartbeat interval (`X-Tunnel-Heartbeat-Ms`), if it said.
     pub heartbeat_ms: Option<u64>,
+    /// The transport takes zstd request bodies (`X-Tunnel-Request-Encoding`).
+    pub takes_zstd: bool,
 }
 
 /// A client HTTP/1.1 connection.
@@ -183,6 +185,8 @@ impl HttpConn {
                         .and_then(|v| v.parse().ok()),
                     heartbeat_ms: header(response.headers, HEARTBEAT_HEADER)
                         .and_then(|v| v.parse().ok()),
+                    takes_zstd: header(response.headers, REQUEST_ENCODING_HEADER)
+                        .is_some_and(|v| v.split(',').any(|c| c.trim() == ZSTD)),
                 };
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));

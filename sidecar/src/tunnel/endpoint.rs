@@ -39,6 +39,8 @@ pub(super) struct Endpoint {
     pub(super) session_timeout_ms: AtomicU64,
     /// Asks for zstd answers (`transport.compression`).
     pub(super) compress: bool,
+    /// The transport said it takes zstd request bodies.
+    pub(super) takes_zstd: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Endpoint {
@@ -153,6 +155,7 @@ impl TunnelClient {
             silence_limit_ms: AtomicU64::new(DEFAULT_SILENCE_LIMIT.as_millis() as u64),
             session_timeout_ms: AtomicU64::new(RESUME_FOR.as_millis() as u64),
             compress,
+            takes_zstd: false.into(),
         })))
     }
 

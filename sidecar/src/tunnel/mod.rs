@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::wire::{
-    AFFINITY_HEADER, ApiError, ApiErrorKind, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame,
-    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
-    PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER, STEP_HEADER, StreamDecompressor,
-    TurnEnd, ZSTD,
+    AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, DEFAULT_MAX_FRAME,
+    FRAMES_CONTENT_TYPE, Frame, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive,
+    KeepAliveAnswer, LoginAs, OpenRelay, PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER,
+    STEP_HEADER, StreamDecompressor, TurnEnd, ZSTD, compress_whole,
 };
 
 use crate::Error;
@@ -34,6 +34,8 @@ const SILENT_HEARTBEATS: u64 = 3;
 /// The shortest silence limit, whatever the heartbeat (a loaded host may pause that long).
 const MIN_SILENCE_LIMIT_MS: u64 = 1_000;
 
+/// Request bodies from this size on are compressed (when answers are).
+const COMPRESS_REQUESTS_FROM: usize = 64 * 1024;
 /// Longest pause between two attempts to resume.
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(1);
 
@@ -238,6 +240,7 @@ impl TunnelConn {
         if let Some(ms) = head.session_timeout_ms {
             self.endpoint.session_timeout_ms.store(ms, Ordering::Relaxed);
         }
+        self.endpoint.takes_zstd.store(head.takes_zstd, Ordering::Relaxed);
         if let Some(heartbeat) = head.heartbeat_ms {
             let limit = heartbeat.saturating_mul(SILENT_HEARTBEATS).max(MIN_SILENCE_LIMIT_MS);
             self.endpoint.silence_limit_ms.store(limit, Ordering::Relaxed);
@@ -280,15 +283,20 @@ impl TunnelConn {
             self.steps = (session.to_owned(), 0);
         }
         self.steps.1 += 1;
-        let pending = Pending {
-            extra: format!("{extra}{STEP_HEADER}: {}\r\n", self.steps.1),
-            path,
-            content_type,
-            session: session.to_owned(),
-            body: bytes::Bytes::copy_from_slice(body),
+        let mut extra = format!("{extra}{STEP_HEADER}: {}\r\n", self.steps.1);
+        let body = match self.compressed(body) {
+            Some(packed) => {
+                extra.push_str(&format!(
+                    "Content-Encoding: {ZSTD}\r\n{DECODED_LENGTH_HEADER}: {}\r\n",
+                    body.len()
+                ));
+                packed
+            }
+            None => bytes::Bytes::copy_from_slice(body),
         };
+        let pending = Pending { extra, path, content_type, session: session.to_owned(), body };
         let sent = self
-            .send("POST", &pending.path, content_type, Some(session), body, &pending.extra)
+            .send("POST", &pending.path, content_type, Some(session), &pending.body, &pending.extra)
             .await
             .map(|(head, _)| head);
         let head = match sent {
@@ -306,6 +314,19 @@ impl TunnelConn {
         let mut frames = self.frames(head)?;
         frames.pending = Some(pending);
         Ok(frames)
+    }
+
+    /// A large request body compressed, when answers are compressed, the transport takes
+    /// zstd bodies and it pays.
+    fn compressed(&self, body: &[u8]) -> Option<bytes::Bytes> {
+        let ep = &self.endpoint;
+        if body.len() < COMPRESS_REQUESTS_FROM
+            || !ep.compress
+            || !ep.takes_zstd.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        compress_whole(body).ok().filter(|packed| packed.len() < body.len() * 9 / 10)
     }
 
     /// Sends a step again after its connection broke, on a new connection, until it is
