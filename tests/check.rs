@@ -1,7 +1,8 @@
 //! `sidecar check` against a working transport (directly and through nginx's example config)
 //! and against each failure it names: DNS, a refused port, TLS where there is none, an
-//! untrusted certificate, plain HTTP to a TLS port, a wrong token, a wrong path prefix, nginx's
-//! 502, nginx's body limit, the transport's own body limit, an unknown or unreachable upstream.
+//! untrusted certificate, one for another name, an expired one, plain HTTP to a TLS port, a
+//! wrong token, a wrong path prefix, nginx's 502, nginx's body limit, the transport's own body
+//! limit, an unknown or unreachable upstream.
 //! Every failure is one line that says the fix, and the exit code says it failed.
 
 use e2e::certs::TestPki;
@@ -112,6 +113,22 @@ async fn certificates_and_plain_http_to_tls_are_named() {
     let tls = trusted.line("ok", "tls").unwrap_or_default();
     assert!(tls.contains("certificate valid"), "{}", trusted.text);
     check(&with_ca(&pki.other_ca)).await.assert_fails("certificate", "transport.tls.ca_file");
+    // A certificate for another name, and an expired one, from the trusted CA.
+    for ((cert, key), words) in
+        [(&pki.wrong_name, "not valid for the name"), (&pki.expired, "validity dates")]
+    {
+        let yaml = format!(
+            "{}tls:\n  cert_file: {}\n  key_file: {}\n",
+            transport_yaml(mysql_port()),
+            cert.display(),
+            key.display()
+        );
+        let port = transport(&yaml, &shutdown);
+        let url = format!("https://127.0.0.1:{port}/");
+        let tls = format!("  connect_timeout: 2s\n  tls:\n    ca_file: {}\n", pki.ca.display());
+        let sidecar = sidecar_yaml(&url, TOKEN).replace("  connect_timeout: 2s\n", &tls);
+        check(&sidecar).await.assert_fails("certificate", words);
+    }
     check(&sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN))
         .await
         .assert_fails("transport", "use https://");

@@ -19,6 +19,10 @@ pub struct TestPki {
     pub client_key: PathBuf,
     /// A CA that signed nothing here.
     pub other_ca: PathBuf,
+    /// A server certificate (and key) from the CA for another name only (`other.example`).
+    pub wrong_name: (PathBuf, PathBuf),
+    /// A server certificate (and key) from the CA for 127.0.0.1, expired in 2001.
+    pub expired: (PathBuf, PathBuf),
 }
 
 fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
@@ -45,6 +49,16 @@ impl TestPki {
             .expect("params")
             .signed_by(&server_key, &issuer)
             .expect("server cert");
+        let wrong_key = KeyPair::generate().expect("key");
+        let wrong = CertificateParams::new(vec!["other.example".to_owned()])
+            .expect("params")
+            .signed_by(&wrong_key, &issuer)
+            .expect("wrong-name cert");
+        let expired_key = KeyPair::generate().expect("key");
+        let mut expired = CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("params");
+        expired.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        expired.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        let expired = expired.signed_by(&expired_key, &issuer).expect("expired cert");
         let client_key = KeyPair::generate().expect("key");
         let mut client_params = CertificateParams::new(Vec::<String>::new()).expect("params");
         client_params.distinguished_name.push(rcgen::DnType::CommonName, "sidecar");
@@ -56,6 +70,14 @@ impl TestPki {
             client_cert: write("client.pem", client.pem()),
             client_key: write("client.key", client_key.serialize_pem()),
             other_ca: write("other-ca.pem", other.pem()),
+            wrong_name: (
+                write("wrong-name.pem", wrong.pem()),
+                write("wrong-name.key", wrong_key.serialize_pem()),
+            ),
+            expired: (
+                write("expired.pem", expired.pem()),
+                write("expired.key", expired_key.serialize_pem()),
+            ),
         }
     }
 }
