@@ -278,3 +278,62 @@ async fn stray_infile_uploads_are_refused_and_the_session_goes_on() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn bad_compressed_commands_are_refused_and_the_session_goes_on() {
+    within(60, async {
+        let tunnel = Tunnel::start().await;
+        let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+        let open = format!(
+            "POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        );
+        let (status, id) = raw_http_session(tunnel.transport, &open).await;
+        assert_eq!(status, 201);
+        let login = format!(
+            r#"{{"user":"{USER}","password":"{PASSWORD}","client_flags":{},"collation":45}}"#,
+            0x0000_0200 | 0x0000_8000 | 0x0008_0000
+        );
+        let request = format!(
+            "POST /v1/sessions/{id}/login HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{login}",
+            login.len()
+        );
+        assert_eq!(raw_http(tunnel.transport, &request).await.0, 200, "logged in");
+        let select = b"\x09\x00\x00\x00\x03SELECT 1";
+        let packed = common::wire::compress_whole(select).expect("compress");
+        let command = |headers: &str, body: &[u8]| {
+            let mut request = format!(
+                "POST /v1/sessions/{id}/command HTTP/1.1\r\nHost: t\r\n{auth}{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            request.extend_from_slice(body);
+            request
+        };
+        let cases: [(Vec<u8>, u16, &str); 5] = [
+            (command("Content-Encoding: gzip\r\n", select), 400, "bad_request"),
+            (command("Content-Encoding: zstd\r\n", &packed), 400, "bad_request"),
+            (command("Content-Encoding: zstd\r\nX-Tunnel-Decoded-Length: 13\r\n", b"not zstd at all"), 400, "bad_request"),
+            (command("Content-Encoding: zstd\r\nX-Tunnel-Decoded-Length: 12\r\n", &packed), 400, "bad_request"),
+            (command("Content-Encoding: zstd\r\nX-Tunnel-Decoded-Length: 999999999999\r\n", &packed), 413, "too_large"),
+        ];
+        for (request, status, kind) in cases {
+            let mut s = TcpStream::connect(tunnel.transport).await.expect("connect");
+            s.write_all(&request).await.expect("send");
+            let mut out = Vec::new();
+            drop(tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await);
+            let text = String::from_utf8_lossy(&out);
+            assert!(text.starts_with(&format!("HTTP/1.1 {status}")), "{text}");
+            assert!(text.contains(&format!("\"error\":\"{kind}\"")), "{text}");
+        }
+        // A well-formed compressed command runs, on the same session.
+        let good = command("Content-Encoding: zstd\r\nX-Tunnel-Decoded-Length: 13\r\n", &packed);
+        let mut s = TcpStream::connect(tunnel.transport).await.expect("connect");
+        s.write_all(&good).await.expect("send");
+        let mut out = Vec::new();
+        drop(tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await);
+        assert!(out.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
+        assert!(out.windows(2).any(|w| w == b"\x011"), "the row of SELECT 1 (its text value)");
+        assert_still_serving(&tunnel).await;
+    })
+    .await;
+}
