@@ -208,6 +208,27 @@ async fn raw_http_session(addr: std::net::SocketAddr, request: &str) -> (u16, St
     (status, id)
 }
 
+/// A relayed session opened and logged in by hand (the transport logs in itself, as for a
+/// `users` entry the sidecar has checked); its id.
+async fn logged_in_session(tunnel: &Tunnel) -> String {
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let open = format!(
+        "POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    );
+    let (status, id) = raw_http_session(tunnel.transport, &open).await;
+    assert_eq!(status, 201);
+    let login = format!(
+        r#"{{"user":"{USER}","password":"{PASSWORD}","client_flags":{},"collation":45}}"#,
+        0x0000_0200 | 0x0000_8000 | 0x0008_0000
+    );
+    let request = format!(
+        "POST /v1/sessions/{id}/login HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{login}",
+        login.len()
+    );
+    assert_eq!(raw_http(tunnel.transport, &request).await.0, 200, "logged in");
+    id
+}
+
 #[tokio::test]
 async fn transport_answers_bad_requests_with_machine_readable_4xx() {
     within(60, async {
@@ -242,22 +263,7 @@ async fn stray_infile_uploads_are_refused_and_the_session_goes_on() {
     within(60, async {
         let tunnel = Tunnel::start().await;
         let auth = format!("Authorization: Bearer {TOKEN}\r\n");
-        let request = format!(
-            "POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
-        );
-        let (status, id) = raw_http_session(tunnel.transport, &request).await;
-        assert_eq!(status, 201);
-        // The transport logs in itself, as for a `users` entry the sidecar has checked.
-        let login = format!(
-            r#"{{"user":"{USER}","password":"{PASSWORD}","client_flags":{},"collation":45}}"#,
-            0x0000_0200 | 0x0000_8000 | 0x0008_0000
-        );
-        let request = format!(
-            "POST /v1/sessions/{id}/login HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{login}",
-            login.len()
-        );
-        let (status, _) = raw_http(tunnel.transport, &request).await;
-        assert_eq!(status, 200, "logged in");
+        let id = logged_in_session(&tunnel).await;
         let upload = |header: &str| {
             format!(
                 "POST /v1/sessions/{id}/infile HTTP/1.1\r\nHost: t\r\n{auth}{header}Content-Length: 4\r\nConnection: close\r\n\r\n1,a\n"
@@ -284,20 +290,7 @@ async fn bad_compressed_commands_are_refused_and_the_session_goes_on() {
     within(60, async {
         let tunnel = Tunnel::start().await;
         let auth = format!("Authorization: Bearer {TOKEN}\r\n");
-        let open = format!(
-            "POST /v1/relay HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
-        );
-        let (status, id) = raw_http_session(tunnel.transport, &open).await;
-        assert_eq!(status, 201);
-        let login = format!(
-            r#"{{"user":"{USER}","password":"{PASSWORD}","client_flags":{},"collation":45}}"#,
-            0x0000_0200 | 0x0000_8000 | 0x0008_0000
-        );
-        let request = format!(
-            "POST /v1/sessions/{id}/login HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{login}",
-            login.len()
-        );
-        assert_eq!(raw_http(tunnel.transport, &request).await.0, 200, "logged in");
+        let id = logged_in_session(&tunnel).await;
         let select = b"\x09\x00\x00\x00\x03SELECT 1";
         let packed = common::wire::compress_whole(select).expect("compress");
         let command = |headers: &str, body: &[u8]| {
