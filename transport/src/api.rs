@@ -14,6 +14,7 @@ use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::http::{error_response, json, no_content, read_body, text};
+use crate::relayed::StepKind;
 use crate::state::AppState;
 use crate::{ending, relayed};
 
@@ -117,9 +118,9 @@ async fn dispatch(
     }
     match route {
         Route::OpenRelay => relayed::open(state, req, token).await,
-        Route::Login(id) => relayed::login(state, &id, token, req).await,
-        Route::Command(id) => relayed::command(state, &id, token, req).await,
-        Route::Infile(id) => relayed::infile(state, &id, token, req).await,
+        Route::Login(id) => relayed::step(state, StepKind::Login, &id, token, req).await,
+        Route::Command(id) => relayed::step(state, StepKind::Command, &id, token, req).await,
+        Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, token, req).await,
         Route::KeepAlive => keep_alive(state, req, token).await,
         Route::CloseSession(id) => {
             let kill = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "kill=query"));

@@ -83,20 +83,49 @@ pub async fn open(
     Ok(response)
 }
 
-/// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
-/// (at login or in COM_CHANGE_USER).
-pub async fn login(
+/// What a session request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// `…/login`: a login packet, or a login the transport makes itself.
+    Login,
+    /// `…/command`: the client's packets for a command.
+    Command,
+    /// `…/infile`: a piece of a LOAD DATA LOCAL file.
+    Infile,
+}
+
+/// `POST …/v1/sessions/{id}/{login|command|infile}`: the session's next step, or its last one
+/// sent again after a broken connection, answered from what was kept.
+pub async fn step(
     state: &AppState,
+    kind: StepKind,
     id: &str,
     token: TokenId,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
+    let started = Instant::now();
     let session = state.sessions.get(id, token)?;
     let step = match step_request(&req, &session)? {
         Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
         Some(StepRequest::Next(step)) => Some(step),
         None => None,
     };
+    match kind {
+        StepKind::Login => login(state, session, step, req).await,
+        StepKind::Command => command(state, session, step, req, started).await,
+        StepKind::Infile => infile(state, session, step, req).await,
+    }
+}
+
+/// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
+/// (at login or in COM_CHANGE_USER).
+async fn login(
+    state: &AppState,
+    session: Arc<Session>,
+    step: Option<u64>,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Error> {
+    let id = session.id.as_str();
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let as_json = req
@@ -204,19 +233,13 @@ async fn login_as(
 
 /// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets (commands
 /// without an answer first, then at most one with an answer).
-pub async fn command(
+async fn command(
     state: &AppState,
-    id: &str,
-    token: TokenId,
+    session: Arc<Session>,
+    step: Option<u64>,
     req: Request<Incoming>,
+    started: Instant,
 ) -> Result<Response<ResponseBody>, Error> {
-    let started = Instant::now();
-    let session = state.sessions.get(id, token)?;
-    let step = match step_request(&req, &session)? {
-        Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
-        Some(StepRequest::Next(step)) => Some(step),
-        None => None,
-    };
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let (body, _room) = read_big_body(state, req).await?;
@@ -249,18 +272,12 @@ pub async fn command(
 
 /// `POST …/v1/sessions/{id}/infile` of a relayed session: packets of the file a LOAD DATA
 /// LOCAL asked for; the last piece ends with the empty packet and gets the rest of the answer.
-pub async fn infile(
+async fn infile(
     state: &AppState,
-    id: &str,
-    token: TokenId,
+    session: Arc<Session>,
+    step: Option<u64>,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Error> {
-    let session = state.sessions.get(id, token)?;
-    let step = match step_request(&req, &session)? {
-        Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
-        Some(StepRequest::Next(step)) => Some(step),
-        None => None,
-    };
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
