@@ -66,6 +66,28 @@ pub struct TunnelConn {
     steps: (String, u64),
 }
 
+/// A request to the transport.
+struct Outgoing<'a> {
+    method: &'a str,
+    path: &'a str,
+    content_type: &'a str,
+    session: Option<&'a str>,
+    body: &'a [u8],
+    /// Extra header lines.
+    extra_headers: &'a str,
+    /// Connections tried: a second when a kept-alive one turns out closed.
+    tries: usize,
+}
+
+impl<'a> Outgoing<'a> {
+    /// A JSON control request (tried again on a fresh connection when a kept-alive one was
+    /// closed).
+    fn control(method: &'a str, path: &'a str, session: Option<&'a str>, body: &'a [u8]) -> Self {
+        let content_type = JSON_CONTENT_TYPE;
+        Self { method, path, content_type, session, body, extra_headers: "", tries: 2 }
+    }
+}
+
 /// A step's request, kept to be sent again if its connection breaks.
 #[derive(Debug)]
 struct Pending {
@@ -75,6 +97,22 @@ struct Pending {
     body: bytes::Bytes,
     /// Extra header lines, the step number's included.
     extra: String,
+}
+
+impl Pending {
+    /// The request, with `extra` header lines; tried once (a broken connection is the
+    /// resume's to retry, saying how much of the answer arrived).
+    fn outgoing<'a>(&'a self, extra: &'a str) -> Outgoing<'a> {
+        Outgoing {
+            method: "POST",
+            path: &self.path,
+            content_type: self.content_type,
+            session: Some(&self.session),
+            body: &self.body,
+            extra_headers: extra,
+            tries: 1,
+        }
+    }
 }
 
 impl TunnelConn {
@@ -88,15 +126,8 @@ impl TunnelConn {
     }
 
     /// Sends one request; returns the head and the connection once a 2xx head has been read.
-    async fn send(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        session: Option<&str>,
-        body: &[u8],
-        extra_headers: &str,
-    ) -> Result<(ResponseHead, &mut HttpConn), Error> {
+    async fn send(&mut self, req: Outgoing<'_>) -> Result<(ResponseHead, &mut HttpConn), Error> {
+        let Outgoing { method, path, content_type, session, body, extra_headers, tries } = req;
         let ep = &self.endpoint;
         let mut headers = format!(
             "Authorization: {}\r\nContent-Type: {content_type}\r\n{AFFINITY_HEADER}: {}\r\n",
@@ -109,11 +140,11 @@ impl TunnelConn {
             headers.push_str(&format!("Accept-Encoding: {ZSTD}\r\n"));
         }
         headers.push_str(extra_headers);
-        let mut head = ep.target().request_head(method, path, body.len(), &headers);
+        let head = ep.target().request_head(method, path, body.len(), &headers);
         if self.http.is_none() {
             self.http = ep.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         }
-        for _attempt in 0..2 {
+        for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
                 let conn = HttpConn::connect(
@@ -145,13 +176,8 @@ impl TunnelConn {
                     return Err(err);
                 }
                 // A kept-alive connection the other side had already closed: try a fresh one.
-                // A step sent again says so: the transport runs it only if it never began.
                 Err(e) if reused && e.kind() == std::io::ErrorKind::ConnectionAborted => {
-                    self.http = None;
-                    if headers.contains(STEP_HEADER) && !headers.contains(RESUME_FROM_HEADER) {
-                        let again = format!("{headers}{RESUME_FROM_HEADER}: 0\r\n");
-                        head = ep.target().request_head(method, path, body.len(), &again);
-                    }
+                    self.http = None
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     self.http = None;
@@ -202,7 +228,7 @@ impl TunnelConn {
         body: &[u8],
     ) -> Result<T, Error> {
         let url = self.endpoint.url.clone();
-        let (_, conn) = self.send(method, path, JSON_CONTENT_TYPE, None, body, "").await?;
+        let (_, conn) = self.send(Outgoing::control(method, path, None, body)).await?;
         let body = conn
             .body_to_end(MAX_CONTROL_BODY)
             .await
@@ -234,7 +260,7 @@ impl TunnelConn {
         req: &OpenRelay,
     ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
         let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
-        let (head, _) = self.send("POST", "v1/relay", JSON_CONTENT_TYPE, None, &body, "").await?;
+        let (head, _) = self.send(Outgoing::control("POST", "v1/relay", None, &body)).await?;
         let session = head.session.clone();
         let timeout = head.session_timeout_ms.map(Duration::from_millis);
         if let Some(ms) = head.session_timeout_ms {
@@ -295,10 +321,8 @@ impl TunnelConn {
             None => bytes::Bytes::copy_from_slice(body),
         };
         let pending = Pending { extra, path, content_type, session: session.to_owned(), body };
-        let sent = self
-            .send("POST", &pending.path, content_type, Some(session), &pending.body, &pending.extra)
-            .await
-            .map(|(head, _)| head);
+        // A broken connection (a stale kept-alive one too) is the resume's to send again.
+        let sent = self.send(pending.outgoing(&pending.extra)).await.map(|(head, _)| head);
         let head = match sent {
             Ok(head) => head,
             Err(Error::TransportUnreachable { .. } | Error::TransportSilent { .. }) => {
@@ -340,17 +364,7 @@ impl TunnelConn {
         let mut pause = Duration::from_millis(50);
         loop {
             self.http = None;
-            let sent = self
-                .send(
-                    "POST",
-                    &pending.path,
-                    pending.content_type,
-                    Some(&pending.session),
-                    &pending.body,
-                    &extra,
-                )
-                .await
-                .map(|(head, _)| head);
+            let sent = self.send(pending.outgoing(&extra)).await.map(|(head, _)| head);
             match sent {
                 Ok(head) => {
                     tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
@@ -416,15 +430,14 @@ impl TunnelConn {
     /// ended upstream first (shutdown).
     pub async fn end_session(&mut self, session: &str, kill: bool) {
         let path = format!("v1/sessions/{session}{}", if kill { "?kill=query" } else { "" });
-        let result =
-            match self.send("DELETE", &path, JSON_CONTENT_TYPE, Some(session), b"", "").await {
-                Ok((_, conn)) => conn
-                    .body_to_end(MAX_CONTROL_BODY)
-                    .await
-                    .map(drop)
-                    .map_err(|e| Error::StreamBroken(e.to_string())),
-                Err(e) => Err(e),
-            };
+        let result = match self.send(Outgoing::control("DELETE", &path, Some(session), b"")).await {
+            Ok((_, conn)) => conn
+                .body_to_end(MAX_CONTROL_BODY)
+                .await
+                .map(drop)
+                .map_err(|e| Error::StreamBroken(e.to_string())),
+            Err(e) => Err(e),
+        };
         if let Err(e) = result {
             tracing::debug!(error = %e, "closing the session failed");
         }
