@@ -7,19 +7,19 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::wire::{
-    AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, DEFAULT_MAX_FRAME,
-    FRAMES_CONTENT_TYPE, Frame, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive,
-    KeepAliveAnswer, LoginAs, OpenRelay, PACKETS_CONTENT_TYPE, RESUME_FROM_HEADER, SESSION_HEADER,
-    STEP_HEADER, StreamDecompressor, TurnEnd, ZSTD, compress_whole,
+    AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
+    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
+    PACKETS_CONTENT_TYPE, SESSION_HEADER, STEP_HEADER, StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
 use crate::http::{HttpConn, ResponseHead};
-use crate::protocol::split_payloads;
 
+mod answer;
 mod endpoint;
+mod resend;
 
-use endpoint::{Endpoint, RESUME_FOR};
+use endpoint::Endpoint;
 pub use endpoint::{Target, TunnelClient};
 
 /// Idle HTTP connections kept for the next client session.
@@ -33,11 +33,6 @@ const SILENT_HEARTBEATS: u64 = 3;
 
 /// The shortest silence limit, whatever the heartbeat (a loaded host may pause that long).
 const MIN_SILENCE_LIMIT_MS: u64 = 1_000;
-
-/// Request bodies from this size on are compressed (when answers are).
-const COMPRESS_REQUESTS_FROM: usize = 64 * 1024;
-/// Longest pause between two attempts to resume.
-const RESUME_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 impl TunnelClient {
     /// A new (not yet connected) HTTP connection for one client session. Every request it
@@ -340,87 +335,6 @@ impl TunnelConn {
         Ok(frames)
     }
 
-    /// A large request body compressed, when answers are compressed, the transport takes
-    /// zstd bodies and it pays.
-    fn compressed(&self, body: &[u8]) -> Option<bytes::Bytes> {
-        let ep = &self.endpoint;
-        if body.len() < COMPRESS_REQUESTS_FROM
-            || !ep.compress
-            || !ep.takes_zstd.load(Ordering::Relaxed)
-        {
-            return None;
-        }
-        compress_whole(body).ok().filter(|packed| packed.len() < body.len() * 9 / 10)
-    }
-
-    /// Sends a step again after its connection broke, on a new connection, until it is
-    /// answered, the transport says it cannot be, or [`RESUME_FOR`] has passed; `from` is how
-    /// much of its answer arrived. Answers the new response's head.
-    async fn resend(&mut self, pending: &Pending, from: u64) -> Result<ResponseHead, Error> {
-        let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
-        let deadline =
-            tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
-        let extra = format!("{}{RESUME_FROM_HEADER}: {from}\r\n", pending.extra);
-        let mut pause = Duration::from_millis(50);
-        loop {
-            self.http = None;
-            let sent = self.send(pending.outgoing(&extra)).await.map(|(head, _)| head);
-            match sent {
-                Ok(head) => {
-                    tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
-                    return Ok(head);
-                }
-                Err(Error::TransportUnreachable { .. } | Error::SessionBusy) => {}
-                // A new connection that opens but stays silent: the transport itself is
-                // frozen or overloaded, not the path to it.
-                Err(Error::TransportSilent { reason, .. }) => {
-                    return Err(Error::NotResumed(format!(
-                        "a new connection to the transport at {} stayed silent ({reason})",
-                        self.endpoint.url
-                    )));
-                }
-                Err(Error::BadAnswer { status, .. }) if status.starts_with("50") => {}
-                Err(e) => return Err(e),
-            }
-            if tokio::time::Instant::now() + pause > deadline {
-                return Err(Error::NotResumed(format!(
-                    "the transport at {} could not be reached again within {} s",
-                    self.endpoint.url,
-                    RESUME_FOR.min(Duration::from_millis(session_timeout)).as_secs()
-                )));
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(RESUME_PAUSE_MAX);
-        }
-    }
-
-    /// The frames of an answer whose head was read.
-    fn frames(&mut self, head: ResponseHead) -> Result<FrameStream<'_>, Error> {
-        let url = self.endpoint.url.clone();
-        if head.content_type != FRAMES_CONTENT_TYPE {
-            let detail =
-                format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
-            let status = format!("{} {}", head.status, head.reason);
-            return Err(Error::BadAnswer { url, status, detail });
-        }
-        if self.http.is_none() {
-            return Err(Error::StreamBroken("connection lost".into()));
-        }
-        let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
-        let ended = head.status == 204;
-        let inflate = inflater(&head, &url)?;
-        Ok(FrameStream {
-            tunnel: self,
-            decoder,
-            done: false,
-            url,
-            pending: None,
-            received: 0,
-            ended,
-            inflate,
-        })
-    }
-
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
     pub async fn close_session(&mut self, session: &str) {
         self.end_session(session, false).await;
@@ -471,106 +385,6 @@ pub struct FrameStream<'a> {
     ended: bool,
     /// The body's decompressor, when it is compressed.
     inflate: Option<StreamDecompressor>,
-}
-
-/// Most decompressed bytes taken at once.
-const INFLATE_PIECE: usize = 64 * 1024;
-
-/// A decompressor for a compressed body; an error for an encoding the sidecar did not ask for.
-fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>, Error> {
-    match head.content_encoding.as_str() {
-        "" | "identity" => Ok(None),
-        ZSTD => StreamDecompressor::new().map(Some).map_err(|e| Error::StreamBroken(e.to_string())),
-        other => Err(Error::BadAnswer {
-            url: url.to_owned(),
-            status: format!("{} {}", head.status, head.reason),
-            detail: format!(
-                " encoded as {other:?}, which the sidecar did not ask for (a proxy compressing answers?)"
-            ),
-        }),
-    }
-}
-
-impl FrameStream<'_> {
-    /// The next frame; `None` at the end of the body.
-    pub async fn next(&mut self) -> Result<Option<Frame>, Error> {
-        loop {
-            if let Some(frame) =
-                self.decoder.next_frame().map_err(|e| Error::StreamBroken(e.to_string()))?
-            {
-                self.ended |= matches!(frame, Frame::Turn(_));
-                return Ok(Some(frame));
-            }
-            if let Some(inflate) = self.inflate.as_mut().filter(|i| !i.is_drained()) {
-                let mut piece = bytes::BytesMut::new();
-                let n = inflate.pull(&mut piece, INFLATE_PIECE).map_err(|e| {
-                    Error::StreamBroken(format!("a compressed answer is corrupt: {e}"))
-                })?;
-                if n > 0 {
-                    self.received += n as u64;
-                    self.decoder.extend(&piece);
-                    continue;
-                }
-            }
-            if self.done {
-                return if self.decoder.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(Error::StreamBroken("answer ended inside a frame".into()))
-                };
-            }
-            let Some(conn) = self.tunnel.http.as_mut() else {
-                return Err(Error::StreamBroken("connection lost".into()));
-            };
-            match conn.body_chunk().await {
-                Ok(Some(data)) => match self.inflate.as_mut() {
-                    Some(inflate) => inflate.push(&data),
-                    None => {
-                        self.received += data.len() as u64;
-                        self.decoder.extend(&data);
-                    }
-                },
-                // An answer ends with its turn frame: one that ends before it broke off.
-                Ok(None) | Err(_) if self.ended => self.done = true,
-                Ok(None) | Err(_) if self.pending.is_some() => self.resume().await?,
-                Ok(None) => self.done = true,
-                Err(e) => {
-                    return Err(Error::StreamBroken(format!("{e} (transport at {})", self.url)));
-                }
-            }
-        }
-    }
-}
-
-impl FrameStream<'_> {
-    /// The packet payloads of a whole answer (a greeting), and how its turn ended.
-    pub async fn payloads(&mut self) -> Result<(Vec<bytes::Bytes>, Option<TurnEnd>), Error> {
-        let (mut payloads, mut end) = (Vec::new(), None);
-        while let Some(frame) = self.next().await? {
-            match frame {
-                Frame::Packets(packets) => payloads.extend(split_payloads(&packets)?),
-                Frame::Turn(turn) => end = Some(turn),
-                Frame::Heartbeat => {}
-            }
-        }
-        Ok((payloads, end))
-    }
-
-    /// The connection broke mid-answer: the step is sent again, and the answer goes on from
-    /// the byte where it broke.
-    async fn resume(&mut self) -> Result<(), Error> {
-        let Some(pending) = self.pending.take() else { return Ok(()) };
-        tracing::info!(session = %common::wire::session_label(&pending.session), received = self.received, "the connection to the transport broke mid-answer: resuming");
-        let head = self.tunnel.resend(&pending, self.received).await?;
-        if head.status == 204 {
-            self.ended = true;
-        } else if head.content_type != FRAMES_CONTENT_TYPE {
-            return Err(Error::NotResumed(format!("answered {} {}", head.status, head.reason)));
-        }
-        self.inflate = inflater(&head, &self.url)?;
-        self.pending = Some(pending);
-        Ok(())
-    }
 }
 
 /// One step of a relayed conversation, sent as client packets.

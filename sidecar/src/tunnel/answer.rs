@@ -1,0 +1,140 @@
+//! Reading an answer: frames decoded as the body arrives (decompressed when it is zstd), and
+//! a connection that breaks mid-answer resumed from the byte where it broke.
+
+use common::wire::{
+    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, StreamDecompressor, TurnEnd, ZSTD,
+};
+
+use super::{FrameStream, TunnelConn};
+use crate::Error;
+use crate::http::ResponseHead;
+use crate::protocol::split_payloads;
+
+impl TunnelConn {
+    /// The frames of an answer whose head was read.
+    pub(super) fn frames(&mut self, head: ResponseHead) -> Result<FrameStream<'_>, Error> {
+        let url = self.endpoint.url.clone();
+        if head.content_type != FRAMES_CONTENT_TYPE {
+            let detail =
+                format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
+            let status = format!("{} {}", head.status, head.reason);
+            return Err(Error::BadAnswer { url, status, detail });
+        }
+        if self.http.is_none() {
+            return Err(Error::StreamBroken("connection lost".into()));
+        }
+        let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
+        let ended = head.status == 204;
+        let inflate = inflater(&head, &url)?;
+        Ok(FrameStream {
+            tunnel: self,
+            decoder,
+            done: false,
+            url,
+            pending: None,
+            received: 0,
+            ended,
+            inflate,
+        })
+    }
+}
+
+/// Most decompressed bytes taken at once.
+const INFLATE_PIECE: usize = 64 * 1024;
+
+/// A decompressor for a compressed body; an error for an encoding the sidecar did not ask for.
+fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>, Error> {
+    match head.content_encoding.as_str() {
+        "" | "identity" => Ok(None),
+        ZSTD => StreamDecompressor::new().map(Some).map_err(|e| Error::StreamBroken(e.to_string())),
+        other => Err(Error::BadAnswer {
+            url: url.to_owned(),
+            status: format!("{} {}", head.status, head.reason),
+            detail: format!(
+                " encoded as {other:?}, which the sidecar did not ask for (a proxy compressing answers?)"
+            ),
+        }),
+    }
+}
+
+impl FrameStream<'_> {
+    /// The next frame; `None` at the end of the body.
+    pub async fn next(&mut self) -> Result<Option<Frame>, Error> {
+        loop {
+            if let Some(frame) =
+                self.decoder.next_frame().map_err(|e| Error::StreamBroken(e.to_string()))?
+            {
+                self.ended |= matches!(frame, Frame::Turn(_));
+                return Ok(Some(frame));
+            }
+            if let Some(inflate) = self.inflate.as_mut().filter(|i| !i.is_drained()) {
+                let mut piece = bytes::BytesMut::new();
+                let n = inflate.pull(&mut piece, INFLATE_PIECE).map_err(|e| {
+                    Error::StreamBroken(format!("a compressed answer is corrupt: {e}"))
+                })?;
+                if n > 0 {
+                    self.received += n as u64;
+                    self.decoder.extend(&piece);
+                    continue;
+                }
+            }
+            if self.done {
+                return if self.decoder.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::StreamBroken("answer ended inside a frame".into()))
+                };
+            }
+            let Some(conn) = self.tunnel.http.as_mut() else {
+                return Err(Error::StreamBroken("connection lost".into()));
+            };
+            match conn.body_chunk().await {
+                Ok(Some(data)) => match self.inflate.as_mut() {
+                    Some(inflate) => inflate.push(&data),
+                    None => {
+                        self.received += data.len() as u64;
+                        self.decoder.extend(&data);
+                    }
+                },
+                // An answer ends with its turn frame: one that ends before it broke off.
+                Ok(None) | Err(_) if self.ended => self.done = true,
+                Ok(None) | Err(_) if self.pending.is_some() => self.resume().await?,
+                Ok(None) => self.done = true,
+                Err(e) => {
+                    return Err(Error::StreamBroken(format!("{e} (transport at {})", self.url)));
+                }
+            }
+        }
+    }
+}
+
+impl FrameStream<'_> {
+    /// The packet payloads of a whole answer (a greeting), and how its turn ended.
+    pub async fn payloads(&mut self) -> Result<(Vec<bytes::Bytes>, Option<TurnEnd>), Error> {
+        let (mut payloads, mut end) = (Vec::new(), None);
+        while let Some(frame) = self.next().await? {
+            match frame {
+                Frame::Packets(packets) => payloads.extend(split_payloads(&packets)?),
+                Frame::Turn(turn) => end = Some(turn),
+                Frame::Heartbeat => {}
+            }
+        }
+        Ok((payloads, end))
+    }
+
+    /// The connection broke mid-answer: the step is sent again, and the answer goes on from
+    /// the byte where it broke.
+    async fn resume(&mut self) -> Result<(), Error> {
+        let Some(pending) = self.pending.take() else { return Ok(()) };
+        tracing::info!(session = %common::wire::session_label(&pending.session), received = self.received, "the connection to the transport broke mid-answer: resuming");
+        let head = self.tunnel.resend(&pending, self.received).await?;
+        if head.status == 204 {
+            self.ended = true;
+        } else if head.content_type != FRAMES_CONTENT_TYPE {
+            return Err(Error::NotResumed(format!("answered {} {}", head.status, head.reason)));
+        }
+        self.inflate = inflater(&head, &self.url)?;
+        self.pending = Some(pending);
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! Sending a step: a large body compressed, and the step sent again on a new connection when
+//! its connection broke, until the transport answers, says it cannot, or the session's time is
+//! up.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::wire::{RESUME_FROM_HEADER, compress_whole};
+
+use super::endpoint::RESUME_FOR;
+use super::{Pending, TunnelConn};
+use crate::Error;
+use crate::http::ResponseHead;
+
+/// Request bodies from this size on are compressed (when answers are).
+const COMPRESS_REQUESTS_FROM: usize = 64 * 1024;
+/// Longest pause between two attempts to resume.
+const RESUME_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+impl TunnelConn {
+    /// A large request body compressed, when answers are compressed, the transport takes
+    /// zstd bodies and it pays.
+    pub(super) fn compressed(&self, body: &[u8]) -> Option<bytes::Bytes> {
+        let ep = &self.endpoint;
+        if body.len() < COMPRESS_REQUESTS_FROM
+            || !ep.compress
+            || !ep.takes_zstd.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        compress_whole(body).ok().filter(|packed| packed.len() < body.len() * 9 / 10)
+    }
+
+    /// Sends a step again after its connection broke, on a new connection, until it is
+    /// answered, the transport says it cannot be, or [`RESUME_FOR`] has passed; `from` is how
+    /// much of its answer arrived. Answers the new response's head.
+    pub(super) async fn resend(
+        &mut self,
+        pending: &Pending,
+        from: u64,
+    ) -> Result<ResponseHead, Error> {
+        let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
+        let deadline =
+            tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
+        let extra = format!("{}{RESUME_FROM_HEADER}: {from}\r\n", pending.extra);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            self.http = None;
+            let sent = self.send(pending.outgoing(&extra)).await.map(|(head, _)| head);
+            match sent {
+                Ok(head) => {
+                    tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
+                    return Ok(head);
+                }
+                Err(Error::TransportUnreachable { .. } | Error::SessionBusy) => {}
+                // A new connection that opens but stays silent: the transport itself is
+                // frozen or overloaded, not the path to it.
+                Err(Error::TransportSilent { reason, .. }) => {
+                    return Err(Error::NotResumed(format!(
+                        "a new connection to the transport at {} stayed silent ({reason})",
+                        self.endpoint.url
+                    )));
+                }
+                Err(Error::BadAnswer { status, .. }) if status.starts_with("50") => {}
+                Err(e) => return Err(e),
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(Error::NotResumed(format!(
+                    "the transport at {} could not be reached again within {} s",
+                    self.endpoint.url,
+                    RESUME_FOR.min(Duration::from_millis(session_timeout)).as_secs()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RESUME_PAUSE_MAX);
+        }
+    }
+}
