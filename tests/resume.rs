@@ -50,6 +50,25 @@ async fn session_counter(conn: &mut Conn, name: &str) -> u64 {
     row.map_or(0, |r| r.1)
 }
 
+/// Runs a 2 s `INSERT … SELECT` on a session with state, and `disruption` half a second into
+/// it; asserts the answer arrived, the state survived and the statement ran once upstream.
+async fn slow_insert_survives<F: std::future::Future>(conn: &mut Conn, disruption: F) -> F::Output {
+    let thread = prepare_state(conn).await;
+    let inserts = session_counter(conn, "Com_insert_select").await;
+    let slow = conn.query_drop("INSERT INTO kept SELECT 2 FROM (SELECT SLEEP(2)) AS s");
+    let disrupted = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        disruption.await
+    };
+    let (outcome, out) = tokio::join!(slow, disrupted);
+    outcome.expect("the command's answer arrived after the disruption");
+    assert_state(conn, thread, 2).await;
+    let after = session_counter(conn, "Com_insert_select").await;
+    assert_eq!(after - inserts, 1, "the statement ran once upstream");
+    conn.query_drop("COMMIT").await.expect("commit");
+    out
+}
+
 #[tokio::test]
 async fn a_cut_while_idle_leaves_the_session_as_it_was() {
     within(60, async {
@@ -70,19 +89,7 @@ async fn a_cut_mid_command_neither_loses_nor_repeats_it() {
     within(60, async {
         let (tunnel, shaper) = through_shaper(Shape::default(), TIMEOUTS).await;
         let mut conn = tunnel.connect().await;
-        let thread = prepare_state(&mut conn).await;
-        let inserts = session_counter(&mut conn, "Com_insert_select").await;
-        let slow = conn.query_drop("INSERT INTO kept SELECT 2 FROM (SELECT SLEEP(1.5)) AS s");
-        let cutter = async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            shaper.cut();
-        };
-        let (outcome, ()) = tokio::join!(slow, cutter);
-        outcome.expect("the command's answer arrived after the cut");
-        assert_state(&mut conn, thread, 2).await;
-        let after = session_counter(&mut conn, "Com_insert_select").await;
-        assert_eq!(after - inserts, 1, "the statement ran once upstream");
-        conn.query_drop("COMMIT").await.expect("commit");
+        slow_insert_survives(&mut conn, async { shaper.cut() }).await;
     })
     .await;
 }
@@ -188,20 +195,11 @@ async fn an_nginx_restart_mid_command_is_survived() {
         let transport = transport_yaml(mysql_port()).replace("session_timeout: 30s\n", TIMEOUTS);
         let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
         let mut conn = tunnel.connect().await;
-        let thread = prepare_state(&mut conn).await;
-        let inserts = session_counter(&mut conn, "Com_insert_select").await;
-        let slow = conn.query_drop("INSERT INTO kept SELECT 2 FROM (SELECT SLEEP(2)) AS s");
         let restart = async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
             tokio::task::spawn_blocking(move || drop(nginx)).await.expect("stop nginx");
             Nginx::start(&example_config(&[transport_port], port), port).await
         };
-        let (outcome, _nginx) = tokio::join!(slow, restart);
-        outcome.expect("the command's answer arrived through the new nginx");
-        assert_state(&mut conn, thread, 2).await;
-        let after = session_counter(&mut conn, "Com_insert_select").await;
-        assert_eq!(after - inserts, 1, "the statement ran once upstream");
-        conn.query_drop("COMMIT").await.expect("commit");
+        let _nginx = slow_insert_survives(&mut conn, restart).await;
     })
     .await;
 }
