@@ -1,9 +1,11 @@
 //! The relayed conversation compared with a direct one, byte for byte: the greeting, answers
 //! with and without CLIENT_DEPRECATE_EOF, MariaDB's extended metadata, session tracking,
-//! server-side cursors, COM_SET_OPTION, KILL of a processlist id, a `wait_timeout` disconnect.
+//! server-side cursors, COM_SET_OPTION, KILL of a processlist id, a `wait_timeout` disconnect,
+//! commands a client pipelines.
 
+use e2e::http::metric;
 use e2e::raw::{CAPS, Ending, RawClient};
-use e2e::{DATABASE, PASSWORD, Tunnel, USER, mysql_port, opts, within};
+use e2e::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, mysql_port, opts, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -281,6 +283,66 @@ async fn a_client_asking_for_compression_is_never_offered_it_and_works() {
         let big: Option<String> =
             conn.query_first("SELECT REPEAT('abc', 100000)").await.expect("query");
         assert_eq!(big.map(|b| b.len()), Some(300_000));
+    })
+    .await;
+}
+
+/// Commands a client sends in one write without waiting for answers: a prepare and an execute
+/// of the statement it makes, a close (no answer), an error, a ping, COM_INIT_DB, a 300 KB
+/// result, several result sets, and a variable set by the first.
+fn pipeline() -> Vec<Vec<u8>> {
+    // Statement id -1: the statement prepared last (what MariaDB's drivers pipeline).
+    let mut execute = vec![0x17, 0xff, 0xff, 0xff, 0xff, 0, 1, 0, 0, 0, 0, 1, 0x08, 0];
+    execute.extend_from_slice(&41i64.to_le_bytes());
+    vec![
+        query("SET @x = 5"),
+        [&[0x16u8][..], b"SELECT ? + 1"].concat(),
+        execute,
+        vec![0x19, 0xff, 0xff, 0xff, 0xff],
+        query("SELECT * FROM no_such_table"),
+        vec![0x0e],
+        [&[0x02u8][..], DATABASE.as_bytes()].concat(),
+        query("SELECT seq, REPEAT('x', 1000) FROM seq_1_to_300"),
+        query("SELECT @x; SELECT 2"),
+        query("SELECT @x + 1"),
+    ]
+}
+
+#[tokio::test]
+async fn pipelined_commands_are_answered_as_directly_in_one_request() {
+    within(60, async {
+        let tunnel = Tunnel::start_passthrough("").await;
+        let transport = tunnel.transport.port();
+        let mut direct = RawClient::login(mysql_port(), USER, PASSWORD, DATABASE).await;
+        let mut through = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
+        let before = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
+        let expected = direct.pipeline_bytes(&pipeline()).await;
+        let got = through.pipeline_bytes(&pipeline()).await;
+        assert!(expected.len() > 300_000, "the big result came: {} bytes", expected.len());
+        assert!(expected.windows(6).any(|w| w == b"#42S02"), "the error is in the answers");
+        assert!(!expected.windows(7).any(|w| w == b"Unknown"), "the execute found its statement");
+        // The prepare's OK (after the SET's 11-byte OK) names the server's statement id, a
+        // counter of the whole server: the one thing that differs.
+        let (mut got, mut expected) = (got, expected);
+        for answers in [&mut got, &mut expected] {
+            assert_eq!(answers[11..16], [12, 0, 0, 1, 0], "the prepare's OK comes second");
+            answers[16..20].fill(0);
+        }
+        assert!(
+            got == expected,
+            "{} bytes through the tunnel, {} direct",
+            got.len(),
+            expected.len()
+        );
+        // Nine commands have an answer: eight rode in the first one's request.
+        let after = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
+        assert_eq!(after - before, 8);
+        // The connection goes on as usual.
+        let (d, t) = (
+            direct.command_all(&query("SELECT @x")).await,
+            through.command_all(&query("SELECT @x")).await,
+        );
+        assert_eq!(t, d);
     })
     .await;
 }

@@ -1,12 +1,12 @@
-//! A request body as the transport reads it (which answer its last command expects, whether a
+//! A request body as the transport reads it (which answers its commands expect, whether a
 //! file piece ends the file) and a client's packets as the sidecar splits them.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use transport::relay::request::{ends_file, expected_answer};
+use transport::relay::request::{commands_asked, ends_file};
 
 fuzz_target!(|data: &[u8]| {
-    std::hint::black_box(expected_answer(data).ok());
+    std::hint::black_box(commands_asked(data).ok());
     std::hint::black_box(ends_file(data));
     drop(sidecar::protocol::split_payloads(data));
 });

@@ -166,6 +166,19 @@ impl RawClient {
         self.read_until_quiet().await
     }
 
+    /// Sends commands in one write, without waiting for any answer (a pipelining client), and
+    /// returns every byte that comes back until the line has been quiet.
+    pub async fn pipeline_bytes(&mut self, payloads: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for payload in payloads {
+            out.extend_from_slice(&(payload.len() as u32).to_le_bytes()[..3]);
+            out.push(0);
+            out.extend_from_slice(payload);
+        }
+        self.stream.write_all(&out).await.expect("write pipeline");
+        self.read_until_quiet().await
+    }
+
     /// Every byte that arrives until the line has been quiet for 200 ms (the first may take
     /// up to 10 s); empty when the peer closed the connection first.
     pub async fn read_until_quiet(&mut self) -> Vec<u8> {

@@ -94,6 +94,24 @@ public class DbeaverSession {
                 line("blob update count " + p.executeUpdate());
             }
             query(c, "SELECT LENGTH(data), MD5(data) FROM dbeaver_t WHERE id = 2", true);
+            // Batches, as DBeaver's grid saves several edited rows or an import runs: MariaDB's
+            // driver sends a batch's statements without waiting for each answer (pipelined).
+            try (PreparedStatement p = c.prepareStatement("INSERT INTO dbeaver_t (name, price) VALUES (?, ?)")) {
+                for (int i = 0; i < 50; i++) { p.setString(1, "batch-" + i); p.setInt(2, i); p.addBatch(); }
+                line("batch counts " + java.util.Arrays.toString(p.executeBatch()));
+            }
+            try (Statement s = c.createStatement()) {
+                for (int i = 0; i < 20; i++) {
+                    // The eleventh fails (name is NOT NULL): the statements around it still run.
+                    s.addBatch(i == 10 ? "INSERT INTO dbeaver_t (name) VALUES (NULL)"
+                        : "UPDATE dbeaver_t SET price = price + 1 WHERE name = 'batch-" + i + "'");
+                }
+                try { line("statement batch counts " + java.util.Arrays.toString(s.executeBatch())); }
+                catch (BatchUpdateException e) {
+                    line("statement batch error " + e.getErrorCode() + " counts " + java.util.Arrays.toString(e.getUpdateCounts()));
+                }
+            }
+            query(c, "SELECT COUNT(*), SUM(price) FROM dbeaver_t WHERE name LIKE 'batch-%'", true);
             // A transaction and its rollback.
             c.setAutoCommit(false);
             try (Statement s = c.createStatement()) { line("update count " + s.executeUpdate("UPDATE dbeaver_t SET price = 9 WHERE id = 2")); }

@@ -36,6 +36,8 @@ pub struct Metrics {
     pub stalls_forgiven: Counter,
     /// Commands relayed.
     pub commands: Counter,
+    /// Commands that came in one request behind another (a client's pipeline).
+    pub pipelined: Counter,
     /// From a command's request to the end of its answer.
     pub command_seconds: Histogram,
     /// From a command's request to the first bytes of its answer (the upstream's time).
@@ -97,6 +99,7 @@ impl Metrics {
             sessions_ended_by_upstream: Counter::default(),
             stalls_forgiven: Counter::default(),
             commands: Counter::default(),
+            pipelined: Counter::default(),
             command_seconds: Histogram::new(latency_buckets()),
             upstream_first_byte_seconds: Histogram::new(latency_buckets()),
             upstream_connect_seconds: Histogram::new(latency_buckets()),
@@ -132,6 +135,11 @@ impl Metrics {
                 &m.stalls_forgiven,
             ),
             ("commands", "Commands relayed", &m.commands),
+            (
+                "pipelined_commands",
+                "Commands the client pipelined: relayed in one request with the command before them, answered in the same turn",
+                &m.pipelined,
+            ),
             ("unauthorized", "Requests refused for a bad or missing token", &m.unauthorized),
             (
                 "http_connections_accepted",

@@ -8,9 +8,9 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, OpenRelay,
-    REQUEST_ENCODING_HEADER, RESUME_FROM_HEADER, SESSION_TIMEOUT_HEADER, STEP_HEADER, TurnEnd,
-    ZSTD, encode_packets, encode_turn, session_label,
+    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, MAX_PIPELINED_COMMANDS, OpenRelay,
+    PIPELINE_HEADER, REQUEST_ENCODING_HEADER, RESUME_FROM_HEADER, SESSION_TIMEOUT_HEADER,
+    STEP_HEADER, TurnEnd, ZSTD, encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -24,7 +24,7 @@ use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
 use crate::relay::handshake::login_names;
 use crate::relay::link::LinkError;
-use crate::relay::request::{ends_file, expected_answer, last_command};
+use crate::relay::request::{commands_asked, ends_file};
 use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
 use crate::resume::{Resumed, StepRequest};
@@ -77,6 +77,7 @@ pub async fn open(
     let headers = response.headers_mut();
     headers.insert(SESSION_TIMEOUT_HEADER, millis(config.session_timeout));
     headers.insert(HEARTBEAT_HEADER, millis(config.heartbeat_interval));
+    headers.insert(PIPELINE_HEADER, HeaderValue::from(MAX_PIPELINED_COMMANDS));
     if config.compression {
         headers.insert(REQUEST_ENCODING_HEADER, HeaderValue::from_static(ZSTD));
     }
@@ -231,8 +232,8 @@ async fn login_as(
     Ok(frames(StatusCode::OK, ResponseBody::from(out.freeze()), Some(id)))
 }
 
-/// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets (commands
-/// without an answer first, then at most one with an answer).
+/// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets, one command
+/// or several it pipelined (and commands without an answer), answered in one turn.
 async fn command(
     state: &AppState,
     session: Arc<Session>,
@@ -244,30 +245,27 @@ async fn command(
     state.refuse_if_draining()?;
     let (body, _room) = read_big_body(state, req).await?;
     state.metrics.request_bytes.inc_by(body.len() as u64);
-    let expect = expected_answer(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
+    let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
     if link.phase != Phase::Ready || link.pending.is_some() {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
     begin(&session, step)?;
-    state.metrics.commands.inc();
+    state.metrics.commands.inc_by(asked.len().max(1) as u64);
+    state.metrics.pipelined.inc_by(asked.len().saturating_sub(1) as u64);
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost");
         *guard = None;
         return Ok(remember(&session, step, closed(&session.id)));
     }
-    let shape = link.shape;
-    match expect {
-        Some(expect) => {
-            let framing = Framing::new(expect, shape);
-            let command = last_command(&body).unwrap_or_default();
-            let on_end = command_log::on_end(state, &session, command, started);
-            let response = turn_with(state, guard, framing, &session, on_end, step).await;
-            state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
-            Ok(remember(&session, step, response))
-        }
-        None => Ok(remember(&session, step, ended(&session.id, TurnEnd::Done))),
-    }
+    let expects: Vec<Expect> = asked.iter().map(|a| a.expect).collect();
+    let Some(framing) = Framing::pipelined(&expects, link.shape) else {
+        return Ok(remember(&session, step, ended(&session.id, TurnEnd::Done)));
+    };
+    let on_end = asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
+    let response = turn_with(state, guard, framing, &session, on_end.collect(), step).await;
+    state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
+    Ok(remember(&session, step, response))
 }
 
 /// `POST …/v1/sessions/{id}/infile` of a relayed session: packets of the file a LOAD DATA
@@ -339,23 +337,25 @@ async fn turn(
     let on_end: OnEnd = Box::new(move |report| {
         command_log::log_broken_turn(&label, "login or file", &report.outcome)
     });
-    turn_with(state, guard, framing, session, on_end, step).await
+    turn_with(state, guard, framing, session, vec![on_end], step).await
 }
 
 /// Answers with a turn of step `step` (resumable when given): whole when it ends within its
-/// first chunk, else streamed.
+/// first chunk, else streamed. `on_end` has one hook per answer the turn carries.
 async fn turn_with(
     state: &AppState,
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
-    on_end: OnEnd,
+    on_end: Vec<OnEnd>,
     step: Option<u64>,
 ) -> Response<ResponseBody> {
     let id = session.id.as_str();
     let heartbeat = state.config().heartbeat_interval;
     let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
-    turn.on_end(on_end);
+    for hook in on_end {
+        turn.on_end(hook);
+    }
     // Resumable from here: dropped (the request went away), the turn is parked.
     let resumable = step.is_some() && session.resume.is_on();
     let mut streamed = StreamedTurn::new(turn, resumable.then(|| session.resume.clone()));

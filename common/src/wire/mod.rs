@@ -47,6 +47,11 @@ pub const SESSION_TIMEOUT_HEADER: &str = "x-tunnel-session-timeout-ms";
 /// A streamed answer carries a frame at least this often, so a sidecar that hears nothing for
 /// a few intervals knows the transport is gone.
 pub const HEARTBEAT_HEADER: &str = "x-tunnel-heartbeat-ms";
+/// Header of an opened session: how many commands with an answer one command request may
+/// carry (commands the client pipelined, answered in order in one turn). Without it, one.
+pub const PIPELINE_HEADER: &str = "x-tunnel-pipeline";
+/// The most commands with an answer a command request carries.
+pub const MAX_PIPELINED_COMMANDS: usize = 256;
 /// Header a load balancer may hash on to keep one session on one transport.
 pub const AFFINITY_HEADER: &str = "x-tunnel-affinity";
 /// Number of random bytes in a session id (128 bits), rendered as 32 hex digits.

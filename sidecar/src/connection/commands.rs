@@ -1,10 +1,15 @@
 //! The command phase: each client command is one relayed turn, or a few when the upstream
-//! asks the client for a file or an auth packet. Commands without an answer ride on the next
-//! request; a COM_CHANGE_USER to a `users` entry is checked here.
+//! asks the client for a file or an auth packet. Commands the client pipelined (sent without
+//! waiting for an answer) go together in one request and are answered in one turn. Commands
+//! without an answer ride on the next request; a COM_CHANGE_USER to a `users` entry is
+//! checked here.
 
-use bytes::BytesMut;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
 use common::mysql::{capability as cap, command};
 use common::wire::{LoginAs, TurnEnd};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::debug;
 
 use super::Connection;
@@ -88,10 +93,12 @@ impl Connection {
                 }
                 _ => {}
             }
-            let body = if riding.is_empty() {
+            let (pipelined, asked) = self.read_pipelined(&packet, &budget, &mut room).await?;
+            let body = if riding.is_empty() && pipelined.is_empty() {
                 packet
             } else {
                 riding.extend_from_slice(&packet);
+                pipelined.iter().for_each(|p| riding.extend_from_slice(p));
                 riding.split().freeze()
             };
             let started = std::time::Instant::now();
@@ -101,10 +108,38 @@ impl Connection {
             match exchanged {
                 Ok(Next::Command) => {}
                 Ok(Next::Closed) => return Ok(Served::Quit),
-                Err(e) if !e.is_fatal() => self.write_error(&e).await?,
+                // One error answers one command: a pipeline that failed ends the connection.
+                Err(e) if !e.is_fatal() && asked == 1 => self.write_error(&e).await?,
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The commands the client sent right behind `first` (just read), without waiting for its
+    /// answer, up to the transport's limit: those already here whole that pass as they are.
+    /// Returns their packets and how many commands with an answer the request now carries.
+    async fn read_pipelined(
+        &mut self,
+        first: &Bytes,
+        budget: &Arc<Semaphore>,
+        room: &mut Vec<OwnedSemaphorePermit>,
+    ) -> Result<(Vec<Bytes>, usize), Error> {
+        let (mut packets, mut asked) = (Vec::new(), 1);
+        let limit = self.tunnel.pipeline_limit();
+        let mut last = first.clone();
+        while let Some(cmd) = self.io.buffered_command() {
+            if asked == limit || !pipelines(cmd) || may_ask_for_a_file(&last) {
+                break;
+            }
+            let Some((packet, held)) = self.io.read_raw_within(Some(budget)).await? else { break };
+            room.extend(held);
+            last = packet.clone();
+            packets.push(packet);
+            if !matches!(cmd, command::STMT_CLOSE | command::STMT_SEND_LONG_DATA) {
+                asked += 1;
+            }
+        }
+        Ok((packets, asked))
     }
 
     /// Sends `step` and relays answers until the client's next command is due. Once the
@@ -209,4 +244,27 @@ impl Connection {
         let mut frames = self.tunnel.relay(session, RelayStep::LoginAs(&login)).await?;
         write_login_packets(&mut self.io, &mut frames).await.map(drop)
     }
+}
+
+/// True for a command that may go in the same request as the client's command before it: one
+/// relayed as it is, whose answer does not wait for the client (COM_QUIT, COM_CHANGE_USER and
+/// replication commands go alone; a query that turns out to be a LOAD DATA LOCAL is refused
+/// by the transport mid-pipeline, as a server would be confused by it).
+fn pipelines(cmd: u8) -> bool {
+    !matches!(
+        cmd,
+        command::QUIT
+            | command::CHANGE_USER
+            | command::BINLOG_DUMP
+            | command::BINLOG_DUMP_GTID
+            | command::TABLE_DUMP
+            | command::REGISTER_SLAVE
+    )
+}
+
+/// True for a COM_QUERY (`packet` with its header) that may be a LOAD DATA LOCAL: the server
+/// would take the commands pipelined behind it for the file, so none go with it.
+fn may_ask_for_a_file(packet: &[u8]) -> bool {
+    packet.get(4) == Some(&command::QUERY)
+        && packet[5..].windows(6).any(|w| w.eq_ignore_ascii_case(b"infile"))
 }

@@ -9,7 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use common::stream::MaybeTls;
-use common::wire::{HEARTBEAT_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, ZSTD};
+use common::wire::{
+    HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
+};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
@@ -44,6 +46,8 @@ pub struct ResponseHead {
     pub heartbeat_ms: Option<u64>,
     /// The transport takes zstd request bodies (`X-Tunnel-Request-Encoding`).
     pub takes_zstd: bool,
+    /// How many commands with an answer a command request may carry (pipelined), if said.
+    pub pipeline: Option<usize>,
 }
 
 /// A client HTTP/1.1 connection.
@@ -187,6 +191,8 @@ impl HttpConn {
                         .and_then(|v| v.parse().ok()),
                     takes_zstd: header(response.headers, REQUEST_ENCODING_HEADER)
                         .is_some_and(|v| v.split(',').any(|c| c.trim() == ZSTD)),
+                    pipeline: header(response.headers, PIPELINE_HEADER)
+                        .and_then(|v| v.parse().ok()),
                 };
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));

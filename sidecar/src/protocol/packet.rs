@@ -204,6 +204,24 @@ impl PacketIo {
         }
     }
 
+    /// The command byte of the next logical packet when it is already here whole: the client
+    /// sent it without waiting for the last answer (pipelined). `None` otherwise, and for an
+    /// empty packet.
+    pub fn buffered_command(&self) -> Option<u8> {
+        let mut at = 0;
+        loop {
+            let h = self.rbuf.get(at..at + 4)?;
+            let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+            if self.rbuf.len() < at + 4 + len {
+                return None;
+            }
+            if len != MAX_PAYLOAD {
+                return self.rbuf.get(4).copied().filter(|_| at + len > 0);
+            }
+            at += 4 + len;
+        }
+    }
+
     /// Reads the packet the protocol requires next; the client hanging up instead is an error
     /// that says `when`.
     pub async fn read_expected(&mut self, when: &'static str) -> Result<Bytes, Error> {

@@ -41,6 +41,9 @@ pub(super) struct Endpoint {
     pub(super) compress: bool,
     /// The transport said it takes zstd request bodies.
     pub(super) takes_zstd: std::sync::atomic::AtomicBool,
+    /// How many commands with an answer one request may carry, as the transport said (1 for a
+    /// transport that does not take pipelined commands).
+    pub(super) pipeline: std::sync::atomic::AtomicUsize,
 }
 
 impl fmt::Debug for Endpoint {
@@ -156,6 +159,7 @@ impl TunnelClient {
             session_timeout_ms: AtomicU64::new(RESUME_FOR.as_millis() as u64),
             compress,
             takes_zstd: false.into(),
+            pipeline: 1.into(),
         })))
     }
 

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
-    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs, OpenRelay,
-    PACKETS_CONTENT_TYPE, SESSION_HEADER, STEP_HEADER, StreamDecompressor, ZSTD,
+    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs,
+    MAX_PIPELINED_COMMANDS, OpenRelay, PACKETS_CONTENT_TYPE, SESSION_HEADER, STEP_HEADER,
+    StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
@@ -111,6 +112,13 @@ impl Pending {
 }
 
 impl TunnelConn {
+    /// How many commands with an answer one command request may carry: the client's
+    /// pipelined commands go together (1 until a session was opened, or for a transport that
+    /// takes one at a time).
+    pub fn pipeline_limit(&self) -> usize {
+        self.endpoint.pipeline.load(Ordering::Relaxed)
+    }
+
     /// The `Authorization` header value its requests carry.
     pub fn authorization(&self) -> Arc<str> {
         self.authorization.clone()
@@ -262,6 +270,8 @@ impl TunnelConn {
             self.endpoint.session_timeout_ms.store(ms, Ordering::Relaxed);
         }
         self.endpoint.takes_zstd.store(head.takes_zstd, Ordering::Relaxed);
+        let pipeline = head.pipeline.unwrap_or(1).clamp(1, MAX_PIPELINED_COMMANDS);
+        self.endpoint.pipeline.store(pipeline, Ordering::Relaxed);
         if let Some(heartbeat) = head.heartbeat_ms {
             let limit = heartbeat.saturating_mul(SILENT_HEARTBEATS).max(MIN_SILENCE_LIMIT_MS);
             self.endpoint.silence_limit_ms.store(limit, Ordering::Relaxed);

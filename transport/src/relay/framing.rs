@@ -1,6 +1,10 @@
 //! Where an upstream answer ends: a sans-IO state machine fed the raw bytes the server sends.
 //! It reads only packet headers and the few first bytes of a packet that decide the shape
-//! (OK/ERR/EOF, a column count, a prepare's counts); every byte passes on unchanged.
+//! (OK/ERR/EOF, a column count, a prepare's counts); every byte passes on unchanged. Commands a
+//! client pipelined are answered one after the other in the same stream: the framing then
+//! walks their answers in order and ends after the last.
+
+use std::collections::VecDeque;
 
 use common::mysql::{packet, status};
 use common::wire::TurnEnd;
@@ -78,11 +82,27 @@ pub struct Tally {
     pub statement_id: Option<u32>,
 }
 
-/// Finds the end of one answer in the upstream's byte stream.
+/// An answer of a pipelined batch that ended before the batch's last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered {
+    /// What it said.
+    pub tally: Tally,
+    /// Where it ended, in bytes from the start of the first answer.
+    pub end: u64,
+}
+
+/// Finds the end of one answer, or of the answers to a pipelined batch, in the upstream's
+/// byte stream.
 #[derive(Debug, Clone)]
 pub struct Framing {
     /// What the answer said so far.
     pub tally: Tally,
+    /// The answers still to come after the current one (a pipelined batch).
+    queued: VecDeque<Expect>,
+    /// Answers of the batch that ended, not yet taken.
+    answered: Vec<Answered>,
+    /// Bytes scanned and used before the current buffer.
+    offset: u64,
     shape: Shape,
     state: State,
     /// Payload bytes of the current packet still to pass.
@@ -98,25 +118,34 @@ pub struct Framing {
 impl Framing {
     /// Framing for the answer a command expects.
     pub fn new(expect: Expect, shape: Shape) -> Self {
-        let state = match expect {
-            Expect::Result => State::ResultHead,
-            Expect::Prepare => State::PrepareHead,
-            Expect::Rows => State::Rows,
-            Expect::FieldList => State::FieldList,
-            Expect::Login => State::Auth { login: true },
-            Expect::Auth => State::Auth { login: false },
-            Expect::OnePacket => State::OnePacket,
-        };
-        let login = expect == Expect::Login;
         Self {
             shape,
-            state,
+            state: first_state(expect),
             skip: 0,
             continued: false,
             last_seq: 0,
-            login,
+            login: expect == Expect::Login,
             tally: Tally::default(),
+            queued: VecDeque::new(),
+            answered: Vec::new(),
+            offset: 0,
         }
+    }
+
+    /// Framing for the answers to pipelined commands, in order (`None` when there are none).
+    /// Only the last may end waiting for the client (a file, an auth packet): the upstream
+    /// would read the commands behind it as the client's reply.
+    pub fn pipelined(expects: &[Expect], shape: Shape) -> Option<Self> {
+        let (&first, rest) = expects.split_first()?;
+        let mut framing = Self::new(first, shape);
+        framing.queued.extend(rest);
+        Some(framing)
+    }
+
+    /// The answers of the batch that ended since the last call, oldest first (the last
+    /// answer's end is the turn's end instead).
+    pub fn take_answered(&mut self) -> Vec<Answered> {
+        std::mem::take(&mut self.answered)
     }
 
     /// What the client must send before this answer goes on (its file, an auth packet), if
@@ -151,6 +180,12 @@ impl Framing {
 
     /// Scans `buf` (bytes not yet passed on, oldest first) for whole packets of the answer.
     pub fn scan(&mut self, buf: &[u8]) -> Result<Scan, Malformed> {
+        let scan = self.scan_packets(buf)?;
+        self.offset += scan.used as u64;
+        Ok(scan)
+    }
+
+    fn scan_packets(&mut self, buf: &[u8]) -> Result<Scan, Malformed> {
         let mut at = 0;
         loop {
             if self.skip > 0 {
@@ -164,7 +199,14 @@ impl Framing {
             if let State::Ended(end) = self.state
                 && !self.continued
             {
-                return Ok(Scan { used: at, end: Some(end) });
+                if self.queued.is_empty() {
+                    return Ok(Scan { used: at, end: Some(end) });
+                }
+                if end != TurnEnd::Done {
+                    return Err(Malformed("an answer waiting for the client inside a pipeline"));
+                }
+                self.next_answer(at);
+                continue;
             }
             let Some(head) = PacketHead::parse(&buf[at..]) else {
                 return Ok(Scan { used: at, end: None });
@@ -185,6 +227,18 @@ impl Framing {
             at = start;
             self.skip = head.len;
             self.continued = head.len == packet::MAX_PAYLOAD;
+        }
+    }
+
+    /// The answer that ended at `at` of the current buffer is done: the next queued one starts.
+    fn next_answer(&mut self, at: usize) {
+        let tally = std::mem::take(&mut self.tally);
+        self.answered.push(Answered { tally, end: self.offset + at as u64 });
+        if let Some(expect) = self.queued.pop_front() {
+            self.state = first_state(expect);
+            self.login = expect == Expect::Login;
+            // The next answer's packets are numbered from its command's.
+            self.last_seq = 0;
         }
     }
 
@@ -305,6 +359,19 @@ impl Framing {
     /// with CLIENT_DEPRECATE_EOF, an OK (a row starting with 0xFE is at least 16 MiB long).
     fn is_terminator(&self, len: usize) -> bool {
         if self.shape.deprecate_eof { len < packet::MAX_PAYLOAD } else { len < 9 }
+    }
+}
+
+/// Where the answer to a command starts.
+fn first_state(expect: Expect) -> State {
+    match expect {
+        Expect::Result => State::ResultHead,
+        Expect::Prepare => State::PrepareHead,
+        Expect::Rows => State::Rows,
+        Expect::FieldList => State::FieldList,
+        Expect::Login => State::Auth { login: true },
+        Expect::Auth => State::Auth { login: false },
+        Expect::OnePacket => State::OnePacket,
     }
 }
 

@@ -1,8 +1,10 @@
 //! What a relayed command request holds (sans-IO): whole MySQL packets from the client, that is
-//! commands without an answer (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA) riding ahead of at
-//! most one command that has one, which decides how its answer is framed.
+//! the commands the client sent before waiting for an answer (one, or several pipelined),
+//! commands without an answer (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA) among them. Each
+//! command with an answer decides how its answer is framed.
 
 use common::mysql::{command, packet};
+use common::wire::MAX_PIPELINED_COMMANDS;
 
 use super::framing::Expect;
 use super::packets::PacketHead;
@@ -13,9 +15,12 @@ pub enum BadCommands {
     /// The body does not end on a packet boundary.
     #[error("the body is not whole MySQL packets")]
     Truncated,
-    /// A command with an answer is not the last one.
-    #[error("only the last command of a request may have an answer")]
-    AnswerNotLast,
+    /// A command whose answer waits for the client (COM_CHANGE_USER) is not the last one.
+    #[error("only the last command of a request may wait for the client")]
+    AwaitNotLast,
+    /// More commands with an answer than one request may carry.
+    #[error("more than {MAX_PIPELINED_COMMANDS} commands with an answer in one request")]
+    TooManyCommands,
     /// A command the tunnel does not carry (replication streams, COM_QUIT).
     #[error("command 0x{0:02x} is not relayed")]
     NotRelayed(u8),
@@ -24,20 +29,35 @@ pub enum BadCommands {
     Empty,
 }
 
-/// The answer the last command of `body` expects, or `None` when no command in it has one.
-pub fn expected_answer(body: &[u8]) -> Result<Option<Expect>, BadCommands> {
-    let mut at = 0;
-    let mut expect = None;
-    let mut continued = false;
+/// A command of a request that has an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked<'a> {
+    /// How its answer starts.
+    pub expect: Expect,
+    /// Its payload (its first packet's, for a command of more than 16 MiB), for logs and the
+    /// audit log.
+    pub payload: &'a [u8],
+}
+
+/// The commands of `body` that have an answer, in order (none when only commands without
+/// one ride in it).
+pub fn commands_asked(body: &[u8]) -> Result<Vec<Asked<'_>>, BadCommands> {
+    let mut asked: Vec<Asked<'_>> = Vec::new();
+    let (mut at, mut continued) = (0, false);
     while at < body.len() {
         let head = PacketHead::parse(&body[at..]).ok_or(BadCommands::Truncated)?;
         let payload = body.get(at + PacketHead::LEN..at + PacketHead::LEN + head.len);
         let payload = payload.ok_or(BadCommands::Truncated)?;
         if !continued {
-            if expect.is_some() {
-                return Err(BadCommands::AnswerNotLast);
+            if asked.last().is_some_and(|a| a.expect == Expect::Auth) {
+                return Err(BadCommands::AwaitNotLast);
             }
-            expect = answer_of(*payload.first().ok_or(BadCommands::Empty)?)?;
+            if let Some(expect) = answer_of(*payload.first().ok_or(BadCommands::Empty)?)? {
+                if asked.len() == MAX_PIPELINED_COMMANDS {
+                    return Err(BadCommands::TooManyCommands);
+                }
+                asked.push(Asked { expect, payload });
+            }
         }
         continued = head.len == packet::MAX_PAYLOAD;
         at += PacketHead::LEN + head.len;
@@ -45,21 +65,7 @@ pub fn expected_answer(body: &[u8]) -> Result<Option<Expect>, BadCommands> {
     if continued {
         return Err(BadCommands::Truncated);
     }
-    Ok(expect)
-}
-
-/// The payload of the last command in `body` (the one answered; its first 16 MiB packet),
-/// for logs and the audit log.
-pub fn last_command(body: &[u8]) -> Option<&[u8]> {
-    let (mut at, mut last, mut continued) = (0, None, false);
-    while let Some(head) = body.get(at..).and_then(PacketHead::parse) {
-        if !continued {
-            last = body.get(at + PacketHead::LEN..at + PacketHead::LEN + head.len);
-        }
-        continued = head.len == packet::MAX_PAYLOAD;
-        at += PacketHead::LEN + head.len;
-    }
-    last
+    Ok(asked)
 }
 
 /// How the answer to a command starts; `None` for commands without one.
@@ -105,23 +111,46 @@ mod tests {
         p
     }
 
+    fn expects(body: &[u8]) -> Result<Vec<Expect>, BadCommands> {
+        commands_asked(body).map(|asked| asked.iter().map(|a| a.expect).collect())
+    }
+
     #[test]
     fn closes_ride_ahead_of_the_command() {
         let mut body = packet(0, &[command::STMT_CLOSE, 1, 0, 0, 0]);
         body.extend(packet(0, &[command::STMT_SEND_LONG_DATA, 2, 0, 0, 0, 0, 0, b'x']));
         body.extend(packet(0, b"\x17\x02\x00\x00\x00\x00\x01\x00\x00\x00"));
-        assert_eq!(expected_answer(&body), Ok(Some(Expect::Result)));
-        assert_eq!(expected_answer(&packet(0, &[command::STMT_CLOSE, 1, 0, 0, 0])), Ok(None));
+        assert_eq!(expects(&body), Ok(vec![Expect::Result]));
+        assert_eq!(commands_asked(&body).unwrap()[0].payload[0], command::STMT_EXECUTE);
+        assert_eq!(expects(&packet(0, &[command::STMT_CLOSE, 1, 0, 0, 0])), Ok(vec![]));
+    }
+
+    #[test]
+    fn pipelined_commands_are_answered_in_order() {
+        let mut body = packet(0, b"\x16SELECT ?");
+        body.extend(packet(0, &[command::STMT_CLOSE, 1, 0, 0, 0]));
+        body.extend(packet(0, b"\x03SELECT 1"));
+        body.extend(packet(0, b"\x0e"));
+        body.extend(packet(0, b"\x11change user"));
+        assert_eq!(
+            expects(&body),
+            Ok(vec![Expect::Prepare, Expect::Result, Expect::OnePacket, Expect::Auth])
+        );
+        let asked = commands_asked(&body).unwrap();
+        assert_eq!(asked[1].payload, b"\x03SELECT 1");
     }
 
     #[test]
     fn refuses_what_cannot_be_framed() {
-        let mut two = packet(0, b"\x03SELECT 1");
+        let mut two = packet(0, b"\x11change user");
         two.extend(packet(0, b"\x0e"));
-        assert_eq!(expected_answer(&two), Err(BadCommands::AnswerNotLast));
-        assert_eq!(expected_answer(&packet(0, b"\x12\x00")), Err(BadCommands::NotRelayed(0x12)));
-        assert_eq!(expected_answer(&packet(0, b"")), Err(BadCommands::Empty));
-        assert_eq!(expected_answer(&[5, 0, 0, 0, 3]), Err(BadCommands::Truncated));
+        assert_eq!(expects(&two), Err(BadCommands::AwaitNotLast));
+        assert_eq!(expects(&packet(0, b"\x12\x00")), Err(BadCommands::NotRelayed(0x12)));
+        assert_eq!(expects(&packet(0, b"")), Err(BadCommands::Empty));
+        assert_eq!(expects(&[5, 0, 0, 0, 3]), Err(BadCommands::Truncated));
+        let many: Vec<u8> = (0..=MAX_PIPELINED_COMMANDS).flat_map(|_| packet(0, b"\x0e")).collect();
+        assert_eq!(expects(&many), Err(BadCommands::TooManyCommands));
+        assert!(expects(&many[5..]).is_ok());
     }
 
     #[test]
@@ -130,8 +159,8 @@ mod tests {
         big[0] = command::QUERY;
         let mut body = packet(0, &big);
         body.extend(packet(1, b"rest"));
-        assert_eq!(expected_answer(&body), Ok(Some(Expect::Result)));
-        assert_eq!(expected_answer(&packet(0, &big)), Err(BadCommands::Truncated));
+        assert_eq!(expects(&body), Ok(vec![Expect::Result]));
+        assert_eq!(expects(&packet(0, &big)), Err(BadCommands::Truncated));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! on as `Packets` frames while the framing looks for its end, then a `Turn` frame. Driven by
 //! whoever polls the HTTP response body: no task and no channel of its own.
 
+use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -75,10 +76,13 @@ pub struct Turn {
     cut: CancellationToken,
     /// Wakes a waiting turn when `cut` is cancelled; made the first time the turn waits.
     cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
-    /// Told the bytes of the answer once the turn ends, however it ends.
-    on_end: Option<OnEnd>,
+    /// One per answer, oldest first: each is told how its answer went once it ends (the last
+    /// once the turn ends, however it ends).
+    on_end: VecDeque<OnEnd>,
     /// Bytes of the answer passed on so far.
     passed: u64,
+    /// Bytes of the answers already reported (a pipelined batch's earlier answers).
+    reported: u64,
     finished: bool,
 }
 
@@ -135,22 +139,41 @@ impl Turn {
             heartbeat,
             cut,
             cut_wait: None,
-            on_end: None,
+            on_end: VecDeque::new(),
             passed: 0,
+            reported: 0,
             finished: false,
         }
     }
 
-    /// Calls `on_end` when the turn ends (set before it is first polled).
+    /// Calls `on_end` when the next answer not yet given one ends (given before the turn is
+    /// first polled, one per answer of a pipelined batch, in order).
     pub fn on_end(&mut self, on_end: OnEnd) {
-        self.on_end = Some(on_end);
+        self.on_end.push_back(on_end);
     }
 
-    /// Marks the turn ended and reports it.
+    /// Reports the answers of a pipelined batch that ended before its last.
+    fn report_answered(&mut self) {
+        for answered in self.framing.take_answered() {
+            let bytes = answered.end.saturating_sub(self.reported);
+            self.reported = answered.end;
+            if let Some(on_end) = self.on_end.pop_front() {
+                let outcome = Outcome::Ended(TurnEnd::Done);
+                on_end(TurnReport { bytes, outcome, tally: answered.tally });
+            }
+        }
+    }
+
+    /// Marks the turn ended and reports it: the current answer with `outcome`, and the same
+    /// for the answers of a batch that never came.
     fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
-        if let Some(on_end) = self.on_end.take() {
-            on_end(TurnReport { bytes: self.passed, outcome, tally: self.framing.tally });
+        self.report_answered();
+        let mut bytes = self.passed.saturating_sub(self.reported);
+        let tally = self.framing.tally;
+        while let Some(on_end) = self.on_end.pop_front() {
+            on_end(TurnReport { bytes, outcome: outcome.clone(), tally });
+            bytes = 0;
         }
     }
 
@@ -180,11 +203,14 @@ impl Turn {
                             encode_packets(&mut out, &link.rbuf.split_to(scan.used));
                             self.passed += scan.used as u64;
                         }
+                        self.report_answered();
                         if let Some(end) = scan.end {
                             return Poll::Ready(Some(self.end(out, Outcome::Ended(end))));
                         }
                     }
                     Err(e) => {
+                        // Answers that ended in what could not be passed on are not reported.
+                        drop(self.framing.take_answered());
                         let outcome = Outcome::NotUnderstood(e.to_string());
                         return Poll::Ready(Some(self.end(out, outcome)));
                     }
