@@ -1,10 +1,12 @@
 //! The audit log, line by line: a session with text statements (DDL, DML, a SELECT, an error)
 //! and a prepared statement writes one JSON line per command with who, what, how long, how
-//! many rows and which error; with `statements: digest` the text is replaced by its digest.
+//! many rows and which error, pipelined commands too; with `statements: digest` the text is
+//! replaced by its digest.
 
 use std::time::Duration;
 
-use e2e::{DATABASE, TOKEN, Tunnel, USER, mysql_port, opts, sidecar_yaml, within};
+use e2e::raw::RawClient;
+use e2e::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -92,6 +94,35 @@ async fn every_command_of_a_session_is_one_audit_line() {
         // One line per command, in order: the INSERT before the SELECT before the error.
         let at = |l: &Value| lines.iter().position(|x| x == l).unwrap_or(usize::MAX);
         assert!(at(insert) < at(select) && at(select) < at(failed) && at(failed) < at(execute));
+        drop(std::fs::remove_file(&path));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pipelined_commands_are_one_audit_line_each() {
+    within(60, async {
+        let (tunnel, path) = audited_tunnel("pipelined", "text").await;
+        let mut client = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
+        let pipeline = [
+            "CREATE TEMPORARY TABLE piped (id INT)",
+            "INSERT INTO piped VALUES (1), (2), (3)",
+            "SELECT * FROM piped",
+            "SELECT * FROM no_such_table",
+            "SELECT 'piped end'",
+        ];
+        let commands: Vec<Vec<u8>> =
+            pipeline.iter().map(|q| [&[3u8][..], q.as_bytes()].concat()).collect();
+        let answers = client.pipeline_bytes(&commands).await;
+        assert!(answers.ends_with(&[5, 0, 0, 5, 254, 0, 0, 2, 0]), "every answer came");
+        let lines = lines_until(&path, "SELECT 'piped end'").await;
+        let line = |statement: &str| find(&lines, "Query", statement).clone();
+        assert_eq!(line(pipeline[1])["affected_rows"], 3);
+        assert_eq!(line(pipeline[2])["rows"], 3);
+        assert_eq!(line(pipeline[3])["error"], 1146);
+        assert_eq!(line(pipeline[4])["rows"], 1);
+        let order: Vec<&str> = lines.iter().filter_map(|l| l["statement"].as_str()).collect();
+        assert_eq!(order, pipeline, "one line per command, in order");
         drop(std::fs::remove_file(&path));
     })
     .await;

@@ -1,16 +1,17 @@
 //! The network bench: the shaping proxy (25 ms each way: a 50 ms round trip) between a direct
 //! client and MariaDB, and the same proxy between the sidecar and the transport. Reports, direct
-//! against tunnel, round trips per query, per new connection, per prepared execute and per
-//! LOAD DATA LOCAL; the time of a DBeaver-like Connector/J connect sequence; and, at 20 Mbit/s,
-//! the time of a 1M-row SELECT. Medians of interleaved rounds.
+//! against tunnel, round trips per query, per new connection, per prepared execute, per LOAD
+//! DATA LOCAL and per pipeline of 10 commands; the time of a DBeaver-like Connector/J connect
+//! sequence; and, at 20 Mbit/s, the time of a 1M-row SELECT. Medians of interleaved rounds.
 //! Usage: `cargo bench -p e2e --bench wan -- [ROUNDS]` (MariaDB at SQLTUNNEL_TEST_MYSQL_PORT).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use e2e::raw::RawClient;
 use e2e::shaper::{Shape, Shaper, tunnel_through};
-use e2e::{DATABASE, Tunnel, mysql_port, transport_yaml};
+use e2e::{DATABASE, PASSWORD, Tunnel, USER, mysql_port, transport_yaml};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -54,9 +55,12 @@ fn opts(port: u16, file: &str) -> mysql_async::OptsBuilder {
     e2e::opts(port, Some(DATABASE)).local_infile_handler(Some(handler))
 }
 
+/// Commands a pipelining client sends at once (MariaDB Connector/J's batches).
+const PIPELINED: usize = 10;
+
 /// Round trips of one run of each kind on `port`: query, new connection, prepared execute,
-/// LOAD DATA LOCAL.
-async fn round_trips(port: u16, file: &str) -> [f64; 4] {
+/// LOAD DATA LOCAL, a pipeline of [`PIPELINED`] commands.
+async fn round_trips(port: u16, file: &str) -> [f64; 5] {
     let (connect, conn) = timed(Conn::new(opts(port, file))).await;
     let mut conn = conn.expect("connect");
     let (query, _) = timed(conn.query_drop("DO 1")).await;
@@ -66,7 +70,16 @@ async fn round_trips(port: u16, file: &str) -> [f64; 4] {
     let (infile, loaded) = timed(conn.query_drop(load)).await;
     loaded.expect("load data");
     drop(conn.disconnect().await);
-    [query / RTT, connect / RTT, execute / RTT, infile / RTT]
+    let mut raw = RawClient::login(port, USER, PASSWORD, DATABASE).await;
+    let commands = vec![b"\x03DO 1".to_vec(); PIPELINED];
+    let (pipeline, ()) = timed(async {
+        raw.write_pipeline(&commands).await;
+        for _ in 0..PIPELINED {
+            assert_eq!(raw.read().await[0], 0, "an OK");
+        }
+    })
+    .await;
+    [query / RTT, connect / RTT, execute / RTT, infile / RTT, pipeline / RTT]
 }
 
 /// Seconds to read `SELECT seq FROM seq_1_to_1000000` to its end on `port`.
@@ -139,6 +152,7 @@ async fn main() {
         "a new connection (mysql_async login)",
         "a prepared execute",
         "a LOAD DATA LOCAL (64 rows)",
+        "a pipeline of 10 commands",
     ];
     for (i, kind) in kinds.iter().enumerate() {
         let dm = median(d.iter().map(|r| r[i]).collect());

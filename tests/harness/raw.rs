@@ -169,6 +169,12 @@ impl RawClient {
     /// Sends commands in one write, without waiting for any answer (a pipelining client), and
     /// returns every byte that comes back until the line has been quiet.
     pub async fn pipeline_bytes(&mut self, payloads: &[Vec<u8>]) -> Vec<u8> {
+        self.write_pipeline(payloads).await;
+        self.read_until_quiet().await
+    }
+
+    /// Writes commands (each a packet with sequence id 0) in one write, reading nothing.
+    pub async fn write_pipeline(&mut self, payloads: &[Vec<u8>]) {
         let mut out = Vec::new();
         for payload in payloads {
             out.extend_from_slice(&(payload.len() as u32).to_le_bytes()[..3]);
@@ -176,7 +182,6 @@ impl RawClient {
             out.extend_from_slice(payload);
         }
         self.stream.write_all(&out).await.expect("write pipeline");
-        self.read_until_quiet().await
     }
 
     /// Every byte that arrives until the line has been quiet for 200 ms (the first may take
