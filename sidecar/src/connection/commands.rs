@@ -128,7 +128,7 @@ impl Connection {
         let limit = self.tunnel.pipeline_limit();
         let mut last = first.clone();
         while let Some(cmd) = self.io.buffered_command() {
-            if asked == limit || !pipelines(cmd) || may_ask_for_a_file(&last) {
+            if asked == limit || !pipelines(cmd) || waits_for_the_client(&last) {
                 break;
             }
             let Some((packet, held)) = self.io.read_raw_within(Some(budget)).await? else { break };
@@ -247,9 +247,8 @@ impl Connection {
 }
 
 /// True for a command that may go in the same request as the client's command before it: one
-/// relayed as it is, whose answer does not wait for the client (COM_QUIT, COM_CHANGE_USER and
-/// replication commands go alone; a query that turns out to be a LOAD DATA LOCAL is refused
-/// by the transport mid-pipeline, as a server would be confused by it).
+/// relayed as it is (COM_QUIT, COM_CHANGE_USER, which the sidecar may check itself, and
+/// replication commands go alone).
 fn pipelines(cmd: u8) -> bool {
     !matches!(
         cmd,
@@ -262,9 +261,45 @@ fn pipelines(cmd: u8) -> bool {
     )
 }
 
-/// True for a COM_QUERY (`packet` with its header) that may be a LOAD DATA LOCAL: the server
-/// would take the commands pipelined behind it for the file, so none go with it.
-fn may_ask_for_a_file(packet: &[u8]) -> bool {
-    packet.get(4) == Some(&command::QUERY)
-        && packet[5..].windows(6).any(|w| w.eq_ignore_ascii_case(b"infile"))
+/// True for a command (`packet` with its header) whose answer may wait for the client: a
+/// COM_CHANGE_USER (an auth switch) or a COM_QUERY that may be a LOAD DATA LOCAL (a file). The
+/// server would take the commands pipelined behind it for the client's reply, so none go
+/// with it.
+fn waits_for_the_client(packet: &[u8]) -> bool {
+    match packet.get(4) {
+        Some(&command::CHANGE_USER) => true,
+        Some(&command::QUERY) => packet[5..].windows(6).any(|w| w.eq_ignore_ascii_case(b"infile")),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(payload: &[u8]) -> Vec<u8> {
+        let mut p = (payload.len() as u32).to_le_bytes().to_vec();
+        p[3] = 0;
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn nothing_rides_behind_what_waits_for_the_client() {
+        assert!(waits_for_the_client(&packet(b"\x03load data local InFile 'x' into table t")));
+        assert!(waits_for_the_client(&packet(b"\x11app\0")));
+        assert!(!waits_for_the_client(&packet(b"\x03SELECT 1")));
+        assert!(!waits_for_the_client(&packet(b"\x16SELECT 'infile'")));
+        assert!(!waits_for_the_client(&packet(b"\x03")));
+    }
+
+    #[test]
+    fn commands_the_sidecar_handles_itself_go_alone() {
+        for cmd in [command::QUERY, command::STMT_EXECUTE, command::STMT_CLOSE, command::PING] {
+            assert!(pipelines(cmd));
+        }
+        for cmd in [command::QUIT, command::CHANGE_USER, command::BINLOG_DUMP] {
+            assert!(!pipelines(cmd));
+        }
+    }
 }
