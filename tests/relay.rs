@@ -346,3 +346,30 @@ async fn pipelined_commands_are_answered_as_directly_in_one_request() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_pipeline_never_crosses_in_more_than_max_packet_bytes() {
+    within(60, async {
+        let tunnel =
+            Tunnel::start_passthrough("max_packet: 1024\nmax_inflight_bytes: 1048576\n").await;
+        let transport = tunnel.transport.port();
+        let mut direct = RawClient::login(mysql_port(), USER, PASSWORD, DATABASE).await;
+        let mut through = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
+        // Six commands of 304 bytes: three fit in 1024 bytes, so two requests of three.
+        let commands: Vec<Vec<u8>> =
+            (0..6).map(|i| query(&format!("SELECT {i}, '{}'", "x".repeat(287)))).collect();
+        assert!(commands.iter().all(|c| c.len() == 300));
+        let before = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
+        let expected = direct.pipeline_bytes(&commands).await;
+        let got = through.pipeline_bytes(&commands).await;
+        assert!(
+            got == expected,
+            "{} bytes through the tunnel, {} direct",
+            got.len(),
+            expected.len()
+        );
+        let after = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
+        assert_eq!(after - before, 4);
+    })
+    .await;
+}

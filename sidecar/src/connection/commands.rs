@@ -116,8 +116,9 @@ impl Connection {
     }
 
     /// The commands the client sent right behind `first` (just read), without waiting for its
-    /// answer, up to the transport's limit: those already here whole that pass as they are.
-    /// Returns their packets and how many commands with an answer the request now carries.
+    /// answer, up to the transport's limit and `max_packet` bytes in all (what one command may
+    /// be): those already here whole that pass as they are. Returns their packets and how many
+    /// commands with an answer the request now carries.
     async fn read_pipelined(
         &mut self,
         first: &Bytes,
@@ -125,10 +126,12 @@ impl Connection {
         room: &mut Vec<OwnedSemaphorePermit>,
     ) -> Result<(Vec<Bytes>, usize), Error> {
         let (mut packets, mut asked) = (Vec::new(), 1);
-        let limit = self.tunnel.pipeline_limit();
-        let mut last = first.clone();
-        while let Some(cmd) = self.io.buffered_command() {
-            if asked == limit || !pipelines(cmd) || waits_for_the_client(&last) {
+        let (limit, max_bytes) = (self.tunnel.pipeline_limit(), self.shared.config.max_packet);
+        let (mut last, mut bytes) = (first.clone(), first.len());
+        while let Some((cmd, size)) = self.io.buffered_command() {
+            bytes += size;
+            if asked == limit || bytes > max_bytes || !pipelines(cmd) || waits_for_the_client(&last)
+            {
                 break;
             }
             let Some((packet, held)) = self.io.read_raw_within(Some(budget)).await? else { break };

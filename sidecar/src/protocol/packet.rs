@@ -204,10 +204,10 @@ impl PacketIo {
         }
     }
 
-    /// The command byte of the next logical packet when it is already here whole: the client
-    /// sent it without waiting for the last answer (pipelined). `None` otherwise, and for an
-    /// empty packet.
-    pub fn buffered_command(&self) -> Option<u8> {
+    /// The command byte and the size (headers included) of the next logical packet when it is
+    /// already here whole: the client sent it without waiting for the last answer
+    /// (pipelined). `None` otherwise, and for an empty packet.
+    pub fn buffered_command(&self) -> Option<(u8, usize)> {
         let mut at = 0;
         loop {
             let h = self.rbuf.get(at..at + 4)?;
@@ -215,10 +215,10 @@ impl PacketIo {
             if self.rbuf.len() < at + 4 + len {
                 return None;
             }
-            if len != MAX_PAYLOAD {
-                return self.rbuf.get(4).copied().filter(|_| at + len > 0);
-            }
             at += 4 + len;
+            if len != MAX_PAYLOAD {
+                return self.rbuf.get(4).map(|&cmd| (cmd, at)).filter(|_| at > 4);
+            }
         }
     }
 
