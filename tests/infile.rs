@@ -231,3 +231,40 @@ async fn a_stalled_file_is_cancelled_without_loading_part_of_it() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_command_pipelined_behind_a_load_data_local_gets_an_error_not_a_hang() {
+    within(60, async {
+        use e2e::raw::{CAPS, Ending, RawClient};
+        let tunnel = Tunnel::start().await;
+        let mut answers = Vec::new();
+        for (port, table) in
+            [(mysql_port(), "inf_piped_direct"), (tunnel.sidecar.port(), "inf_piped_tunnel")]
+        {
+            fresh_table(table).await;
+            let mut c =
+                RawClient::login_with_caps(port, USER, PASSWORD, DATABASE, CAPS | LOCAL_FILES)
+                    .await;
+            // The client sends a ping right behind the LOAD DATA, where the file should come.
+            let load = format!("\x03LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE {table}");
+            c.write_pipeline(&[load.into_bytes(), vec![0x0e]]).await;
+            let answer = c.read_until_quiet().await;
+            answers.push((c, answer));
+            assert_eq!(count(table).await, 0, "{table}: nothing loaded");
+        }
+        let (mut client, through) = answers.pop().expect("through the tunnel");
+        let (_, direct) = answers.pop().expect("direct");
+        let (direct, through) = (&direct, &through);
+        // Both ask for the file. The server then takes the ping for file data out of order
+        // and aborts the connection (its log says so) without a word to the client; the
+        // sidecar says it, error 1156, and hangs up at once.
+        let request = b"\x06\0\0\x01\xfbx.csv";
+        assert_eq!(direct[..], request[..]);
+        assert_eq!(through[..10], request[..]);
+        assert_eq!(through[14..17], [0xff, 0x84, 0x04], "error 1156: {through:?}");
+        assert!(String::from_utf8_lossy(through).ends_with("Got packets out of order"));
+        let ending = client.ending_within(std::time::Duration::from_secs(2)).await;
+        assert!(matches!(ending, Ending::Closed | Ending::Reset), "{ending:?}");
+    })
+    .await;
+}

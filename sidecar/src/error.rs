@@ -15,6 +15,10 @@ pub enum Error {
     /// The client broke the MySQL protocol.
     #[error("client protocol error: {0}")]
     ClientProtocol(&'static str),
+    /// The client sent a packet out of sequence where the protocol wants the next one (a
+    /// command pipelined behind a LOAD DATA LOCAL instead of the file).
+    #[error("Got packets out of order")]
+    PacketsOutOfOrder,
     /// A client packet exceeded `max_packet`.
     #[error("Got a packet bigger than 'max_allowed_packet' bytes ({limit})")]
     PacketTooLarge {
@@ -136,6 +140,7 @@ impl Error {
             Error::ClientProtocol(_) | Error::TlsUnsupported => {
                 (code::HANDSHAKE, *code::STATE_COMM, msg)
             }
+            Error::PacketsOutOfOrder => (code::PACKETS_OUT_OF_ORDER, *code::STATE_COMM, msg),
             Error::TransportUnreachable { .. }
             | Error::TransportSilent { .. }
             | Error::TokenRefused { .. }
@@ -154,7 +159,7 @@ impl Error {
         match self {
             Error::Config(_) => "config",
             Error::Io(_) => "client_io",
-            Error::ClientProtocol(_) => "client_protocol",
+            Error::ClientProtocol(_) | Error::PacketsOutOfOrder => "client_protocol",
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => "too_large",
             Error::AccessDenied { .. } => "access_denied",
             Error::TooManyClients => "too_many_clients",
@@ -184,6 +189,7 @@ impl Error {
                 | Error::NotResumed(_)
                 | Error::Io(_)
                 | Error::ClientProtocol(_)
+                | Error::PacketsOutOfOrder
                 | Error::PacketTooLarge { .. }
                 | Error::Busy
         )

@@ -192,9 +192,15 @@ impl Connection {
     async fn send_file(&mut self, session: &str) -> Result<TurnEnd, Error> {
         let mut piece = BytesMut::new();
         loop {
+            let seq = self.io.next_seq();
             let packet = self.io.read_raw().await?.ok_or(Error::ClientProtocol(
                 "client hung up while sending a LOAD DATA LOCAL file",
             ))?;
+            if packet[3] != seq {
+                // Not the file: a command pipelined behind the LOAD DATA, say. A server says
+                // the same and hangs up.
+                return Err(Error::PacketsOutOfOrder);
+            }
             let last = packet.len() == 4;
             piece.extend_from_slice(&packet);
             if last {

@@ -156,6 +156,12 @@ impl PacketIo {
         }
     }
 
+    /// The sequence id the client's next packet must have (the one after the last packet read
+    /// or relayed).
+    pub fn next_seq(&self) -> u8 {
+        self.seq
+    }
+
     /// Reads one logical packet as the client sent it, headers (and 16 MiB continuations)
     /// included, for passing on unchanged. `None` when the client hung up between packets.
     pub async fn read_raw(&mut self) -> Result<Option<Bytes>, Error> {
