@@ -308,22 +308,39 @@ fn pipeline() -> Vec<Vec<u8>> {
     ]
 }
 
+/// A pipeline written at once on a direct connection and through `tunnel`: the clients (to go
+/// on with), every byte each got back, and how many commands rode along another's request.
+struct Piped {
+    direct: RawClient,
+    through: RawClient,
+    expected: Vec<u8>,
+    got: Vec<u8>,
+    pipelined: u64,
+}
+
+async fn pipe(tunnel: &Tunnel, commands: &[Vec<u8>]) -> Piped {
+    let transport = tunnel.transport.port();
+    let mut direct = RawClient::login(mysql_port(), USER, PASSWORD, DATABASE).await;
+    let mut through = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
+    let counter = "sqltunnel_pipelined_commands_total";
+    let before = metric(transport, Some(TOKEN), counter).await;
+    let expected = direct.pipeline_bytes(commands).await;
+    let got = through.pipeline_bytes(commands).await;
+    let pipelined = metric(transport, Some(TOKEN), counter).await - before;
+    Piped { direct, through, expected, got, pipelined }
+}
+
 #[tokio::test]
 async fn pipelined_commands_are_answered_as_directly_in_one_request() {
     within(60, async {
         let tunnel = Tunnel::start_passthrough("").await;
-        let transport = tunnel.transport.port();
-        let mut direct = RawClient::login(mysql_port(), USER, PASSWORD, DATABASE).await;
-        let mut through = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
-        let before = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
-        let expected = direct.pipeline_bytes(&pipeline()).await;
-        let got = through.pipeline_bytes(&pipeline()).await;
+        let Piped { mut direct, mut through, mut expected, mut got, pipelined } =
+            pipe(&tunnel, &pipeline()).await;
         assert!(expected.len() > 300_000, "the big result came: {} bytes", expected.len());
         assert!(expected.windows(6).any(|w| w == b"#42S02"), "the error is in the answers");
         assert!(!expected.windows(7).any(|w| w == b"Unknown"), "the execute found its statement");
         // The prepare's OK (after the SET's 11-byte OK) names the server's statement id, a
         // counter of the whole server: the one thing that differs.
-        let (mut got, mut expected) = (got, expected);
         for answers in [&mut got, &mut expected] {
             assert_eq!(answers[11..16], [12, 0, 0, 1, 0], "the prepare's OK comes second");
             answers[16..20].fill(0);
@@ -335,8 +352,7 @@ async fn pipelined_commands_are_answered_as_directly_in_one_request() {
             expected.len()
         );
         // Nine commands have an answer: eight rode in the first one's request.
-        let after = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
-        assert_eq!(after - before, 8);
+        assert_eq!(pipelined, 8);
         // The connection goes on as usual.
         let (d, t) = (
             direct.command_all(&query("SELECT @x")).await,
@@ -352,24 +368,18 @@ async fn a_pipeline_never_crosses_in_more_than_max_packet_bytes() {
     within(60, async {
         let tunnel =
             Tunnel::start_passthrough("max_packet: 1024\nmax_inflight_bytes: 1048576\n").await;
-        let transport = tunnel.transport.port();
-        let mut direct = RawClient::login(mysql_port(), USER, PASSWORD, DATABASE).await;
-        let mut through = RawClient::login(tunnel.sidecar.port(), USER, PASSWORD, DATABASE).await;
         // Six commands of 304 bytes: three fit in 1024 bytes, so two requests of three.
         let commands: Vec<Vec<u8>> =
             (0..6).map(|i| query(&format!("SELECT {i}, '{}'", "x".repeat(287)))).collect();
         assert!(commands.iter().all(|c| c.len() == 300));
-        let before = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
-        let expected = direct.pipeline_bytes(&commands).await;
-        let got = through.pipeline_bytes(&commands).await;
+        let piped = pipe(&tunnel, &commands).await;
         assert!(
-            got == expected,
-            "{} bytes through the tunnel, {} direct",
-            got.len(),
-            expected.len()
+            piped.got == piped.expected,
+            "{} bytes, {} direct",
+            piped.got.len(),
+            piped.expected.len()
         );
-        let after = metric(transport, Some(TOKEN), "sqltunnel_pipelined_commands_total").await;
-        assert_eq!(after - before, 4);
+        assert_eq!(piped.pipelined, 4);
     })
     .await;
 }
