@@ -26,7 +26,8 @@ if [[ "${1:-}" == "--wan" ]]; then
     trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
     db_port=$(free_port)
     start_mariadb "$WORK/mariadb" "$db_port"
-    SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
+    mkdir -p "$WORK/tmp"
+    TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
     exit 0
 fi
 

@@ -31,9 +31,13 @@ echo "== starting MariaDB on 127.0.0.1:$MYSQL_PORT"
 start_mariadb "$WORK/mariadb" "$MYSQL_PORT"
 
 echo "== cargo test"
+# What the tests write to the temp dir (configs, certificates, nginx prefixes, logs) goes
+# under $WORK, removed at exit; nginx's workers (user nobody) must reach their temp paths.
+mkdir -p "$WORK/tmp"
+chmod 755 "$WORK" "$WORK/tmp"
 set +e
 export SQLTUNNEL_TEST_PYTHON="$CLIENTS/venv/bin/python" SQLTUNNEL_TEST_NODE_MODULES="$CLIENTS/node/node_modules" SQLTUNNEL_TEST_MYSQL_JAR="$CLIENTS/jars/mysql-connector-j-8.0.33.jar"
-SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
+TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run, summed over every test binary.

@@ -187,6 +187,7 @@ pub async fn sidecar_check(yaml: &str) -> (bool, String) {
         .await
         .expect("join")
         .expect("run sidecar check");
+    drop(std::fs::remove_dir_all(&dir));
     let text = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     (output.status.success(), text)
