@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     // Each kind alone, then the answers to all of them pipelined (the last waits for nothing).
     let pipelined = [EXPECTS[6], EXPECTS[0], EXPECTS[1], EXPECTS[2], EXPECTS[3], EXPECTS[0]];
     let framings = EXPECTS.iter().map(|&e| Framing::new(e, shape));
-    for mut framing in framings.chain(Framing::pipelined(&pipelined, shape)) {
+    for mut framing in framings.chain(Framing::pipelined(pipelined, shape)) {
         let mut scanned = 0;
         let mut buf = answer[..cut].to_vec();
         for more in [&answer[cut..], &[][..]] {

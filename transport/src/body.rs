@@ -39,7 +39,7 @@ pub struct Compressed {
 const COMPRESS_FROM: usize = 256;
 
 impl ResponseBody {
-    /// This body compressed, unless it is a small whole one (then `None`: send it as it is).
+    /// This body compressed; a small whole one comes back as the error (send it as it is).
     pub fn compressed(self) -> Result<ResponseBody, ResponseBody> {
         if let ResponseBody::Whole(bytes) = &self
             && bytes.as_ref().is_none_or(|b| b.len() < COMPRESS_FROM)
@@ -136,15 +136,7 @@ impl StreamedTurn {
         self.first = first;
         ResponseBody::Turn(Box::new(self))
     }
-}
 
-impl From<Bytes> for ResponseBody {
-    fn from(bytes: Bytes) -> Self {
-        ResponseBody::Whole((!bytes.is_empty()).then_some(bytes))
-    }
-}
-
-impl StreamedTurn {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if let Some(first) = self.first.take() {
             return Poll::Ready(Some(first));
@@ -170,6 +162,12 @@ impl StreamedTurn {
 
     fn is_end(&self) -> bool {
         self.first.is_none() && self.turn.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+impl From<Bytes> for ResponseBody {
+    fn from(bytes: Bytes) -> Self {
+        ResponseBody::Whole((!bytes.is_empty()).then_some(bytes))
     }
 }
 

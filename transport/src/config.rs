@@ -97,7 +97,7 @@ impl Default for TransportConfig {
             worker_threads: 1,
             shutdown_grace: Duration::from_secs(10),
             compression: true,
-            resume_window: 8 << 20,
+            resume_window: crate::resume::DEFAULT_WINDOW,
             audit: None,
             log: LogConfig::default(),
         }

@@ -258,12 +258,11 @@ async fn command(
         *guard = None;
         return Ok(remember(&session, step, closed(&session.id)));
     }
-    let expects: Vec<Expect> = asked.iter().map(|a| a.expect).collect();
-    let Some(framing) = Framing::pipelined(&expects, link.shape) else {
+    let Some(framing) = Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) else {
         return Ok(remember(&session, step, ended(&session.id, TurnEnd::Done)));
     };
     let on_end = asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
-    let response = turn_with(state, guard, framing, &session, on_end.collect(), step).await;
+    let response = turn_with(state, guard, framing, &session, on_end, step).await;
     state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
     Ok(remember(&session, step, response))
 }
@@ -337,7 +336,7 @@ async fn turn(
     let on_end: OnEnd = Box::new(move |report| {
         command_log::log_broken_turn(&label, "login or file", &report.outcome)
     });
-    turn_with(state, guard, framing, session, vec![on_end], step).await
+    turn_with(state, guard, framing, session, [on_end], step).await
 }
 
 /// Answers with a turn of step `step` (resumable when given): whole when it ends within its
@@ -347,7 +346,7 @@ async fn turn_with(
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
-    on_end: Vec<OnEnd>,
+    on_end: impl IntoIterator<Item = OnEnd>,
     step: Option<u64>,
 ) -> Response<ResponseBody> {
     let id = session.id.as_str();

@@ -1,9 +1,9 @@
 //! Resuming a step after the sidecar's HTTP connection broke (Wi-Fi change, laptop sleep,
 //! proxy restart). Each request of a session carries its step number; a step runs once. The
-//! answer of the last step is kept (its last [`RESUME_WINDOW`] bytes), and its turn, when the
+//! answer of the last step is kept (its last `resume_window` bytes), and its turn, when the
 //! connection broke while it ran, is parked with the upstream link. The same step sent again
 //! gets the answer from the byte the sidecar had, then the rest as it comes. The window
-//! (`resume_window`, 8 MiB by default) must exceed what the sockets and proxies between the
+//! ([`DEFAULT_WINDOW`] unless configured) must exceed what the sockets and proxies between the
 //! transport and the sidecar hold in flight.
 
 use std::collections::VecDeque;
@@ -17,6 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::relay::Turn;
+
+/// Bytes of a step's answer kept for a resume unless `resume_window` says otherwise.
+pub const DEFAULT_WINDOW: u64 = 8 << 20;
 
 /// How long a resume waits for the turn still attached to the broken connection to let go.
 const DETACH_WAIT: Duration = Duration::from_secs(5);
@@ -106,7 +109,7 @@ impl Default for Resumable {
             complete: false,
             live: Live::Idle,
         };
-        Self { state: Mutex::new(state), window: (8 << 20).into(), parked: Notify::new() }
+        Self { state: Mutex::new(state), window: DEFAULT_WINDOW.into(), parked: Notify::new() }
     }
 }
 

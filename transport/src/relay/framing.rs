@@ -135,10 +135,10 @@ impl Framing {
     /// Framing for the answers to pipelined commands, in order (`None` when there are none).
     /// Only the last may end waiting for the client (a file, an auth packet): the upstream
     /// would read the commands behind it as the client's reply.
-    pub fn pipelined(expects: &[Expect], shape: Shape) -> Option<Self> {
-        let (&first, rest) = expects.split_first()?;
-        let mut framing = Self::new(first, shape);
-        framing.queued.extend(rest);
+    pub fn pipelined(expects: impl IntoIterator<Item = Expect>, shape: Shape) -> Option<Self> {
+        let mut expects = expects.into_iter();
+        let mut framing = Self::new(expects.next()?, shape);
+        framing.queued.extend(expects);
         Some(framing)
     }
 

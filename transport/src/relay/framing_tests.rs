@@ -262,29 +262,29 @@ fn pipelined_answers_end_after_the_last() {
         })
         .collect();
     for cut in 0..stream.len() {
-        let mut framing = Framing::pipelined(&expects, EOF_SHAPE).unwrap();
+        let mut framing = Framing::pipelined(expects, EOF_SHAPE).unwrap();
         let got = scan_in_pieces(&mut framing, &stream, &[cut]);
         assert_eq!(got, (stream.len(), Some(TurnEnd::Done)), "split at {cut}");
         let answered: Vec<u64> = framing.take_answered().iter().map(|a| a.end).collect();
         assert_eq!(answered, ends[..3], "split at {cut}");
     }
     // Each answer has its own tally: the prepare's statement id, the query's row.
-    let mut framing = Framing::pipelined(&expects[..2], EOF_SHAPE).unwrap();
+    let mut framing = Framing::pipelined(expects[..2].iter().copied(), EOF_SHAPE).unwrap();
     assert_eq!(scan_in_pieces(&mut framing, &answers[..2].concat(), &[]).1, Some(TurnEnd::Done));
     let first = framing.take_answered()[0].tally;
     assert_eq!((first.statement_id, first.rows), (Some(2), 0));
     assert_eq!((framing.tally.statement_id, framing.tally.rows), (None, 1));
-    assert!(Framing::pipelined(&[], EOF_SHAPE).is_none());
+    assert!(Framing::pipelined([], EOF_SHAPE).is_none());
 }
 
 #[test]
 fn a_file_request_inside_a_pipeline_is_refused() {
     // The upstream would take the pipelined command behind the LOAD DATA for the file.
     let infile = packet(1, b"\xfbdata.csv");
-    let mut framing = Framing::pipelined(&[Expect::Result, Expect::OnePacket], EOF_SHAPE).unwrap();
+    let mut framing = Framing::pipelined([Expect::Result, Expect::OnePacket], EOF_SHAPE).unwrap();
     assert!(framing.scan(&infile).is_err());
     // As the last command, it is the client's turn to send the file.
-    let mut last = Framing::pipelined(&[Expect::OnePacket, Expect::Result], EOF_SHAPE).unwrap();
+    let mut last = Framing::pipelined([Expect::OnePacket, Expect::Result], EOF_SHAPE).unwrap();
     let stream = [packet(1, &[0, 0, 0, 2, 0, 0, 0]), infile].concat();
     assert_eq!(scan_in_pieces(&mut last, &stream, &[]), (stream.len(), Some(TurnEnd::AwaitFile)));
 }
@@ -294,11 +294,11 @@ fn an_error_in_a_pipeline_answers_its_command_only() {
     // The first command fails; the second is still answered.
     let err = packet(1, b"\xff\x7a\x04#42S02Table 'x' doesn't exist");
     let stream = [err, TEXT_RESULT.to_vec()].concat();
-    let mut framing = Framing::pipelined(&[Expect::Result, Expect::Result], EOF_SHAPE).unwrap();
+    let mut framing = Framing::pipelined([Expect::Result, Expect::Result], EOF_SHAPE).unwrap();
     assert_eq!(scan_in_pieces(&mut framing, &stream, &[]), (stream.len(), Some(TurnEnd::Done)));
     assert_eq!(framing.take_answered()[0].tally.error, Some(1146));
     // A boundary between two answers is where the next answer's first packet goes (seq 1).
-    let mut framing = Framing::pipelined(&[Expect::OnePacket, Expect::Result], EOF_SHAPE).unwrap();
+    let mut framing = Framing::pipelined([Expect::OnePacket, Expect::Result], EOF_SHAPE).unwrap();
     let ok = packet(1, &[0, 0, 0, 2, 0, 0, 0]);
     assert_eq!(framing.scan(&ok).map(|s| s.used), Ok(ok.len()));
     assert_eq!(framing.next_seq_at_boundary(), Some(1));

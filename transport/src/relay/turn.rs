@@ -164,16 +164,15 @@ impl Turn {
         }
     }
 
-    /// Marks the turn ended and reports it: the current answer with `outcome`, and the same
-    /// for the answers of a batch that never came.
+    /// Marks the turn ended and reports it: the current answer with `outcome` and what it
+    /// said, and the answers of a batch that never came with `outcome` alone.
     fn finish(&mut self, outcome: Outcome) {
         self.finished = true;
         self.report_answered();
-        let mut bytes = self.passed.saturating_sub(self.reported);
-        let tally = self.framing.tally;
-        while let Some(on_end) = self.on_end.pop_front() {
+        let (bytes, tally) = (self.passed.saturating_sub(self.reported), self.framing.tally);
+        for (i, on_end) in self.on_end.drain(..).enumerate() {
+            let (bytes, tally) = if i == 0 { (bytes, tally) } else { (0, Tally::default()) };
             on_end(TurnReport { bytes, outcome: outcome.clone(), tally });
-            bytes = 0;
         }
     }
 
