@@ -126,24 +126,29 @@ impl StreamDecompressor {
     /// Decompresses into `out` until `max` bytes were added or the input is used up;
     /// returns the bytes added.
     pub fn pull(&mut self, out: &mut BytesMut, max: usize) -> io::Result<usize> {
-        let mut piece = Vec::with_capacity(max);
+        let start = out.len();
+        out.resize(start + max, 0);
         let mut input = InBuffer::around(&self.pending);
-        loop {
-            let at = piece.len();
-            if at >= max {
-                break;
+        let mut written = 0;
+        let result = loop {
+            if written >= max {
+                break Ok(());
             }
-            let mut output = OutBuffer::around_pos(&mut piece, at);
+            let mut output = OutBuffer::around_pos(&mut out[start..], written);
             let before = input.pos();
-            self.decoder.run(&mut input, &mut output)?;
-            if input.pos() == before && piece.len() == at {
-                break;
+            if let Err(e) = self.decoder.run(&mut input, &mut output) {
+                break Err(e);
             }
-        }
+            let now = output.pos();
+            if input.pos() == before && now == written {
+                break Ok(());
+            }
+            written = now;
+        };
+        out.truncate(start + written);
         let used = input.pos();
         drop(self.pending.split_to(used));
-        out.extend_from_slice(&piece);
-        Ok(piece.len())
+        result.map(|()| written)
     }
 }
 

@@ -18,6 +18,12 @@ const BODY_LIMIT_WAIT: Duration = Duration::from_secs(5);
 /// Largest body read from a diagnostic answer.
 const MAX_BODY: usize = 64 * 1024;
 
+/// A new connection to the transport (through the proxy, with TLS, as configured).
+async fn connect(target: &Target<'_>) -> std::io::Result<HttpConn> {
+    let (host, port, timeout) = (target.host, target.port, target.connect_timeout);
+    HttpConn::connect(host, port, timeout, target.tls, target.proxy).await
+}
+
 /// Sends a GET on `conn`; answers the head and the body.
 pub async fn get(
     target: &Target<'_>,
@@ -61,15 +67,15 @@ pub async fn health(target: &Target<'_>, conn: &mut HttpConn, url: &str) -> Line
         502..=504 => fail(
             "transport",
             format!(
-                "the proxy at {url} answered {} {}: the transport behind it is down or unreachable from it. Fix: start the transport, or correct the proxy's proxy_pass",
-                head.status, head.reason
+                "the proxy at {url} answered {}: the transport behind it is down or unreachable from it. Fix: start the transport, or correct the proxy's proxy_pass",
+                head.status_line()
             ),
         ),
-        status => fail(
+        _ => fail(
             "transport",
             format!(
-                "{url}v1/health answered {status} {}, which is not a sqltunnel answer. Fix: transport.url points at another service; correct its host, port or path",
-                head.reason
+                "{url}v1/health answered {}, which is not a sqltunnel answer. Fix: transport.url points at another service; correct its host, port or path",
+                head.status_line()
             ),
         ),
     }
@@ -131,8 +137,7 @@ pub async fn upstreams(
         error: Option<String>,
     }
     let ready = async {
-        let tcp = HttpConn::open_tcp(target.host, target.port, target.proxy).await?;
-        let mut conn = HttpConn::over(tcp, target.host, target.tls).await?;
+        let mut conn = connect(target).await?;
         let (_, body) = get(target, &mut conn, "v1/ready", "").await?;
         serde_json::from_slice::<Ready>(&body).map_err(std::io::Error::other)
     };
@@ -220,8 +225,7 @@ pub async fn body_limit(tunnel: &TunnelClient, target: &Target<'_>, max_packet: 
     let head =
         target.request_head("POST", "v1/sessions/sqltunnelcheck/command", max_packet, &headers);
     let ask = async {
-        let tcp = HttpConn::open_tcp(target.host, target.port, target.proxy).await?;
-        let mut conn = HttpConn::over(tcp, target.host, target.tls).await?;
+        let mut conn = connect(target).await?;
         conn.set_silence_limit(BODY_LIMIT_WAIT);
         conn.request(head.as_bytes(), b"").await
     };
@@ -246,9 +250,8 @@ pub async fn body_limit(tunnel: &TunnelClient, target: &Target<'_>, max_packet: 
         413 => fail(
             "body limit",
             format!(
-                "a proxy between here and the transport refuses {mib:.0} MiB requests ({} {}): large statements and LOAD DATA would fail with error 1153. Fix: in nginx, client_max_body_size {}m; (at least the sidecar's max_packet)",
-                response.status,
-                response.reason,
+                "a proxy between here and the transport refuses {mib:.0} MiB requests ({}): large statements and LOAD DATA would fail with error 1153. Fix: in nginx, client_max_body_size {}m; (at least the sidecar's max_packet)",
+                response.status_line(),
                 max_packet.div_ceil(1 << 20)
             ),
         ),

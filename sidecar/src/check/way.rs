@@ -136,51 +136,47 @@ pub async fn secure(target: &Target<'_>, tcp: TcpStream) -> (Line, Option<HttpCo
 fn tls_failure(host: &str, e: &std::io::Error) -> Line {
     use rustls::CertificateError as C;
     let cause = e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
-    let text = match cause {
-        Some(rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature)) => {
-            return fail(
-                "certificate",
-                format!(
-                    "{host}'s certificate is not signed by a CA this machine trusts ({e}). Fix: set transport.tls.ca_file to the CA's PEM file"
-                ),
-            );
-        }
+    let (step, text) = match cause {
+        Some(rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature)) => (
+            "certificate",
+            format!(
+                "{host}'s certificate is not signed by a CA this machine trusts ({e}). Fix: set transport.tls.ca_file to the CA's PEM file"
+            ),
+        ),
         Some(rustls::Error::InvalidCertificate(
             C::NotValidForName | C::NotValidForNameContext { .. },
-        )) => {
-            return fail(
-                "certificate",
-                format!(
-                    "the certificate is not valid for the name {host} ({e}). Fix: use in transport.url the name the certificate was issued for"
-                ),
-            );
-        }
+        )) => (
+            "certificate",
+            format!(
+                "the certificate is not valid for the name {host} ({e}). Fix: use in transport.url the name the certificate was issued for"
+            ),
+        ),
         Some(rustls::Error::InvalidCertificate(
             C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
-        )) => {
-            return fail(
-                "certificate",
-                format!(
-                    "the certificate is outside its validity dates ({e}). Fix: renew the transport's (or nginx's) certificate, or check this machine's clock"
-                ),
-            );
-        }
-        Some(rustls::Error::InvalidCertificate(_)) => {
-            return fail(
-                "certificate",
-                format!(
-                    "the certificate was refused ({e}). Fix: check the certificate the transport (or nginx) serves, and transport.tls.ca_file"
-                ),
-            );
-        }
-        Some(rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. }) => {
+        )) => (
+            "certificate",
+            format!(
+                "the certificate is outside its validity dates ({e}). Fix: renew the transport's (or nginx's) certificate, or check this machine's clock"
+            ),
+        ),
+        Some(rustls::Error::InvalidCertificate(_)) => (
+            "certificate",
+            format!(
+                "the certificate was refused ({e}). Fix: check the certificate the transport (or nginx) serves, and transport.tls.ca_file"
+            ),
+        ),
+        Some(rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. }) => (
+            "tls",
             format!(
                 "the server does not speak TLS ({e}). Fix: use http:// in transport.url, or the port that serves TLS"
-            )
-        }
-        _ => format!(
-            "TLS handshake failed ({e}). Fix: check that transport.url's port serves TLS, and transport.tls"
+            ),
+        ),
+        _ => (
+            "tls",
+            format!(
+                "TLS handshake failed ({e}). Fix: check that transport.url's port serves TLS, and transport.tls"
+            ),
         ),
     };
-    fail("tls", text)
+    fail(step, text)
 }

@@ -102,7 +102,7 @@ impl Connection {
                 riding.split().freeze()
             };
             let started = std::time::Instant::now();
-            let exchanged = self.exchange(session, RelayStep::Command(&body)).await;
+            let exchanged = self.exchange(session, RelayStep::Command(body)).await;
             self.shared.metrics.command_seconds.observe(started.elapsed().as_secs_f64());
             room.clear();
             match exchanged {
@@ -179,7 +179,7 @@ impl Connection {
                 TurnEnd::AwaitAuth => {
                     let packet =
                         self.io.read_expected("client hung up during authentication").await?;
-                    let mut frames = self.tunnel.relay(session, RelayStep::Login(&packet)).await?;
+                    let mut frames = self.tunnel.relay(session, RelayStep::Login(packet)).await?;
                     write_answer(&mut self.io, &mut frames).await?
                 }
                 TurnEnd::AwaitFile => self.send_file(session).await?,
@@ -204,14 +204,15 @@ impl Connection {
             let last = packet.len() == 4;
             piece.extend_from_slice(&packet);
             if last {
-                let step = RelayStep::File { packets: &piece, last: true };
+                let step = RelayStep::File { packets: piece.freeze(), last: true };
                 let mut frames = self.tunnel.relay(session, step).await?;
                 return write_answer(&mut self.io, &mut frames).await;
             }
             if piece.len() >= FILE_PIECE {
-                let step = RelayStep::File { packets: &piece, last: false };
-                while self.tunnel.relay(session, step).await?.next().await?.is_some() {}
-                piece.clear();
+                let step = RelayStep::File { packets: piece.split().freeze(), last: false };
+                // A piece that is not the last is answered without frames (204).
+                let mut frames = self.tunnel.relay(session, step).await?;
+                while frames.next().await?.is_some() {}
             }
         }
     }

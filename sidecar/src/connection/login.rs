@@ -60,7 +60,7 @@ impl Connection {
             };
         }
         loop {
-            let mut frames = self.tunnel.relay(&session, RelayStep::Login(&packet)).await?;
+            let mut frames = self.tunnel.relay(&session, RelayStep::Login(packet.clone())).await?;
             match write_login_packets(&mut self.io, &mut frames).await?.0 {
                 TurnEnd::Done => return Ok(Some(session)),
                 TurnEnd::AwaitAuth => {

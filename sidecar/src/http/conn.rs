@@ -50,6 +50,13 @@ pub struct ResponseHead {
     pub pipeline: Option<usize>,
 }
 
+impl ResponseHead {
+    /// The status code and reason, as errors quote them (`502 Bad Gateway`).
+    pub fn status_line(&self) -> String {
+        format!("{} {}", self.status, self.reason)
+    }
+}
+
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]
 pub struct HttpConn {

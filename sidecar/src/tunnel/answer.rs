@@ -17,8 +17,7 @@ impl TunnelConn {
         if head.content_type != FRAMES_CONTENT_TYPE {
             let detail =
                 format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
-            let status = format!("{} {}", head.status, head.reason);
-            return Err(Error::BadAnswer { url, status, detail });
+            return Err(Error::BadAnswer { url, status: head.status_line(), detail });
         }
         if self.http.is_none() {
             return Err(Error::StreamBroken("connection lost".into()));
@@ -49,7 +48,7 @@ fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>
         ZSTD => StreamDecompressor::new().map(Some).map_err(|e| Error::StreamBroken(e.to_string())),
         other => Err(Error::BadAnswer {
             url: url.to_owned(),
-            status: format!("{} {}", head.status, head.reason),
+            status: head.status_line(),
             detail: format!(
                 " encoded as {other:?}, which the sidecar did not ask for (a proxy compressing answers?)"
             ),
@@ -131,7 +130,7 @@ impl FrameStream<'_> {
         if head.status == 204 {
             self.ended = true;
         } else if head.content_type != FRAMES_CONTENT_TYPE {
-            return Err(Error::NotResumed(format!("answered {} {}", head.status, head.reason)));
+            return Err(Error::NotResumed(format!("answered {}", head.status_line())));
         }
         self.inflate = inflater(&head, &self.url)?;
         self.pending = Some(pending);

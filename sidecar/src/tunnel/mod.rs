@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
     FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs,
@@ -205,7 +206,7 @@ impl TunnelConn {
         let is_json = response.content_type.starts_with(JSON_CONTENT_TYPE);
         let api: Option<ApiError> = if is_json { serde_json::from_slice(&body).ok() } else { None };
         let url = self.endpoint.url.clone();
-        let status = format!("{} {}", response.status, response.reason);
+        let status = response.status_line();
         match (response.status, api) {
             (401, _) => Error::TokenRefused { url },
             (413, _) => Error::RequestTooLarge { url, size },
@@ -290,16 +291,16 @@ impl TunnelConn {
         session: &str,
         step: RelayStep<'_>,
     ) -> Result<FrameStream<'_>, Error> {
-        let json;
         let mut content_type = PACKETS_CONTENT_TYPE;
         let (path, body, extra) = match step {
             RelayStep::Login(payload) => {
                 (format!("v1/sessions/{session}/login"), payload, String::new())
             }
             RelayStep::LoginAs(login) => {
-                json = serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
+                let json =
+                    serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
                 content_type = JSON_CONTENT_TYPE;
-                (format!("v1/sessions/{session}/login"), &json[..], String::new())
+                (format!("v1/sessions/{session}/login"), Bytes::from(json), String::new())
             }
             RelayStep::Command(packets) => {
                 (format!("v1/sessions/{session}/command"), packets, String::new())
@@ -315,7 +316,7 @@ impl TunnelConn {
         }
         self.steps.1 += 1;
         let mut extra = format!("{extra}{STEP_HEADER}: {}\r\n", self.steps.1);
-        let body = match self.compressed(body) {
+        let body = match self.compressed(&body) {
             Some(packed) => {
                 extra.push_str(&format!(
                     "Content-Encoding: {ZSTD}\r\n{DECODED_LENGTH_HEADER}: {}\r\n",
@@ -323,7 +324,7 @@ impl TunnelConn {
                 ));
                 packed
             }
-            None => bytes::Bytes::copy_from_slice(body),
+            None => body,
         };
         let pending = Pending { extra, path, content_type, session: session.to_owned(), body };
         // A broken connection (a stale kept-alive one too) is the resume's to send again.
@@ -397,19 +398,21 @@ pub struct FrameStream<'a> {
     inflate: Option<StreamDecompressor>,
 }
 
-/// One step of a relayed conversation, sent as client packets.
-#[derive(Debug, Clone, Copy)]
+/// One step of a relayed conversation, sent as client packets (kept, without a copy, to be
+/// sent again if its connection breaks).
+#[derive(Debug, Clone)]
 pub enum RelayStep<'a> {
     /// A login packet's payload (the handshake response or an auth answer).
-    Login(&'a [u8]),
+    Login(Bytes),
     /// A login the sidecar checked itself: the transport logs in with these credentials.
     LoginAs(&'a LoginAs),
-    /// Client packets, headers included: commands without an answer, then one with.
-    Command(&'a [u8]),
+    /// Client packets, headers included: one command, or those the client pipelined, and
+    /// commands without an answer among them.
+    Command(Bytes),
     /// Packets of a LOAD DATA LOCAL file; `last` when they end with the empty packet.
     File {
         /// The packets, headers included.
-        packets: &'a [u8],
+        packets: Bytes,
         /// The file ends here.
         last: bool,
     },
