@@ -5,6 +5,8 @@ pub mod answer;
 pub mod certs;
 pub mod cli;
 pub mod clients;
+pub mod fault_run;
+pub mod faults;
 pub mod http;
 pub mod java;
 pub mod nginx;

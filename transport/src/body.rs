@@ -131,9 +131,17 @@ impl StreamedTurn {
         self.turn.as_ref().is_none_or(|t| t.is_finished())
     }
 
-    /// The response body: `first`, then the rest of the turn.
-    pub fn into_body(mut self, first: Option<Bytes>) -> ResponseBody {
-        self.first = first;
+    /// Puts back a chunk taken with [`Self::next_chunk`]: the body sends it first. (A resumed
+    /// turn's missed bytes are already there: they come before it.)
+    pub fn put_back(&mut self, chunk: Bytes) {
+        self.first = Some(match self.first.take() {
+            None => chunk,
+            Some(missed) => [missed, chunk].concat().into(),
+        });
+    }
+
+    /// The response body: what was put back or missed, then the rest of the turn.
+    pub fn into_body(self) -> ResponseBody {
         ResponseBody::Turn(Box::new(self))
     }
 

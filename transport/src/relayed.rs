@@ -8,9 +8,10 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, MAX_PIPELINED_COMMANDS, OpenRelay,
-    PIPELINE_HEADER, REQUEST_ENCODING_HEADER, RESUME_FROM_HEADER, SESSION_TIMEOUT_HEADER,
-    STEP_HEADER, TurnEnd, ZSTD, encode_packets, encode_turn, session_label,
+    ANSWER_CRC_HEADER, AnswerDigest, HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs,
+    MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
+    RESUME_FROM_HEADER, RESUMED_FROM_HEADER, SESSION_TIMEOUT_HEADER, STEP_HEADER, TurnEnd, ZSTD,
+    encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -362,7 +363,10 @@ async fn turn_with(
     let body = match first {
         Some(chunk) if streamed.is_finished() => ResponseBody::from(chunk),
         None => ResponseBody::from(Bytes::new()),
-        Some(chunk) => streamed.into_body(Some(chunk)),
+        Some(chunk) => {
+            streamed.put_back(chunk);
+            streamed.into_body()
+        }
     };
     let mut response = frames(StatusCode::OK, body, Some(id));
     if matches!(response.body(), ResponseBody::Turn(..)) {
@@ -426,16 +430,32 @@ async fn resume(
     let id = session.id.as_str();
     debug!(session = %session_label(id), step, from, "a step resumed");
     Ok(match session.resume.resume(step, from).await? {
-        Resumed::Whole(StatusCode::NO_CONTENT, _) => no_content(),
-        Resumed::Whole(status, bytes) => frames(status, ResponseBody::from(bytes), Some(id)),
-        Resumed::Streamed { turn, missed, detach } => {
+        Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
+        Resumed::Whole(status, bytes, before) => {
+            resumed_from(frames(status, ResponseBody::from(bytes), Some(id)), before)
+        }
+        Resumed::Streamed { turn, missed, detach, before } => {
             let streamed = StreamedTurn::resumed(turn, missed, session.resume.clone(), detach);
-            let body = streamed.into_body(None);
+            let body = streamed.into_body();
             let mut response = frames(StatusCode::OK, body, Some(id));
             response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-            response
+            resumed_from(response, before)
         }
     })
+}
+
+/// A resumed answer states where it resumes and the digest of the bytes before, which the
+/// sidecar checks against its own.
+fn resumed_from(
+    mut response: Response<ResponseBody>,
+    before: AnswerDigest,
+) -> Response<ResponseBody> {
+    let headers = response.headers_mut();
+    headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(before.len()));
+    if let Ok(crc) = HeaderValue::from_str(&before.crc_header()) {
+        headers.insert(ANSWER_CRC_HEADER, crc);
+    }
+    response
 }
 
 /// A command's or a file piece's body, within `max_request_bytes` and holding its room in

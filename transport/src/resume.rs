@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use common::wire::AnswerDigest;
 use http::StatusCode;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -45,8 +46,8 @@ pub enum StepRequest {
 
 /// The answer to a resumed step.
 pub enum Resumed {
-    /// The step had ended: the rest of its answer, whole.
-    Whole(StatusCode, Bytes),
+    /// The step had ended: the rest of its answer, whole, and the digest of what came before.
+    Whole(StatusCode, Bytes, AnswerDigest),
     /// The step's turn still runs: what the sidecar missed, then the turn (detached again
     /// when `detach` is cancelled).
     Streamed {
@@ -56,6 +57,8 @@ pub enum Resumed {
         missed: Bytes,
         /// Cancelled when a later resume takes the turn over.
         detach: CancellationToken,
+        /// The digest of the answer's bytes before `missed`.
+        before: AnswerDigest,
     },
 }
 
@@ -75,10 +78,13 @@ enum Live {
 struct State {
     step: u64,
     status: StatusCode,
-    /// The answer's last bytes, in chunks; `base` is the offset of the first.
-    chunks: VecDeque<Bytes>,
+    /// The answer's last bytes, in chunks, each with the digest of the answer before it;
+    /// `base` is the offset of the first.
+    chunks: VecDeque<(AnswerDigest, Bytes)>,
     base: u64,
     len: u64,
+    /// The digest of the whole answer so far.
+    digest: AnswerDigest,
     complete: bool,
     live: Live,
 }
@@ -106,6 +112,7 @@ impl Default for Resumable {
             chunks: VecDeque::new(),
             base: 0,
             len: 0,
+            digest: AnswerDigest::default(),
             complete: false,
             live: Live::Idle,
         };
@@ -146,6 +153,7 @@ impl Resumable {
             state.chunks.clear();
             state.base = 0;
             state.len = 0;
+            state.digest = AnswerDigest::default();
             state.complete = false;
             std::mem::take(&mut state.live)
         };
@@ -165,9 +173,11 @@ impl Resumable {
         let window = self.window.load(std::sync::atomic::Ordering::Relaxed);
         let mut state = lock(&self.state);
         state.len += chunk.len() as u64;
-        state.chunks.push_back(chunk.clone());
+        let before = state.digest;
+        state.digest.update(chunk);
+        state.chunks.push_back((before, chunk.clone()));
         while state.chunks.len() > 1 {
-            let first = state.chunks.front().map_or(0, |c| c.len() as u64);
+            let first = state.chunks.front().map_or(0, |(_, c)| c.len() as u64);
             if state.len - (state.base + first) < window {
                 break;
             }
@@ -191,7 +201,8 @@ impl Resumable {
         }
         state.status = status;
         state.len = body.len() as u64;
-        state.chunks.push_back(body.clone());
+        state.chunks.push_back((AnswerDigest::default(), body.clone()));
+        state.digest = AnswerDigest::default().then(body);
         state.complete = true;
     }
 
@@ -242,7 +253,7 @@ impl Resumable {
                         state.live = Live::Attached(token);
                     }
                     Live::Parked(turn) => {
-                        let missed = match missed(&state, from) {
+                        let (missed, before) = match missed(&state, from) {
                             Ok(missed) => missed,
                             Err(e) => {
                                 state.live = Live::Parked(turn);
@@ -251,10 +262,11 @@ impl Resumable {
                         };
                         let detach = CancellationToken::new();
                         state.live = Live::Attached(detach.clone());
-                        return Ok(Resumed::Streamed { turn, missed, detach });
+                        return Ok(Resumed::Streamed { turn, missed, detach, before });
                     }
                     Live::Idle if state.complete => {
-                        return missed(&state, from).map(|m| Resumed::Whole(state.status, m));
+                        return missed(&state, from)
+                            .map(|(m, before)| Resumed::Whole(state.status, m, before));
                     }
                     Live::Idle => {
                         return Err(Error::StepRefused(format!(
@@ -270,8 +282,8 @@ impl Resumable {
     }
 }
 
-/// The answer's bytes from `from` on.
-fn missed(state: &State, from: u64) -> Result<Bytes, Error> {
+/// The answer's bytes from `from` on, and the digest of those before.
+fn missed(state: &State, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
     if from < state.base || from > state.len {
         return Err(Error::StepRefused(format!(
             "the answer cannot be resumed from byte {from}: {} to {} are kept",
@@ -280,16 +292,20 @@ fn missed(state: &State, from: u64) -> Result<Bytes, Error> {
     }
     let mut skip = from - state.base;
     let mut out = BytesMut::new();
-    for chunk in &state.chunks {
+    let mut before = state.digest;
+    for (digest, chunk) in &state.chunks {
         let len = chunk.len() as u64;
         if skip >= len {
             skip -= len;
             continue;
         }
+        if out.is_empty() {
+            before = digest.then(&chunk[..skip as usize]);
+        }
         out.extend_from_slice(&chunk[skip as usize..]);
         skip = 0;
     }
-    Ok(out.freeze())
+    Ok((out.freeze(), before))
 }
 
 #[cfg(test)]
@@ -300,7 +316,10 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
         let rt = rt.map_err(|e| e.to_string())?;
         match rt.block_on(r.resume(step, from)) {
-            Ok(Resumed::Whole(_, bytes)) => Ok(bytes),
+            Ok(Resumed::Whole(_, bytes, before)) => {
+                assert_eq!(before.len(), from, "the digest covers the bytes before the resume");
+                Ok(bytes)
+            }
             Ok(Resumed::Streamed { .. }) => Err("streamed".into()),
             Err(e) => Err(e.to_string()),
         }

@@ -6,6 +6,7 @@
 
 mod compression;
 mod control;
+mod digest;
 mod frame;
 mod route;
 
@@ -15,6 +16,7 @@ pub use compression::{
 pub use control::{
     ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, LoginAs, MysqlError, OpenRelay,
 };
+pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER};
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, TurnEnd, encode_heartbeat, encode_packets, encode_turn,
 };

@@ -10,7 +10,8 @@ use tokio::net::TcpStream;
 
 use common::stream::MaybeTls;
 use common::wire::{
-    HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
+    ANSWER_CRC_HEADER, HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
+    RESUMED_FROM_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
 };
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
@@ -48,6 +49,8 @@ pub struct ResponseHead {
     pub takes_zstd: bool,
     /// How many commands with an answer a command request may carry (pipelined), if said.
     pub pipeline: Option<usize>,
+    /// A resumed answer: the byte it starts at and the CRC of the bytes before, as sent.
+    pub resumed: (Option<String>, Option<String>),
 }
 
 impl ResponseHead {
@@ -200,6 +203,10 @@ impl HttpConn {
                         .is_some_and(|v| v.split(',').any(|c| c.trim() == ZSTD)),
                     pipeline: header(response.headers, PIPELINE_HEADER)
                         .and_then(|v| v.parse().ok()),
+                    resumed: (
+                        header(response.headers, RESUMED_FROM_HEADER).map(str::to_owned),
+                        header(response.headers, ANSWER_CRC_HEADER).map(str::to_owned),
+                    ),
                 };
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));

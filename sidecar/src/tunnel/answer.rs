@@ -2,7 +2,8 @@
 //! a connection that breaks mid-answer resumed from the byte where it broke.
 
 use common::wire::{
-    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, StreamDecompressor, TurnEnd, ZSTD,
+    AnswerDigest, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, StreamDecompressor,
+    TurnEnd, ZSTD,
 };
 
 use super::{FrameStream, TunnelConn};
@@ -31,7 +32,7 @@ impl TunnelConn {
             done: false,
             url,
             pending: None,
-            received: 0,
+            received: AnswerDigest::default(),
             ended,
             inflate,
         })
@@ -72,7 +73,7 @@ impl FrameStream<'_> {
                     Error::StreamBroken(format!("a compressed answer is corrupt: {e}"))
                 })?;
                 if n > 0 {
-                    self.received += n as u64;
+                    self.received.update(&piece);
                     self.decoder.extend(&piece);
                     continue;
                 }
@@ -91,7 +92,7 @@ impl FrameStream<'_> {
                 Ok(Some(data)) => match self.inflate.as_mut() {
                     Some(inflate) => inflate.push(&data),
                     None => {
-                        self.received += data.len() as u64;
+                        self.received.update(&data);
                         self.decoder.extend(&data);
                     }
                 },
@@ -125,12 +126,20 @@ impl FrameStream<'_> {
     /// the byte where it broke.
     async fn resume(&mut self) -> Result<(), Error> {
         let Some(pending) = self.pending.take() else { return Ok(()) };
-        tracing::info!(session = %common::wire::session_label(&pending.session), received = self.received, "the connection to the transport broke mid-answer: resuming");
-        let head = self.tunnel.resend(&pending, self.received).await?;
+        let received = self.received.len();
+        tracing::info!(session = %common::wire::session_label(&pending.session), received, "the connection to the transport broke mid-answer: resuming");
+        let head = self.tunnel.resend(&pending, received).await?;
         if head.status == 204 {
             self.ended = true;
         } else if head.content_type != FRAMES_CONTENT_TYPE {
             return Err(Error::NotResumed(format!("answered {}", head.status_line())));
+        } else {
+            // Not a byte of an answer that does not continue what arrived reaches the client.
+            let (from, crc) = &head.resumed;
+            self.received.check_resumed(from.as_deref(), crc.as_deref()).map_err(|e| {
+                tracing::warn!(session = %common::wire::session_label(&pending.session), error = %e, "a resumed answer was refused");
+                Error::NotResumed(e)
+            })?;
         }
         self.inflate = inflater(&head, &self.url)?;
         self.pending = Some(pending);

@@ -390,8 +390,8 @@ pub struct FrameStream<'a> {
     url: String,
     /// The step's request, to send again if the connection breaks mid-answer.
     pending: Option<Pending>,
-    /// Bytes of the answer received so far.
-    received: u64,
+    /// The answer received so far: its length and CRC.
+    received: common::wire::AnswerDigest,
     /// The turn frame was read (or no frames come: a 204).
     ended: bool,
     /// The body's decompressor, when it is compressed.

@@ -1,0 +1,99 @@
+//! Proof that a resumed answer continues the bytes the sidecar already has: both sides keep a
+//! CRC-32 of the answer, and the transport's resumed answer states the offset it resumes from
+//! and the CRC of everything before it. A sidecar whose own figures differ refuses the answer
+//! (a clean lost connection) before any byte of it reaches a client.
+
+/// Header of a resumed answer: the byte of the answer it starts at.
+pub const RESUMED_FROM_HEADER: &str = "x-tunnel-resumed-from";
+/// Header of a resumed answer: the CRC-32 (8 hex digits) of the answer's bytes before it.
+pub const ANSWER_CRC_HEADER: &str = "x-tunnel-answer-crc";
+
+/// A running CRC-32 of an answer and its length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnswerDigest {
+    crc: u32,
+    len: u64,
+}
+
+impl AnswerDigest {
+    /// The digest of `len` bytes whose CRC-32 is `crc`.
+    pub fn at(crc: u32, len: u64) -> Self {
+        Self { crc, len }
+    }
+
+    /// Takes the next bytes of the answer.
+    pub fn update(&mut self, bytes: &[u8]) {
+        let mut hasher = crc32fast::Hasher::new_with_initial_len(self.crc, self.len);
+        hasher.update(bytes);
+        self.crc = hasher.finalize();
+        self.len += bytes.len() as u64;
+    }
+
+    /// This digest followed by `bytes`.
+    pub fn then(mut self, bytes: &[u8]) -> Self {
+        self.update(bytes);
+        self
+    }
+
+    /// Bytes taken.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True before the first byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CRC as its header value.
+    pub fn crc_header(&self) -> String {
+        format!("{:08x}", self.crc)
+    }
+
+    /// Checks a resumed answer's headers against what was received: `Err` says how they
+    /// differ.
+    pub fn check_resumed(&self, from: Option<&str>, crc: Option<&str>) -> Result<(), String> {
+        let from: Option<u64> = from.and_then(|v| v.trim().parse().ok());
+        let crc = crc.and_then(|v| u32::from_str_radix(v.trim(), 16).ok());
+        match (from, crc) {
+            (Some(from), Some(crc)) if from == self.len && crc == self.crc => Ok(()),
+            (Some(from), Some(crc)) if from == self.len => Err(format!(
+                "the resumed answer does not continue the {from} bytes received (checksum {crc:08x}, not {:08x})",
+                self.crc
+            )),
+            (Some(from), Some(_)) => Err(format!(
+                "the answer resumed from byte {from}, not from byte {} where it broke",
+                self.len
+            )),
+            _ => Err("the resumed answer does not say where it resumes from".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_digest_is_the_same_however_the_bytes_are_split() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = AnswerDigest::default().then(&data);
+        assert_eq!(whole.crc, crc32fast::hash(&data));
+        for split in [0, 1, 4_999, 9_999, 10_000] {
+            let parts = AnswerDigest::default().then(&data[..split]).then(&data[split..]);
+            assert_eq!(parts, whole, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn resumed_answers_are_checked_for_offset_and_content() {
+        let got = AnswerDigest::default().then(b"hello ");
+        let header = got.crc_header();
+        assert_eq!(got.check_resumed(Some("6"), Some(&header)), Ok(()));
+        let other = AnswerDigest::default().then(b"hellO ").crc_header();
+        assert!(got.check_resumed(Some("6"), Some(&other)).is_err_and(|e| e.contains("checksum")));
+        assert!(got.check_resumed(Some("5"), Some(&header)).is_err_and(|e| e.contains("byte 5")));
+        assert!(got.check_resumed(None, Some(&header)).is_err());
+        assert!(got.check_resumed(Some("6"), Some("zz")).is_err());
+    }
+}
