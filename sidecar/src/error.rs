@@ -57,6 +57,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A connection to the transport opened, then broke before the answer's head (a proxy
+    /// restarted, a network changed): worth another connection.
+    #[error("the connection to the sqltunnel transport at {url} broke: {reason}")]
+    ConnectionBroken {
+        /// Base URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// The transport refused the token (HTTP 401).
     #[error(
         "the sqltunnel transport at {url} refused the sidecar's token (HTTP 401): check transport.token against the transport's tokens"
@@ -142,6 +151,7 @@ impl Error {
             }
             Error::PacketsOutOfOrder => (code::PACKETS_OUT_OF_ORDER, *code::STATE_COMM, msg),
             Error::TransportUnreachable { .. }
+            | Error::ConnectionBroken { .. }
             | Error::TransportSilent { .. }
             | Error::TokenRefused { .. }
             | Error::BadAnswer { .. }
@@ -167,6 +177,7 @@ impl Error {
             Error::NotRelayed => "not_relayed",
             Error::TlsUnsupported => "tls_unsupported",
             Error::TransportUnreachable { .. } => "transport_unreachable",
+            Error::ConnectionBroken { .. } => "connection_broken",
             Error::TransportSilent { .. } => "transport_silent",
             Error::TokenRefused { .. } => "token_refused",
             Error::BadAnswer { .. } => "bad_answer",

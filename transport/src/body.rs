@@ -1,6 +1,6 @@
 //! HTTP response bodies: a whole one for JSON and small answers, a relayed turn streamed as the
-//! upstream sends it. A streamed turn of a resumable step records what it sends, and is parked
-//! in its session when the response is dropped before the turn ended (the connection broke).
+//! upstream sends it. The turn of a resumable step lives in its session's resume slot, which
+//! records what it sends and keeps it when the response is dropped before its end.
 //! Either may be compressed (zstd) for a sidecar that asked.
 
 use std::convert::Infallible;
@@ -11,7 +11,6 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use common::wire::ChunkCompressor;
 use hyper::body::{Body, Frame};
-use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::relay::Turn;
 use crate::resume::Resumable;
@@ -85,40 +84,45 @@ impl Compressed {
 
 /// A turn streamed as a response body.
 pub struct StreamedTurn {
-    turn: Option<Box<Turn>>,
-    /// A chunk already taken from the turn, to send first.
+    source: Source,
+    /// Bytes to send first: a resumed turn's missed bytes, a chunk already taken.
     first: Option<Bytes>,
-    /// The session's resume slot and the signal to let go, for a resumable step.
-    resume: Option<(Arc<Resumable>, Pin<Box<WaitForCancellationFutureOwned>>)>,
+}
+
+/// Where a streamed turn's chunks come from.
+enum Source {
+    /// The turn itself (a step that is not resumable): dropped with the response.
+    Own(Box<Turn>),
+    /// The session's resume slot, which keeps the turn and records what it sends; `owner`
+    /// names this response there.
+    Slot(Arc<Resumable>, u64),
 }
 
 impl std::fmt::Debug for StreamedTurn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamedTurn").field("turn", &self.turn).finish_non_exhaustive()
+        let resumable = matches!(self.source, Source::Slot(..));
+        f.debug_struct("StreamedTurn").field("resumable", &resumable).finish_non_exhaustive()
     }
 }
 
 impl StreamedTurn {
-    /// Streams `turn`; with `resume`, each chunk is recorded there and the turn is parked
-    /// there if it is dropped before the turn ends (its request or its connection went away).
+    /// Streams `turn`; with `resume`, the turn is kept there, each chunk is recorded, and the
+    /// turn waits there for a resume if this response is dropped before its end.
     pub fn new(turn: Box<Turn>, resume: Option<Arc<Resumable>>) -> Self {
-        let resume = resume.map(|slot| {
-            let detach = slot.attach();
-            (slot, Box::pin(detach.cancelled_owned()))
-        });
-        StreamedTurn { turn: Some(turn), first: None, resume }
+        let source = match resume {
+            Some(slot) => {
+                let owner = slot.attach(turn);
+                Source::Slot(slot, owner)
+            }
+            None => Source::Own(turn),
+        };
+        StreamedTurn { source, first: None }
     }
 
-    /// Streams a resumed turn: `missed` first, then the rest; `detach` makes it let go.
-    pub fn resumed(
-        turn: Box<Turn>,
-        missed: Bytes,
-        slot: Arc<Resumable>,
-        detach: tokio_util::sync::CancellationToken,
-    ) -> Self {
+    /// Streams a resumed turn, which `owner` now holds in `slot`: `missed` first, then the rest.
+    pub fn resumed(slot: Arc<Resumable>, owner: u64, missed: Bytes) -> Self {
         let first = (!missed.is_empty()).then_some(missed);
-        let resume = Some((slot, Box::pin(detach.cancelled_owned())));
-        StreamedTurn { turn: Some(turn), first, resume }
+        StreamedTurn { source: Source::Slot(slot, owner), first }
     }
 
     /// The next chunk (`None` at the end, or when a resume took the turn over).
@@ -126,9 +130,12 @@ impl StreamedTurn {
         std::future::poll_fn(|cx| self.poll_chunk(cx)).await
     }
 
-    /// True once the turn has ended.
+    /// True once the turn has ended (or another response took it over).
     pub fn is_finished(&self) -> bool {
-        self.turn.as_ref().is_none_or(|t| t.is_finished())
+        match &self.source {
+            Source::Own(turn) => turn.is_finished(),
+            Source::Slot(slot, owner) => slot.is_finished_for(*owner),
+        }
     }
 
     /// Puts back a chunk taken with [`Self::next_chunk`]: the body sends it first. (A resumed
@@ -149,27 +156,14 @@ impl StreamedTurn {
         if let Some(first) = self.first.take() {
             return Poll::Ready(Some(first));
         }
-        if let Some((_, detach)) = &mut self.resume {
-            // A resume on another connection takes the turn over: this response ends.
-            if detach.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(None);
-            }
+        match &mut self.source {
+            Source::Own(turn) => turn.poll_chunk(cx),
+            Source::Slot(slot, owner) => slot.poll_turn(*owner, cx),
         }
-        let Some(turn) = self.turn.as_mut() else { return Poll::Ready(None) };
-        let chunk = std::task::ready!(turn.poll_chunk(cx));
-        if let Some((slot, _)) = &self.resume {
-            if let Some(chunk) = &chunk {
-                slot.record(chunk);
-            }
-            if turn.is_finished() {
-                slot.complete();
-            }
-        }
-        Poll::Ready(chunk)
     }
 
     fn is_end(&self) -> bool {
-        self.first.is_none() && self.turn.as_ref().is_none_or(|t| t.is_finished())
+        self.first.is_none() && self.is_finished()
     }
 }
 
@@ -180,13 +174,11 @@ impl From<Bytes> for ResponseBody {
 }
 
 impl Drop for StreamedTurn {
-    /// A turn left before its end is parked for a resume when its step is resumable (else
-    /// dropped, which closes its link).
+    /// A resumable turn left before its end waits in its slot for a resume (a turn of its own
+    /// is dropped, which closes its link).
     fn drop(&mut self) {
-        let Some(turn) = self.turn.take() else { return };
-        match &self.resume {
-            Some((slot, _)) if !turn.is_finished() => slot.park(turn),
-            _ => drop(turn),
+        if let Source::Slot(slot, owner) = &self.source {
+            slot.let_go(*owner);
         }
     }
 }

@@ -429,13 +429,13 @@ async fn resume(
 ) -> Result<Response<ResponseBody>, Error> {
     let id = session.id.as_str();
     debug!(session = %session_label(id), step, from, "a step resumed");
-    Ok(match session.resume.resume(step, from).await? {
+    Ok(match session.resume.resume(step, from)? {
         Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
         Resumed::Whole(status, bytes, before) => {
             resumed_from(frames(status, ResponseBody::from(bytes), Some(id)), before)
         }
-        Resumed::Streamed { turn, missed, detach, before } => {
-            let streamed = StreamedTurn::resumed(turn, missed, session.resume.clone(), detach);
+        Resumed::Streamed { owner, missed, before } => {
+            let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
             let body = streamed.into_body();
             let mut response = frames(StatusCode::OK, body, Some(id));
             response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));

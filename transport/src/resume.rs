@@ -1,20 +1,20 @@
 //! Resuming a step after the sidecar's HTTP connection broke (Wi-Fi change, laptop sleep,
 //! proxy restart). Each request of a session carries its step number; a step runs once. The
-//! answer of the last step is kept (its last `resume_window` bytes), and its turn, when the
-//! connection broke while it ran, is parked with the upstream link. The same step sent again
-//! gets the answer from the byte the sidecar had, then the rest as it comes. The window
-//! ([`DEFAULT_WINDOW`] unless configured) must exceed what the sockets and proxies between the
-//! transport and the sidecar hold in flight.
+//! answer of the last step is kept (its last `resume_window` bytes, each chunk with the digest
+//! of the answer before it), and its running turn lives here, not in the response that streams
+//! it: the same step sent again takes the turn over at once, whatever became of the old
+//! response (gone, or stuck writing to a peer that vanished), and gets the answer from the byte
+//! the sidecar had, then the rest as it comes. The window ([`DEFAULT_WINDOW`] unless
+//! configured) must exceed what the sockets and proxies between the two hold in flight.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use common::wire::AnswerDigest;
 use http::StatusCode;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::relay::Turn;
@@ -22,8 +22,8 @@ use crate::relay::Turn;
 /// Bytes of a step's answer kept for a resume unless `resume_window` says otherwise.
 pub const DEFAULT_WINDOW: u64 = 8 << 20;
 
-/// How long a resume waits for the turn still attached to the broken connection to let go.
-const DETACH_WAIT: Duration = Duration::from_secs(5);
+/// The owner of a turn whose response is gone: the turn waits for its step to come again.
+const NOBODY: u64 = 0;
 
 /// Locks a std mutex, recovering from poisoning (the state stays consistent).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -45,33 +45,35 @@ pub enum StepRequest {
 }
 
 /// The answer to a resumed step.
+#[derive(Debug)]
 pub enum Resumed {
     /// The step had ended: the rest of its answer, whole, and the digest of what came before.
     Whole(StatusCode, Bytes, AnswerDigest),
-    /// The step's turn still runs: what the sidecar missed, then the turn (detached again
-    /// when `detach` is cancelled).
+    /// The step's turn still runs, now owned by `owner`: what the sidecar missed, then the
+    /// rest of the turn.
     Streamed {
-        /// The turn, parked when the connection broke.
-        turn: Box<Turn>,
+        /// The new owner of the turn ([`Resumable::poll_turn`]).
+        owner: u64,
         /// The answer's bytes the sidecar missed so far.
         missed: Bytes,
-        /// Cancelled when a later resume takes the turn over.
-        detach: CancellationToken,
         /// The digest of the answer's bytes before `missed`.
         before: AnswerDigest,
     },
 }
 
-/// Who has the running turn of the last step.
+/// The running turn of the last step, if any.
 #[derive(Default)]
 enum Live {
     /// No turn runs.
     #[default]
     Idle,
-    /// A response streams it; cancel to make it let go.
-    Attached(CancellationToken),
-    /// Its connection broke: waiting for the resume.
-    Parked(Box<Turn>),
+    /// The turn runs, streamed by the response `owner` ([`NOBODY`] when that one is gone).
+    Running {
+        /// The turn.
+        turn: Box<Turn>,
+        /// Who streams it.
+        owner: u64,
+    },
 }
 
 /// The last step of a session and its answer.
@@ -87,15 +89,38 @@ struct State {
     digest: AnswerDigest,
     complete: bool,
     live: Live,
+    /// The last owner handed out.
+    owners: u64,
+}
+
+impl State {
+    /// Keeps a chunk that went out, within `window`.
+    fn record(&mut self, chunk: &Bytes, window: u64) {
+        self.len += chunk.len() as u64;
+        let before = self.digest;
+        self.digest.update(chunk);
+        self.chunks.push_back((before, chunk.clone()));
+        while self.chunks.len() > 1 {
+            let first = self.chunks.front().map_or(0, |(_, c)| c.len() as u64);
+            if self.len - (self.base + first) < window {
+                break;
+            }
+            self.chunks.pop_front();
+            self.base += first;
+        }
+    }
+
+    fn new_owner(&mut self) -> u64 {
+        self.owners += 1;
+        self.owners
+    }
 }
 
 /// A session's last step, for resuming it.
 pub struct Resumable {
     state: Mutex<State>,
     /// Bytes of an answer kept; 0: nothing is kept, no step is resumed.
-    window: std::sync::atomic::AtomicU64,
-    /// Told when a turn is parked.
-    parked: Notify,
+    window: AtomicU64,
 }
 
 impl std::fmt::Debug for Resumable {
@@ -115,20 +140,21 @@ impl Default for Resumable {
             digest: AnswerDigest::default(),
             complete: false,
             live: Live::Idle,
+            owners: NOBODY,
         };
-        Self { state: Mutex::new(state), window: DEFAULT_WINDOW.into(), parked: Notify::new() }
+        Self { state: Mutex::new(state), window: DEFAULT_WINDOW.into() }
     }
 }
 
 impl Resumable {
     /// Keeps `bytes` of an answer (`resume_window`); 0 turns resuming off.
     pub fn set_window(&self, bytes: u64) {
-        self.window.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        self.window.store(bytes, Ordering::Relaxed);
     }
 
     /// True when answers are kept for a resume.
     pub fn is_on(&self) -> bool {
-        self.window.load(std::sync::atomic::Ordering::Relaxed) > 0
+        self.window.load(Ordering::Relaxed) > 0
     }
 
     /// The last step begun (0 before the first).
@@ -150,7 +176,7 @@ impl Resumable {
             }
             state.step = step;
             state.status = StatusCode::OK;
-            state.chunks.clear();
+            state.chunks = VecDeque::new();
             state.base = 0;
             state.len = 0;
             state.digest = AnswerDigest::default();
@@ -161,36 +187,53 @@ impl Resumable {
         Ok(())
     }
 
-    /// The step in progress is streamed by a response; cancelling the token makes it let go.
-    pub fn attach(&self) -> CancellationToken {
-        let token = CancellationToken::new();
-        lock(&self.state).live = Live::Attached(token.clone());
-        token
+    /// The turn of the step in progress is kept here; answers its owner, which streams it
+    /// with [`Self::poll_turn`].
+    pub fn attach(&self, turn: Box<Turn>) -> u64 {
+        let mut state = lock(&self.state);
+        let owner = state.new_owner();
+        state.live = Live::Running { turn, owner };
+        owner
     }
 
-    /// A chunk of the answer went out.
-    pub fn record(&self, chunk: &Bytes) {
-        let window = self.window.load(std::sync::atomic::Ordering::Relaxed);
+    /// The next chunk of the turn for `owner`, recorded for a resume; `None` at its end, or
+    /// once a resume took the turn over.
+    pub fn poll_turn(&self, owner: u64, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let window = self.window.load(Ordering::Relaxed);
         let mut state = lock(&self.state);
-        state.len += chunk.len() as u64;
-        let before = state.digest;
-        state.digest.update(chunk);
-        state.chunks.push_back((before, chunk.clone()));
-        while state.chunks.len() > 1 {
-            let first = state.chunks.front().map_or(0, |(_, c)| c.len() as u64);
-            if state.len - (state.base + first) < window {
-                break;
-            }
-            state.chunks.pop_front();
-            state.base += first;
+        let Live::Running { turn, owner: current } = &mut state.live else {
+            return Poll::Ready(None);
+        };
+        if *current != owner {
+            return Poll::Ready(None);
         }
+        let chunk = std::task::ready!(turn.poll_chunk(cx));
+        let finished = turn.is_finished();
+        if let Some(chunk) = &chunk {
+            state.record(chunk, window);
+        }
+        let ended = finished.then(|| {
+            state.complete = true;
+            std::mem::take(&mut state.live)
+        });
+        drop(state);
+        // A finished turn lets its link go, outside the lock.
+        drop(ended);
+        Poll::Ready(chunk)
     }
 
-    /// The answer of the step in progress ended.
-    pub fn complete(&self) {
-        let mut state = lock(&self.state);
-        state.complete = true;
-        state.live = Live::Idle;
+    /// True unless `owner` still streams a running turn.
+    pub fn is_finished_for(&self, owner: u64) -> bool {
+        !matches!(&lock(&self.state).live, Live::Running { owner: o, .. } if *o == owner)
+    }
+
+    /// The response of `owner` is gone (its connection broke): the turn waits for a resume.
+    pub fn let_go(&self, owner: u64) {
+        if let Live::Running { owner: current, .. } = &mut lock(&self.state).live
+            && *current == owner
+        {
+            *current = NOBODY;
+        }
     }
 
     /// The step in progress was answered at once with `body` (not streamed).
@@ -206,23 +249,18 @@ impl Resumable {
         state.complete = true;
     }
 
-    /// The connection streaming the turn broke (or a resume took it over): keep the turn.
-    pub fn park(&self, turn: Box<Turn>) {
-        lock(&self.state).live = Live::Parked(turn);
-        self.parked.notify_waiters();
-    }
-
-    /// True while a turn waits parked for its step to be sent again.
+    /// True while a turn waits for its step to be sent again.
     pub fn is_parked(&self) -> bool {
-        matches!(lock(&self.state).live, Live::Parked(_))
+        matches!(lock(&self.state).live, Live::Running { owner: NOBODY, .. })
     }
 
-    /// Ends a parked turn (the session closes): its link is closed.
+    /// Ends a turn that waits for a resume (the session closes, or the sidecar moved on): its
+    /// link is closed.
     pub fn abandon(&self) {
         let parked = {
             let mut state = lock(&self.state);
             match std::mem::take(&mut state.live) {
-                Live::Parked(turn) => Some(turn),
+                parked @ Live::Running { owner: NOBODY, .. } => Some(parked),
                 other => {
                     state.live = other;
                     None
@@ -233,52 +271,28 @@ impl Resumable {
         drop(parked);
     }
 
-    /// Step `step` again, from byte `from` of its answer.
-    pub async fn resume(&self, step: u64, from: u64) -> Result<Resumed, Error> {
-        loop {
-            let parked = self.parked.notified();
-            tokio::pin!(parked);
-            parked.as_mut().enable();
-            {
-                let mut state = lock(&self.state);
-                if step != state.step {
-                    return Err(Error::StepRefused(format!(
-                        "step {step} cannot be resumed: the last step is {}",
-                        state.step
-                    )));
-                }
-                match std::mem::take(&mut state.live) {
-                    Live::Attached(token) => {
-                        token.cancel();
-                        state.live = Live::Attached(token);
-                    }
-                    Live::Parked(turn) => {
-                        let (missed, before) = match missed(&state, from) {
-                            Ok(missed) => missed,
-                            Err(e) => {
-                                state.live = Live::Parked(turn);
-                                return Err(e);
-                            }
-                        };
-                        let detach = CancellationToken::new();
-                        state.live = Live::Attached(detach.clone());
-                        return Ok(Resumed::Streamed { turn, missed, detach, before });
-                    }
-                    Live::Idle if state.complete => {
-                        return missed(&state, from)
-                            .map(|(m, before)| Resumed::Whole(state.status, m, before));
-                    }
-                    Live::Idle => {
-                        return Err(Error::StepRefused(format!(
-                            "step {step} has no answer to resume"
-                        )));
-                    }
-                }
-            }
-            if tokio::time::timeout(DETACH_WAIT, parked).await.is_err() {
-                return Err(Error::SessionBusy);
-            }
+    /// Step `step` again, from byte `from` of its answer. A running turn is taken over at
+    /// once: the response that streamed it ends at its next chunk.
+    pub fn resume(&self, step: u64, from: u64) -> Result<Resumed, Error> {
+        let mut state = lock(&self.state);
+        if step != state.step {
+            return Err(Error::StepRefused(format!(
+                "step {step} cannot be resumed: the last step is {}",
+                state.step
+            )));
         }
+        if matches!(state.live, Live::Running { .. }) {
+            let (missed, before) = missed(&state, from)?;
+            let owner = state.new_owner();
+            if let Live::Running { owner: current, .. } = &mut state.live {
+                *current = owner;
+            }
+            return Ok(Resumed::Streamed { owner, missed, before });
+        }
+        if !state.complete {
+            return Err(Error::StepRefused(format!("step {step} has no answer to resume")));
+        }
+        missed(&state, from).map(|(m, before)| Resumed::Whole(state.status, m, before))
     }
 }
 
@@ -313,9 +327,7 @@ mod tests {
     use super::*;
 
     fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
-        let rt = rt.map_err(|e| e.to_string())?;
-        match rt.block_on(r.resume(step, from)) {
+        match r.resume(step, from) {
             Ok(Resumed::Whole(_, bytes, before)) => {
                 assert_eq!(before.len(), from, "the digest covers the bytes before the resume");
                 Ok(bytes)
@@ -351,10 +363,13 @@ mod tests {
         let r = Resumable::default();
         assert!(r.begin(1).is_ok());
         let chunk = Bytes::from(vec![7u8; 1 << 20]);
-        for _ in 0..12 {
-            r.record(&chunk);
+        {
+            let mut state = lock(&r.state);
+            for _ in 0..12 {
+                state.record(&chunk, DEFAULT_WINDOW);
+            }
+            state.complete = true;
         }
-        r.complete();
         let kept = lock(&r.state).base;
         // (the default window: 8 MiB)
         assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");

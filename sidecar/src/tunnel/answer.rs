@@ -39,6 +39,26 @@ impl TunnelConn {
     }
 }
 
+impl TunnelConn {
+    /// The frames of an answer already read whole.
+    pub(super) fn frames_of(
+        &mut self,
+        head: ResponseHead,
+        body: &[u8],
+    ) -> Result<FrameStream<'_>, Error> {
+        let mut frames = self.frames(head)?;
+        match frames.inflate.as_mut() {
+            Some(inflate) => inflate.push(body),
+            None => {
+                frames.received.update(body);
+                frames.decoder.extend(body);
+            }
+        }
+        frames.done = true;
+        Ok(frames)
+    }
+}
+
 /// Most decompressed bytes taken at once.
 const INFLATE_PIECE: usize = 64 * 1024;
 

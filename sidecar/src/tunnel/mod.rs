@@ -30,6 +30,10 @@ const MAX_IDLE_HTTP: usize = 16;
 /// Largest error or control body read from the transport.
 const MAX_CONTROL_BODY: usize = 64 * 1024;
 
+/// The first pause before a session is opened again after its connection broke (doubled
+/// each time, six tries in all).
+const OPEN_PAUSE: Duration = Duration::from_millis(50);
+
 /// Heartbeat intervals of silence after which the transport is taken for dead.
 const SILENT_HEARTBEATS: u64 = 3;
 
@@ -190,7 +194,8 @@ impl TunnelConn {
                 }
                 Err(e) => {
                     self.http = None;
-                    return Err(self.unreachable(&e));
+                    let url = self.endpoint.url.clone();
+                    return Err(Error::ConnectionBroken { url, reason: e.to_string() });
                 }
             }
         }
@@ -264,7 +269,29 @@ impl TunnelConn {
         req: &OpenRelay,
     ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
         let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
-        let (head, _) = self.send(Outgoing::control("POST", "v1/relay", None, &body)).await?;
+        let mut pause = OPEN_PAUSE;
+        let (head, greeting) = loop {
+            // The greeting is small: read whole, so a connection that breaks inside it is
+            // tried again (the session it opened expires unused on the transport).
+            let opened = match self.send(Outgoing::control("POST", "v1/relay", None, &body)).await {
+                Ok((head, conn)) => match conn.body_to_end(MAX_CONTROL_BODY).await {
+                    Ok(greeting) => Ok((head, greeting)),
+                    Err(e) => Err(Error::ConnectionBroken {
+                        url: self.endpoint.url.clone(),
+                        reason: e.to_string(),
+                    }),
+                },
+                Err(e) => Err(e),
+            };
+            match opened {
+                Err(Error::ConnectionBroken { .. }) if pause < OPEN_PAUSE * 32 => {
+                    self.http = None;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                other => break other?,
+            }
+        };
         let session = head.session.clone();
         let timeout = head.session_timeout_ms.map(Duration::from_millis);
         if let Some(ms) = head.session_timeout_ms {
@@ -280,7 +307,7 @@ impl TunnelConn {
                 conn.set_silence_limit(Duration::from_millis(limit));
             }
         }
-        let frames = self.frames(head)?;
+        let frames = self.frames_of(head, &greeting)?;
         Ok((session, timeout, frames))
     }
 
@@ -331,9 +358,11 @@ impl TunnelConn {
         let sent = self.send(pending.outgoing(&pending.extra)).await.map(|(head, _)| head);
         let head = match sent {
             Ok(head) => head,
-            Err(Error::TransportUnreachable { .. } | Error::TransportSilent { .. }) => {
-                self.resend(&pending, 0).await?
-            }
+            Err(
+                Error::TransportUnreachable { .. }
+                | Error::ConnectionBroken { .. }
+                | Error::TransportSilent { .. },
+            ) => self.resend(&pending, 0).await?,
             Err(e) => return Err(e),
         };
         let head = if head.status == 204 {

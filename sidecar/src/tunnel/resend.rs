@@ -52,7 +52,11 @@ impl TunnelConn {
                     tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
                     return Ok(head);
                 }
-                Err(Error::TransportUnreachable { .. } | Error::SessionBusy) => {}
+                Err(
+                    Error::TransportUnreachable { .. }
+                    | Error::ConnectionBroken { .. }
+                    | Error::SessionBusy,
+                ) => {}
                 // A new connection that opens but stays silent: the transport itself is
                 // frozen or overloaded, not the path to it.
                 Err(Error::TransportSilent { reason, .. }) => {
