@@ -68,6 +68,22 @@ impl Proc {
             .expect("VmHWM")
     }
 
+    /// Resident memory now (VmRSS) in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// Open file descriptors now.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count())
+    }
+
     /// Sends `signal` (a name such as `STOP`, `CONT`, `TERM`, `HUP`) with kill(1).
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")

@@ -31,7 +31,7 @@ const STALL: Duration = Duration::from_millis(500);
 const SECOND_LOOK: Duration = Duration::from_millis(250);
 
 /// A session on the wheel, and whether it was found silent once already.
-type Entry = (Arc<Session>, bool);
+type Entry = (String, bool);
 
 /// Runs until `shutdown`; sessions to watch arrive on `new_sessions`.
 pub async fn run(
@@ -48,7 +48,8 @@ pub async fn run(
         tokio::select! {
             session = new_sessions.recv() => match session {
                 Some(s) => {
-                    wheel.insert(clock.deadline_tick(s.last_seen() + timeout), (s, false));
+                    let deadline = clock.deadline_tick(s.last_seen() + timeout);
+                    wheel.insert(deadline, (s.id.clone(), false));
                     continue;
                 }
                 None => return,
@@ -67,17 +68,16 @@ pub async fn run(
             );
         }
         wheel.poll_into(clock.now_tick(now), &mut due);
-        for (session, looked) in due.drain(..) {
-            if !state.sessions.contains(&session.id) {
-                continue;
-            }
+        for (id, looked) in due.drain(..) {
+            // A session that ended meanwhile is gone: the wheel holds its id, not the session.
+            let Some(session) = state.sessions.lookup(&id) else { continue };
             let quiet_until = session.last_seen() + timeout;
             if stalled || session.is_busy() {
-                wheel.insert(clock.deadline_tick(now + timeout), (session, false));
+                wheel.insert(clock.deadline_tick(now + timeout), (id, false));
             } else if quiet_until > now {
-                wheel.insert(clock.deadline_tick(quiet_until), (session, false));
+                wheel.insert(clock.deadline_tick(quiet_until), (id, false));
             } else if !looked {
-                wheel.insert(clock.deadline_tick(now + SECOND_LOOK), (session, true));
+                wheel.insert(clock.deadline_tick(now + SECOND_LOOK), (id, true));
             } else {
                 expire(&state, session);
             }

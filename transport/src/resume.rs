@@ -271,6 +271,18 @@ impl Resumable {
         drop(parked);
     }
 
+    /// The session ends: the kept answer is freed and a turn waiting for a resume ends.
+    pub fn release(&self) {
+        let kept = {
+            let mut state = lock(&self.state);
+            state.base = state.len;
+            state.complete = false;
+            std::mem::take(&mut state.chunks)
+        };
+        drop(kept);
+        self.abandon();
+    }
+
     /// Step `step` again, from byte `from` of its answer. A running turn is taken over at
     /// once: the response that streamed it ends at its next chunk.
     pub fn resume(&self, step: u64, from: u64) -> Result<Resumed, Error> {

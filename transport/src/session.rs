@@ -80,10 +80,15 @@ impl Session {
 
     /// Takes the link out to close it (quit, expiry, shutdown), after any turn on it.
     pub async fn take_link(&self) -> Option<RelayLink> {
-        // A turn parked for a resume holds the link: it ends here.
-        self.resume.abandon();
+        // A turn parked for a resume holds the link: it ends here, and the answer kept for a
+        // resume goes with it.
+        self.resume.release();
         self.link_use.wanted.notify_one();
-        self.link.lock().await.take()
+        let link = self.link.lock().await.take();
+        // The idle watcher, which let go for this, waits to be told the link is free again:
+        // it finds it closed and ends (it used to wait for good, holding the session).
+        self.link_use.released.notify_one();
+        link
     }
 }
 
@@ -172,6 +177,11 @@ impl SessionTable {
     /// Sessions opened with token `token`.
     pub fn count_for_token(&self, token: TokenId) -> usize {
         lock(&self.sessions).values().filter(|s| s.token == token).count()
+    }
+
+    /// The session `id`, whoever opened it (for the reaper and shutdown, never for a request).
+    pub fn lookup(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.sessions).get(id).cloned()
     }
 
     /// True when the session is still in the table.
