@@ -111,3 +111,36 @@ async fn short_sessions_leave_nothing_behind() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_resume_budget_bounds_what_many_large_answers_keep() {
+    within(300, async {
+        const BUDGET: u64 = 32 << 20;
+        let t = ProcTunnel::start(
+            "memory-budget",
+            |t| format!("{t}max_resume_bytes: {BUDGET}\n"),
+            |s| s,
+        )
+        .await;
+        large_answer(t.sidecar_port).await;
+        let start = settled_rss(&t.transport, t.transport_port, u64::MAX).await;
+        let burst = (0..20).map(|_| tokio::spawn(large_answer(t.sidecar_port)));
+        let burst: Vec<_> = burst.collect();
+        let mut most = 0;
+        while !burst.iter().all(|task| task.is_finished()) {
+            most = most.max(metric(t.transport_port, Some(TOKEN), "sqltunnel_resume_bytes").await);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for task in burst {
+            task.await.expect("burst client");
+        }
+        let peak = t.transport.peak_rss_kib();
+        println!(
+            "20 answers of 10 MB at once under a 32 MiB resume budget: at most {most} bytes kept, peak RSS {peak} KiB (start {start} KiB)"
+        );
+        assert!(most > 0 && most <= BUDGET, "kept {most} bytes against a budget of {BUDGET}");
+        let after = metric(t.transport_port, Some(TOKEN), "sqltunnel_resume_bytes").await;
+        assert_eq!(after, 0, "nothing is kept once the sessions have ended");
+    })
+    .await;
+}

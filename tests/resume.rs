@@ -121,7 +121,8 @@ async fn a_cut_mid_answer_resumes_the_answer_where_it_broke() {
 #[tokio::test]
 async fn a_session_gone_during_an_outage_is_a_clear_error() {
     within(60, async {
-        let timeouts = "session_timeout: 2s\nheartbeat_interval: 500ms\n";
+        // Parking off: the idle session expires too (tests/expiry.rs parks it).
+        let timeouts = "session_timeout: 2s\nheartbeat_interval: 500ms\npark_timeout: 0s\n";
         let (tunnel, shaper) = through_shaper(Shape::default(), timeouts).await;
         let mut idle = tunnel.connect().await;
         let mut busy = tunnel.connect().await;
@@ -168,9 +169,19 @@ async fn a_session_gone_during_an_outage_is_a_clear_error() {
 
 #[tokio::test]
 async fn without_a_resume_window_a_cut_mid_answer_is_a_clear_error() {
+    cut_without_room("resume_window: 0\n").await;
+}
+
+#[tokio::test]
+async fn without_room_in_the_resume_budget_a_cut_mid_answer_is_a_clear_error() {
+    cut_without_room("max_resume_bytes: 0\n").await;
+}
+
+/// A cut mid-answer where the transport kept nothing of the answer: a clear error at once.
+async fn cut_without_room(setting: &str) {
     within(60, async {
         let shape = Shape { bits_per_second: Some(16_000_000), ..Shape::default() };
-        let timeouts = format!("{TIMEOUTS}resume_window: 0\n");
+        let timeouts = format!("{TIMEOUTS}{setting}");
         let (tunnel, shaper) = through_shaper(shape, &timeouts).await;
         let mut conn = tunnel.connect().await;
         let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");

@@ -138,8 +138,9 @@ async fn transport_sigterm_finishes_short_commands_and_kills_long_ones() {
         let mut tunnel =
             ProcTunnel::start("term-transport", transport_edit(true), passthrough).await;
         let clients = start_clients(tunnel.sidecar_port).await;
-        tunnel.transport.signal("TERM");
+        // Taken before the signal: it may act before kill(1) returns.
         let signalled = Instant::now();
+        tunnel.transport.signal("TERM");
 
         // A new login during the drain gets a clear error at once.
         let login = tokio::time::timeout(
@@ -165,8 +166,9 @@ async fn transport_sigterm_without_kill_rights_cuts_the_answer_with_1053() {
         let tunnel = ProcTunnel::start("term-cut", transport_edit(false), passthrough).await;
         let clients = start_clients(tunnel.sidecar_port).await;
         let long_thread = clients.long_thread;
-        tunnel.transport.signal("TERM");
+        // Taken before the signal: it may act before kill(1) returns.
         let signalled = Instant::now();
+        tunnel.transport.signal("TERM");
         let Clients { short, long, .. } = clients;
         assert_eq!(short.await.expect("task").ok(), Some(7));
         let error = long.await.expect("task").expect_err("cut");
@@ -186,8 +188,8 @@ async fn sidecar_sigterm_finishes_short_commands_and_kills_long_ones() {
             ProcTunnel::start("term-sidecar", |t| t, |s| format!("{s}shutdown_grace: 1500ms\n"))
                 .await;
         let clients = start_clients(tunnel.sidecar_port).await;
-        tunnel.sidecar.signal("TERM");
         let signalled = Instant::now();
+        tunnel.sidecar.signal("TERM");
 
         // The port is closed at once: a new client is refused, not queued.
         tokio::time::sleep(Duration::from_millis(200)).await;

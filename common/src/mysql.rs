@@ -178,6 +178,8 @@ pub mod capability {
 
 /// Server status flags.
 pub mod status {
+    /// SERVER_STATUS_IN_TRANS: a transaction is open.
+    pub const IN_TRANS: u16 = 0x0001;
     /// SERVER_STATUS_AUTOCOMMIT
     pub const AUTOCOMMIT: u16 = 0x0002;
     /// SERVER_MORE_RESULTS_EXISTS

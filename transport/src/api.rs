@@ -135,7 +135,8 @@ async fn dispatch(
 /// The metrics exposition (also served on `metrics_listen`, without a token).
 pub fn metrics(state: &AppState) -> Response<ResponseBody> {
     let (_, upstreams) = state.readiness.report(&state.config().upstreams);
-    let body = state.metrics.render(state.sessions.len(), &upstreams);
+    let sessions = (state.sessions.len(), state.sessions.parked_count());
+    let body = state.metrics.render(sessions, state.resume_budget.used(), &upstreams);
     text(body, crate::metrics::CONTENT_TYPE)
 }
 
@@ -149,7 +150,11 @@ fn ready(state: &AppState) -> Response<ResponseBody> {
         (true, false) => (StatusCode::OK, "ready"),
         (false, false) => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
     };
-    json(status, &serde_json::json!({ "status": word, "upstreams": upstreams }))
+    let parked = state.sessions.parked_count();
+    json(
+        status,
+        &serde_json::json!({ "status": word, "upstreams": upstreams, "parked_sessions": parked }),
+    )
 }
 
 /// Marks every listed session of the caller's token as heard from and names those that are

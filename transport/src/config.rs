@@ -30,6 +30,16 @@ pub struct TransportConfig {
     /// A session not heard from for this long is closed.
     #[serde(with = "serde_duration")]
     pub session_timeout: Duration,
+    /// A session whose sidecar goes silent with no transaction open (a laptop asleep) is
+    /// parked, not closed, for this long: its sidecar finds it as it was on waking (the
+    /// server's `wait_timeout` still ends it first if shorter). `0s`: sessions are never
+    /// parked. A session with a transaction open always ends at `session_timeout`.
+    #[serde(with = "serde_duration")]
+    pub park_timeout: Duration,
+    /// Most sessions parked at once; a silent session past it ends at `session_timeout`.
+    pub max_parked_sessions: usize,
+    /// Most sessions of one token parked at once.
+    pub max_parked_sessions_per_token: usize,
     /// Interval of progress heartbeats while a command runs (keeps proxies from timing out).
     #[serde(with = "serde_duration")]
     pub heartbeat_interval: Duration,
@@ -68,6 +78,9 @@ pub struct TransportConfig {
     /// Bytes of a session's last answer kept for a resume after a broken connection (per
     /// session streaming an answer); 0: answers are not resumed.
     pub resume_window: u64,
+    /// Bytes kept for resumes by all sessions together; a session that finds no room keeps
+    /// less of its answer, and a cut beyond what it kept is a lost connection for its client.
+    pub max_resume_bytes: u64,
     /// The audit log: one JSON line per command (off unless set).
     pub audit: Option<crate::audit::AuditConfig>,
     /// Logging.
@@ -84,6 +97,9 @@ impl Default for TransportConfig {
             token_file: None,
             upstreams: Vec::new(),
             session_timeout: Duration::from_secs(30),
+            park_timeout: Duration::from_secs(8 * 3600),
+            max_parked_sessions: 200,
+            max_parked_sessions_per_token: 20,
             heartbeat_interval: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             max_request_bytes: 64 << 20,
@@ -98,6 +114,7 @@ impl Default for TransportConfig {
             shutdown_grace: Duration::from_secs(10),
             compression: true,
             resume_window: crate::resume::DEFAULT_WINDOW,
+            max_resume_bytes: 256 << 20,
             audit: None,
             log: LogConfig::default(),
         }

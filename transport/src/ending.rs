@@ -1,7 +1,8 @@
 //! Ending sessions cut short: at shutdown (idle sessions at once, running commands after the
 //! grace) and when a sidecar that shuts down asks. A running statement is ended upstream with
 //! `KILL QUERY`, so its client gets the server's own error; a turn still running after that is
-//! cut, and its client gets error 1053. Every wait here is bounded.
+//! cut, and its client gets error 1053. A session that expires with a statement still running
+//! (its sidecar died mid-query) has it killed the same way. Every wait here is bounded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,23 @@ pub async fn end_running(state: &AppState, session: &Session) {
         if session.is_busy() {
             session.cut.cancel();
             wait_idle(session, CUT_WAIT).await;
+        }
+    }
+    close_link(session).await;
+}
+
+/// A session expired (its sidecar went silent): a statement it left running is ended upstream
+/// with `KILL QUERY` (the server would run it to its end, since nobody reads its answer), then
+/// the upstream connection is closed.
+pub async fn end_expired(state: &AppState, session: &Session) {
+    if session.has_turn() {
+        match killer(state, session) {
+            Some(login) => kill(state, session, &login).await,
+            None => warn!(
+                session = %session_label(&session.id),
+                thread = session.connection_id,
+                "an expired session's statement may run on upstream: set the upstream's admin_user so it can be killed"
+            ),
         }
     }
     close_link(session).await;

@@ -2,7 +2,8 @@
 //! client session and streams each answer back as binary frames.
 //!
 //! Layers, lowest first: `config`, `error`, `auth` → `relay` (the upstream leg at packet
-//! level) → `resume` (a step's answer kept for a resume) → `session` → `state` → `body`, `http` → `relayed` (a session's endpoints) → `api`
+//! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
+//! within the budget all sessions share) → `session` → `state` → `body`, `http` → `relayed` (a session's endpoints) → `api`
 //! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
@@ -24,6 +25,7 @@ pub mod refusals;
 pub mod relay;
 pub mod relayed;
 pub mod resume;
+pub mod resume_budget;
 pub mod server;
 pub mod session;
 pub mod state;

@@ -26,6 +26,12 @@ pub struct Metrics {
     registry: Registry,
     /// Sessions open (set when rendered).
     pub sessions_open: Gauge,
+    /// Answer bytes kept for resumes, all sessions together.
+    pub resume_bytes: Gauge,
+    /// Sessions parked (their sidecar silent with no transaction open), since start.
+    pub sessions_parked: Counter,
+    /// Sessions parked now.
+    pub parked_sessions: Gauge,
     /// Sessions opened.
     pub sessions_opened: Counter,
     /// Sessions closed because their sidecar went silent.
@@ -94,6 +100,9 @@ impl Metrics {
         let r = registry.sub_registry_with_prefix("sqltunnel");
         let m = Self {
             sessions_open: Gauge::default(),
+            resume_bytes: Gauge::default(),
+            sessions_parked: Counter::default(),
+            parked_sessions: Gauge::default(),
             sessions_opened: Counter::default(),
             sessions_expired: Counter::default(),
             sessions_ended_by_upstream: Counter::default(),
@@ -117,8 +126,19 @@ impl Metrics {
             registry: Registry::default(),
         };
         r.register("sessions_open", "Sessions open", m.sessions_open.clone());
+        r.register("parked_sessions", "Sessions parked now", m.parked_sessions.clone());
+        r.register(
+            "resume_bytes",
+            "Answer bytes kept for resumes (bounded by max_resume_bytes)",
+            m.resume_bytes.clone(),
+        );
         let counters = [
             ("sessions_opened", "Sessions opened", &m.sessions_opened),
+            (
+                "sessions_parked",
+                "Sessions parked while their sidecar was silent with no transaction open",
+                &m.sessions_parked,
+            ),
             (
                 "sessions_expired",
                 "Sessions closed because their sidecar went silent",
@@ -237,8 +257,15 @@ impl Metrics {
     }
 
     /// The exposition, with the gauges read now: open sessions, ready upstreams, the process.
-    pub fn render(&self, sessions_open: usize, upstreams: &[UpstreamStatus]) -> String {
+    pub fn render(
+        &self,
+        (sessions_open, parked): (usize, usize),
+        resume_bytes: u64,
+        upstreams: &[UpstreamStatus],
+    ) -> String {
         self.sessions_open.set(i64::try_from(sessions_open).unwrap_or(i64::MAX));
+        self.parked_sessions.set(i64::try_from(parked).unwrap_or(i64::MAX));
+        self.resume_bytes.set(i64::try_from(resume_bytes).unwrap_or(i64::MAX));
         for upstream in upstreams {
             let labels = vec![("upstream".into(), upstream.name.clone())];
             self.upstream_ready.get_or_create(&labels).set(i64::from(upstream.ready));

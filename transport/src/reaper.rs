@@ -71,18 +71,56 @@ pub async fn run(
         for (id, looked) in due.drain(..) {
             // A session that ended meanwhile is gone: the wheel holds its id, not the session.
             let Some(session) = state.sessions.lookup(&id) else { continue };
-            let quiet_until = session.last_seen() + timeout;
+            let quiet_for = if session.is_parked() { config_park(&state) } else { timeout };
+            let quiet_until = session.last_seen() + quiet_for;
             if stalled || session.is_busy() {
                 wheel.insert(clock.deadline_tick(now + timeout), (id, false));
             } else if quiet_until > now {
                 wheel.insert(clock.deadline_tick(quiet_until), (id, false));
             } else if !looked {
                 wheel.insert(clock.deadline_tick(now + SECOND_LOOK), (id, true));
+            } else if !session.is_parked() && may_park(&state, &session) {
+                park(&state, &session);
+                let until = session.last_seen() + config_park(&state);
+                wheel.insert(clock.deadline_tick(until.max(now + SECOND_LOOK)), (id, false));
             } else {
                 expire(&state, session);
             }
         }
     }
+}
+
+/// `park_timeout` now.
+fn config_park(state: &AppState) -> Duration {
+    state.config().park_timeout
+}
+
+/// A silent session may be parked rather than closed: parking is on, a client logged in (a
+/// session opened ahead has nothing to keep), no transaction is open (its locks would be held
+/// all night), no turn waits for a resume, and there is room.
+fn may_park(state: &AppState, session: &Session) -> bool {
+    let config = state.config();
+    if config.park_timeout.is_zero()
+        || !session.is_logged_in()
+        || session.in_transaction()
+        || session.has_turn()
+    {
+        return false;
+    }
+    let (all, own) = state.sessions.parked(session.token);
+    all < config.max_parked_sessions && own < config.max_parked_sessions_per_token
+}
+
+/// Parks a silent session: kept, its upstream connection open, until its sidecar is back or
+/// `park_timeout` passes.
+fn park(state: &AppState, session: &Session) {
+    session.park();
+    state.metrics.sessions_parked.inc();
+    info!(
+        session = %session_label(&session.id),
+        park_timeout_s = state.config().park_timeout.as_secs(),
+        "session parked: its sidecar went silent with no transaction open"
+    );
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -94,13 +132,10 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Removes a silent session; its upstream connection is closed, so the server rolls back what
 /// was left open.
-fn expire(state: &AppState, session: Arc<Session>) {
+fn expire(state: &Arc<AppState>, session: Arc<Session>) {
+    let state = state.clone();
     state.sessions.remove(&session.id);
     state.metrics.sessions_expired.inc();
     info!(session = %session_label(&session.id), "session expired: its sidecar went silent");
-    tokio::spawn(async move {
-        if let Some(link) = session.take_link().await {
-            link.quit().await;
-        }
-    });
+    tokio::spawn(async move { crate::ending::end_expired(&state, &session).await });
 }

@@ -68,6 +68,7 @@ pub async fn open(
     state.refuse_if_draining()?;
     let session = state.sessions.insert(link, &upstream.name, limits)?;
     session.resume.set_window(config.resume_window);
+    session.resume.set_budget(state.resume_budget.clone());
     state.metrics.sessions_opened.inc();
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
@@ -206,6 +207,7 @@ async fn login_as(
             encode_packets(&mut out, &last);
             if last.get(4) == Some(&packet::OK) {
                 link.phase = Phase::Ready;
+                guard.link_use().logged_in.store(true, std::sync::atomic::Ordering::Release);
                 *lock(&session.logged_in_as) = Some(LoginAs { database: None, ..login.clone() });
                 let who = Who { user: Some(login.user.clone()), database: login.database.clone() };
                 *lock(&session.who) = who;

@@ -8,8 +8,8 @@
 //! configured) must exceed what the sockets and proxies between the two hold in flight.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
@@ -18,6 +18,7 @@ use http::StatusCode;
 
 use crate::Error;
 use crate::relay::Turn;
+use crate::resume_budget::ResumeBudget;
 
 /// Bytes of a step's answer kept for a resume unless `resume_window` says otherwise.
 pub const DEFAULT_WINDOW: u64 = 8 << 20;
@@ -91,23 +92,53 @@ struct State {
     live: Live,
     /// The last owner handed out.
     owners: u64,
+    /// Where the kept bytes' room comes from.
+    budget: Arc<ResumeBudget>,
 }
 
 impl State {
-    /// Keeps a chunk that went out, within `window`.
+    /// Keeps a chunk that went out, within `window` and the budget: when the budget has no
+    /// room, the oldest chunks go first; when even that is not enough, nothing is kept.
     fn record(&mut self, chunk: &Bytes, window: u64) {
-        self.len += chunk.len() as u64;
+        let n = chunk.len() as u64;
+        self.len += n;
         let before = self.digest;
         self.digest.update(chunk);
-        self.chunks.push_back((before, chunk.clone()));
-        while self.chunks.len() > 1 {
-            let first = self.chunks.front().map_or(0, |(_, c)| c.len() as u64);
-            if self.len - (self.base + first) < window {
-                break;
-            }
-            self.chunks.pop_front();
-            self.base += first;
+        while self
+            .chunks
+            .front()
+            .is_some_and(|(_, c)| self.len - (self.base + c.len() as u64) >= window)
+        {
+            self.drop_oldest();
         }
+        while !self.budget.try_take(n) {
+            if self.chunks.is_empty() {
+                // No room at all: only a resume from the very end is possible.
+                self.base = self.len;
+                return;
+            }
+            self.drop_oldest();
+        }
+        if self.chunks.is_empty() {
+            self.base = self.len - n;
+        }
+        self.chunks.push_back((before, chunk.clone()));
+    }
+
+    /// Drops the oldest kept chunk and gives its room back.
+    fn drop_oldest(&mut self) {
+        if let Some((_, chunk)) = self.chunks.pop_front() {
+            self.base += chunk.len() as u64;
+            self.budget.give_back(chunk.len() as u64);
+        }
+    }
+
+    /// Drops every kept chunk (the answer can be resumed only from its end).
+    fn forget(&mut self) {
+        let kept: u64 = self.chunks.iter().map(|(_, c)| c.len() as u64).sum();
+        self.chunks = VecDeque::new();
+        self.base = self.len;
+        self.budget.give_back(kept);
     }
 
     fn new_owner(&mut self) -> u64 {
@@ -141,6 +172,7 @@ impl Default for Resumable {
             complete: false,
             live: Live::Idle,
             owners: NOBODY,
+            budget: Arc::new(ResumeBudget::unlimited()),
         };
         Self { state: Mutex::new(state), window: DEFAULT_WINDOW.into() }
     }
@@ -150,6 +182,13 @@ impl Resumable {
     /// Keeps `bytes` of an answer (`resume_window`); 0 turns resuming off.
     pub fn set_window(&self, bytes: u64) {
         self.window.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Takes the room for kept answers from `budget` (the transport's `max_resume_bytes`).
+    pub fn set_budget(&self, budget: Arc<ResumeBudget>) {
+        let mut state = lock(&self.state);
+        state.forget();
+        state.budget = budget;
     }
 
     /// True when answers are kept for a resume.
@@ -176,7 +215,7 @@ impl Resumable {
             }
             state.step = step;
             state.status = StatusCode::OK;
-            state.chunks = VecDeque::new();
+            state.forget();
             state.base = 0;
             state.len = 0;
             state.digest = AnswerDigest::default();
@@ -244,7 +283,11 @@ impl Resumable {
         }
         state.status = status;
         state.len = body.len() as u64;
-        state.chunks.push_back((AnswerDigest::default(), body.clone()));
+        if state.budget.try_take(state.len) {
+            state.chunks.push_back((AnswerDigest::default(), body.clone()));
+        } else {
+            state.base = state.len;
+        }
         state.digest = AnswerDigest::default().then(body);
         state.complete = true;
     }
@@ -273,13 +316,11 @@ impl Resumable {
 
     /// The session ends: the kept answer is freed and a turn waiting for a resume ends.
     pub fn release(&self) {
-        let kept = {
+        {
             let mut state = lock(&self.state);
-            state.base = state.len;
+            state.forget();
             state.complete = false;
-            std::mem::take(&mut state.chunks)
-        };
-        drop(kept);
+        }
         self.abandon();
     }
 
@@ -305,6 +346,13 @@ impl Resumable {
             return Err(Error::StepRefused(format!("step {step} has no answer to resume")));
         }
         missed(&state, from).map(|(m, before)| Resumed::Whole(state.status, m, before))
+    }
+}
+
+impl Drop for Resumable {
+    /// The room of what was kept goes back to the budget.
+    fn drop(&mut self) {
+        lock(&self.state).forget();
     }
 }
 
@@ -387,5 +435,30 @@ mod tests {
         assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");
         assert!(resumed_bytes(&r, 1, 0).is_err(), "too far behind");
         assert_eq!(resumed_bytes(&r, 1, 11 << 20).map(|b| b.len()), Ok(1 << 20));
+    }
+
+    #[test]
+    fn the_budget_bounds_what_all_sessions_keep() {
+        let budget = Arc::new(ResumeBudget::new(3 << 20));
+        let (a, b) = (Resumable::default(), Resumable::default());
+        a.set_budget(budget.clone());
+        b.set_budget(budget.clone());
+        let chunk = Bytes::from(vec![1u8; 1 << 20]);
+        for r in [&a, &b] {
+            assert!(r.begin(1).is_ok());
+            let mut state = lock(&r.state);
+            for _ in 0..2 {
+                state.record(&chunk, DEFAULT_WINDOW);
+            }
+            state.complete = true;
+        }
+        assert_eq!(budget.used(), 3 << 20, "the budget is full, not exceeded");
+        assert_eq!(resumed_bytes(&a, 1, 0).map(|m| m.len()), Ok(2 << 20), "a kept its answer");
+        assert!(resumed_bytes(&b, 1, 0).is_err(), "b kept only its last MiB");
+        assert_eq!(resumed_bytes(&b, 1, 1 << 20).map(|m| m.len()), Ok(1 << 20));
+        drop(a);
+        assert_eq!(budget.used(), 1 << 20, "a session's room is given back when it goes");
+        b.release();
+        assert_eq!(budget.used(), 0);
     }
 }

@@ -3,7 +3,7 @@
 //! session's timer comes due (see `reaper.rs`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -43,14 +43,39 @@ pub struct Session {
     pub statements: Mutex<HashMap<u32, Arc<str>>>,
     /// The last step and its answer, for a resume after a broken connection.
     pub resume: Arc<Resumable>,
+    /// Its sidecar went silent with no transaction open: kept for `park_timeout`.
+    parked: AtomicBool,
     origin: Instant,
     last_seen_ms: AtomicU64,
 }
 
 impl Session {
-    /// Marks the session as heard from now.
+    /// Marks the session as heard from now (a parked one is back).
     pub fn touch(&self) {
         self.last_seen_ms.store(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if self.parked.swap(false, Ordering::AcqRel) {
+            tracing::info!(session = %common::wire::session_label(&self.id), "a parked session's sidecar is back");
+        }
+    }
+
+    /// Parks the session (its sidecar went silent with no transaction open).
+    pub fn park(&self) {
+        self.parked.store(true, Ordering::Release);
+    }
+
+    /// True while the session is parked.
+    pub fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
+    }
+
+    /// True once a client logged in on it.
+    pub fn is_logged_in(&self) -> bool {
+        self.link_use.logged_in.load(Ordering::Acquire)
+    }
+
+    /// True when the last answer left a transaction open.
+    pub fn in_transaction(&self) -> bool {
+        self.link_use.in_transaction.load(Ordering::Acquire)
     }
 
     /// When the session was last heard from.
@@ -62,6 +87,11 @@ impl Session {
     /// whose sidecar never comes back expires.
     pub fn is_busy(&self) -> bool {
         self.link_use.in_turn.load(Ordering::Acquire) && !self.resume.is_parked()
+    }
+
+    /// True while a turn holds the link, running or waiting for a resume.
+    pub fn has_turn(&self) -> bool {
+        self.link_use.in_turn.load(Ordering::Acquire)
     }
 
     /// The link for one turn; [`Error::SessionBusy`] while another turn holds it. The idle
@@ -154,6 +184,7 @@ impl SessionTable {
             resume: Arc::default(),
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
+            parked: AtomicBool::new(false),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
         });
@@ -172,6 +203,18 @@ impl SessionTable {
             .ok_or(Error::SessionNotFound)?;
         session.touch();
         Ok(session)
+    }
+
+    /// Sessions parked: in all, and of token `token`.
+    pub fn parked(&self, token: TokenId) -> (usize, usize) {
+        let sessions = lock(&self.sessions);
+        let parked = sessions.values().filter(|s| s.is_parked());
+        parked.fold((0, 0), |(all, own), s| (all + 1, own + usize::from(s.token == token)))
+    }
+
+    /// Sessions parked now.
+    pub fn parked_count(&self) -> usize {
+        lock(&self.sessions).values().filter(|s| s.is_parked()).count()
     }
 
     /// Sessions opened with token `token`.

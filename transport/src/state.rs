@@ -38,6 +38,8 @@ pub struct AppState {
     pub refusals: Refusals,
     /// Room for command and file bodies held at once (`max_inflight_bytes`), a permit a byte.
     pub inflight: Arc<tokio::sync::Semaphore>,
+    /// Room for answers kept for resumes, all sessions together (`max_resume_bytes`).
+    pub resume_budget: Arc<crate::resume_budget::ResumeBudget>,
     /// Sessions ended by their upstream, newest last; keep-alives waiting for news watch it.
     ended: EndedSessions,
     /// New sessions for the reaper to watch.
@@ -60,6 +62,9 @@ impl AppState {
         Self {
             reaper,
             inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
+            resume_budget: Arc::new(crate::resume_budget::ResumeBudget::new(
+                config.max_resume_bytes,
+            )),
             tokens: RwLock::new(Arc::new(Tokens::new(config.tokens.clone()))),
             config: RwLock::new(Arc::new(config)),
             sessions: SessionTable::default(),
@@ -105,6 +110,7 @@ impl AppState {
             (old.listen, old.tls.clone(), old.worker_threads);
         (new.max_connections, new.log.format) = (old.max_connections, old.log.format);
         new.max_inflight_bytes = old.max_inflight_bytes;
+        self.resume_budget.set_limit(new.max_resume_bytes);
         *write(&self.tokens) = Arc::new(Tokens::new(new.tokens.clone()));
         lock(&self.upstream_tls).clear();
         info!(tokens = new.tokens.len(), upstreams = new.upstreams.len(), "configuration reloaded");

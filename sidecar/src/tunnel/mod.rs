@@ -194,6 +194,9 @@ impl TunnelConn {
                 }
                 Err(e) => {
                     self.http = None;
+                    if !is_break(&e) {
+                        return Err(self.unreachable(&e));
+                    }
                     let url = self.endpoint.url.clone();
                     return Err(Error::ConnectionBroken { url, reason: e.to_string() });
                 }
@@ -408,6 +411,14 @@ impl Drop for TunnelConn {
             }
         }
     }
+}
+
+/// True for an error of a connection that worked and broke (a reset, a close mid-answer),
+/// which another connection may not meet; not for one the transport or a proxy refused (a
+/// TLS alert, garbage), which it would.
+fn is_break(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(e.kind(), BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof)
 }
 
 /// The frames of one command's answer, decoded as the body arrives.

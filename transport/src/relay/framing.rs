@@ -80,6 +80,8 @@ pub struct Tally {
     pub error: Option<u16>,
     /// The statement id a prepare's OK gave.
     pub statement_id: Option<u32>,
+    /// The server's status flags in the OK or EOF that ended the answer, if one did.
+    pub status: Option<u16>,
 }
 
 /// An answer of a pipelined batch that ended before the batch's last one.
@@ -247,7 +249,9 @@ impl Framing {
     fn decide(&mut self, p: &[u8], len: usize) -> Result<(), Malformed> {
         let first = p.first().copied();
         self.count(p, len);
-        let done = |status: u16| {
+        let mut ended_with = None;
+        let mut done = |status: u16| {
+            ended_with = Some(status);
             if status & status::MORE_RESULTS_EXISTS != 0 {
                 State::ResultHead
             } else {
@@ -323,6 +327,9 @@ impl Framing {
             State::OnePacket => State::Ended(TurnEnd::Done),
             State::Ended(_) => return Err(Malformed("data after the end of an answer")),
         };
+        if let Some(status) = ended_with {
+            self.tally.status = Some(status);
+        }
         Ok(())
     }
 

@@ -31,6 +31,10 @@ pub struct LinkUse {
     pub wanted: Notify,
     /// A turn let go of the link: the idle watcher may take it again.
     pub released: Notify,
+    /// The last answer's status said a transaction is open (its locks are held).
+    pub in_transaction: AtomicBool,
+    /// The login is done: the session has a client's state (a session opened ahead has not).
+    pub logged_in: AtomicBool,
 }
 
 /// A session's upstream link, held for one turn; letting go of it wakes the idle watcher.
@@ -40,6 +44,11 @@ pub struct LinkGuard {
 }
 
 impl LinkGuard {
+    /// Who uses the link (the session's record of it).
+    pub fn link_use(&self) -> &LinkUse {
+        &self.link_use
+    }
+
     /// Holds the link for a turn.
     pub fn new(guard: OwnedMutexGuard<Option<RelayLink>>, link_use: Arc<LinkUse>) -> Self {
         Self { guard, link_use }
@@ -291,6 +300,11 @@ impl Turn {
                 }
             }
             TurnEnd::Done => {
+                if let Some(status) = self.framing.tally.status {
+                    let open = status & common::mysql::status::IN_TRANS != 0;
+                    self.guard.link_use.in_transaction.store(open, Ordering::Release);
+                }
+                self.guard.link_use.logged_in.store(true, Ordering::Release);
                 if let Some(link) = self.guard.as_mut() {
                     link.phase = Phase::Ready;
                     if extra > 0 {
