@@ -14,7 +14,11 @@
 # between a direct client and MariaDB and between the sidecar and the transport (round trips
 # per query, new connection, prepared execute, LOAD DATA LOCAL; the Connector/J connect
 # sequence; a 1M-row SELECT at 20 Mbit/s), see tests/benches/wan.rs.
-# Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS]
+# `--faults [OPERATIONS_PER_CLIENT] [SEED]` runs the long seeded random fault run instead (see
+# tests/benches/faults.rs): operations, cuts, client errors, garbled answers, writes lost or
+# doubled, peak and final RSS.
+# Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS] |
+#        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -28,6 +32,17 @@ if [[ "${1:-}" == "--wan" ]]; then
     start_mariadb "$WORK/mariadb" "$db_port"
     mkdir -p "$WORK/tmp"
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
+    exit 0
+fi
+
+if [[ "${1:-}" == "--faults" ]]; then
+    ensure_packages mariadb-server mariadb-client
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-faults.XXXXXX")
+    trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+    db_port=$(free_port)
+    start_mariadb "$WORK/mariadb" "$db_port"
+    mkdir -p "$WORK/tmp"
+    TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench faults --locked -- "${2:-1500}" ${3:+"$3"}
     exit 0
 fi
 

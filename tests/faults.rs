@@ -24,12 +24,11 @@ async fn faulted_run(compressed: bool, passthrough: bool) {
         drop(common::telemetry::init(&config));
     }
     println!("fault run seed {seed} (SQLTUNNEL_FAULT_SEED={seed} replays it)");
-    // A cut on average every 100 KB of answers and every 2 KB of requests.
-    let faults = FaultPlan::cuts(seed, 100_000, 2_000);
+    let faults = FaultPlan::for_run(seed, compressed);
     let plan = RunPlan {
         faults,
         clients: env_or("SQLTUNNEL_FAULT_CLIENTS", 4),
-        operations: env_or("SQLTUNNEL_FAULT_OPS", 150),
+        operations: env_or("SQLTUNNEL_FAULT_OPS", 250),
         compressed,
         passthrough,
     };

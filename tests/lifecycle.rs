@@ -11,8 +11,11 @@ use mysql_async::prelude::Queryable;
 
 /// An in-process tunnel with a short session timeout and the given sidecar heartbeat.
 async fn short_lived_tunnel(session_timeout: &str, heartbeat: &str) -> Tunnel {
-    let transport = e2e::transport_yaml(mysql_port())
-        .replace("session_timeout: 30s", &format!("session_timeout: {session_timeout}"));
+    // Parking off: a silent idle session expires (tests/expiry.rs parks it).
+    let transport = e2e::transport_yaml(mysql_port()).replace(
+        "session_timeout: 30s",
+        &format!("session_timeout: {session_timeout}\npark_timeout: 0s"),
+    );
     Tunnel::start_custom(&transport, |url| {
         format!("{}heartbeat_interval: {heartbeat}\n", sidecar_yaml(url, TOKEN))
     })

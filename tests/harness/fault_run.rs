@@ -1,7 +1,7 @@
 //! A seeded random fault run: a tunnel whose sidecar reaches the transport through the fault
 //! proxy, several clients running a mixed workload (autocommit inserts with unique ids,
-//! counter updates, transactions, large and medium selects, prepared statements,
-//! reconnections), and the invariants checked against a direct connection afterwards: every
+//! counter updates, transactions, large and medium selects, prepared statements, LOAD DATA
+//! LOCAL files, reconnections), and the invariants checked against a direct connection afterwards: every
 //! answer as the server gives it, every acknowledged write there exactly once, each session's
 //! state intact, no client error while the transport held the session.
 
@@ -117,12 +117,22 @@ pub async fn run(plan: RunPlan) -> Report {
         )
     };
     let tunnel = Tunnel::start_with(listener, &transport, &sidecar).await;
-    let table = prepare_tables(plan.faults.seed).await;
-    let opts = Opts::from(crate::opts(tunnel.sidecar.port(), Some(crate::DATABASE)));
+    // Runs of one seed may go on at once (with and without compression): each its own names.
+    let run_tag = format!("{:x}_{}", plan.faults.seed, if plan.compressed { "z" } else { "p" });
+    let table = prepare_tables(&run_tag).await;
+    let files = std::env::temp_dir().join(format!("sqltunnel-faults-{run_tag}"));
+    std::fs::create_dir_all(&files).expect("file dir");
+    let paths: Vec<_> = (0..plan.clients).map(|c| files.join(format!("client-{c}.csv"))).collect();
+    let handler = mysql_async::WhiteListFsHandler::new(paths.clone());
+    let opts = Opts::from(
+        crate::opts(tunnel.sidecar.port(), Some(crate::DATABASE))
+            .local_infile_handler(Some(handler)),
+    );
     let clients = (0..plan.clients).map(|client| {
         let seed = plan.faults.seed ^ (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let opts = opts.clone();
-        tokio::spawn(Client::new(client, seed, table.clone()).run(opts, plan.operations))
+        let file = paths[client].clone();
+        tokio::spawn(Client::new(client, seed, table.clone(), file).run(opts, plan.operations))
     });
     let mut report = Report::default();
     let mut outcomes = Vec::new();
@@ -141,12 +151,13 @@ pub async fn run(plan: RunPlan) -> Report {
     report.bytes_down = proxy.counts.down_bytes.load(Ordering::Relaxed);
     report.elapsed = started.elapsed();
     drop(tunnel);
+    drop(std::fs::remove_dir_all(&files));
     report
 }
 
-/// Creates the run's tables (named by its seed); answers their common prefix.
-async fn prepare_tables(seed: u64) -> String {
-    let table = format!("faults_{seed:x}");
+/// Creates the run's tables (named by its tag); answers their common prefix.
+async fn prepare_tables(tag: &str) -> String {
+    let table = format!("faults_{tag}");
     let mut d = direct().await;
     for sql in [
         format!("DROP TABLE IF EXISTS {table}_ids, {table}_counters"),
@@ -217,19 +228,17 @@ struct Outcome {
 struct Client {
     rng: SmallRng,
     table: String,
+    /// The file its LOAD DATA LOCAL reads.
+    file: std::path::PathBuf,
     outcome: Outcome,
     next_id: u64,
 }
 
 impl Client {
-    fn new(client: usize, seed: u64, table: String) -> Self {
+    fn new(client: usize, seed: u64, table: String, file: std::path::PathBuf) -> Self {
         let outcome = Outcome { client, ..Outcome::default() };
-        Client {
-            rng: SmallRng::seed_from_u64(seed),
-            table,
-            outcome,
-            next_id: client as u64 * 1_000_000_000,
-        }
+        let next_id = client as u64 * 1_000_000_000;
+        Client { rng: SmallRng::seed_from_u64(seed), table, file, outcome, next_id }
     }
 
     async fn run(mut self, opts: Opts, operations: usize) -> Outcome {
@@ -353,7 +362,28 @@ impl Client {
                     self.garbled(format!("prepared select of {n}: {} rows", rows.len()));
                 }
             }
-            95..98 => {
+            95..97 => {
+                // A file of 1 to 1,500 ids (up to about 20 KB), loaded once.
+                let rows = self.rng.random_range(1..1500);
+                let ids: Vec<u64> = (0..rows).map(|_| self.fresh_id()).collect();
+                let text: String = ids.iter().map(|id| format!("{id},{client}\n")).collect();
+                std::fs::write(&self.file, text).expect("write the file");
+                let done = c
+                    .query_drop(format!(
+                        "LOAD DATA LOCAL INFILE '{}' INTO TABLE {table}_ids FIELDS TERMINATED BY ','",
+                        self.file.display()
+                    ))
+                    .await;
+                let loaded = done.is_ok() && c.affected_rows() == rows;
+                if done.is_ok() && !loaded {
+                    self.garbled(format!("a load of {rows} rows affected {}", c.affected_rows()));
+                }
+                for id in ids {
+                    self.settle_insert(id, loaded);
+                }
+                done?;
+            }
+            97..98 => {
                 let (who, id): (Option<u64>, u64) =
                     c.query_first("SELECT @client, CONNECTION_ID()").await?.unwrap_or_default();
                 if who != Some(client as u64) || id == 0 {

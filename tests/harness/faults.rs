@@ -33,6 +33,13 @@ pub struct FaultPlan {
 }
 
 impl FaultPlan {
+    /// The plan of the fault runs: a cut on average every 100 KB of answers (10 KB when they
+    /// are compressed, so that zstd streams are cut as often per answer) and every 20 KB of
+    /// requests.
+    pub fn for_run(seed: u64, compressed: bool) -> Self {
+        Self::cuts(seed, if compressed { 10_000 } else { 100_000 }, 20_000)
+    }
+
     /// A plan with a cut on average every `mean_down` bytes of answers and `mean_up` bytes of
     /// requests, half resets, and short stalls on one piece in fifty.
     pub fn cuts(seed: u64, mean_down: u64, mean_up: u64) -> Self {

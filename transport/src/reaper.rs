@@ -97,13 +97,15 @@ fn config_park(state: &AppState) -> Duration {
 
 /// A silent session may be parked rather than closed: parking is on, a client logged in (a
 /// session opened ahead has nothing to keep), no transaction is open (its locks would be held
-/// all night), no turn waits for a resume, and there is room.
+/// all night), no turn waits for a resume, the server waits for nothing from the client (a
+/// LOAD DATA LOCAL file, an auth step), and there is room.
 fn may_park(state: &AppState, session: &Session) -> bool {
     let config = state.config();
     if config.park_timeout.is_zero()
         || !session.is_logged_in()
         || session.in_transaction()
         || session.has_turn()
+        || session.link_use.awaiting_client.load(std::sync::atomic::Ordering::Acquire)
     {
         return false;
     }

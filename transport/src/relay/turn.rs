@@ -35,6 +35,8 @@ pub struct LinkUse {
     pub in_transaction: AtomicBool,
     /// The login is done: the session has a client's state (a session opened ahead has not).
     pub logged_in: AtomicBool,
+    /// The upstream waits for the client mid-exchange (a LOAD DATA LOCAL file, an auth step).
+    pub awaiting_client: AtomicBool,
 }
 
 /// A session's upstream link, held for one turn; letting go of it wakes the idle watcher.
@@ -294,12 +296,14 @@ impl Turn {
         match end {
             TurnEnd::Closed => *self.guard = None,
             TurnEnd::AwaitFile | TurnEnd::AwaitAuth => {
+                self.guard.link_use.awaiting_client.store(true, Ordering::Release);
                 if let Some(link) = self.guard.as_mut() {
                     link.pending = Some(self.framing.clone());
                     link.last_seq = self.framing.last_seq();
                 }
             }
             TurnEnd::Done => {
+                self.guard.link_use.awaiting_client.store(false, Ordering::Release);
                 if let Some(status) = self.framing.tally.status {
                     let open = status & common::mysql::status::IN_TRANS != 0;
                     self.guard.link_use.in_transaction.store(open, Ordering::Release);

@@ -1,0 +1,53 @@
+//! The long fault run: the seeded random fault workload of `tests/faults.rs` (cuts at random
+//! byte offsets in both directions, resets and closes, stalls) with many more operations, with
+//! and without zstd answers. Prints operations, cuts, stalls, client errors, garbled answers,
+//! writes lost or doubled, and this process's peak and final resident memory (transport,
+//! sidecar and clients run in it). Exits non-zero when an invariant broke.
+//! Usage: `cargo bench -p e2e --bench faults -- [OPERATIONS_PER_CLIENT] [SEED]` (MariaDB at
+//! SQLTUNNEL_TEST_MYSQL_PORT).
+
+use e2e::fault_run::{RunPlan, run};
+use e2e::faults::FaultPlan;
+
+/// A `VmHWM:` or `VmRSS:` line of this process's status, in KiB.
+fn memory_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let operations = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_500);
+    let seed = args.next().and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    println!("fault run: 4 clients x {operations} operations, seed {seed}");
+    let mut broken = false;
+    for (compressed, passthrough) in [(false, true), (true, false)] {
+        let faults = FaultPlan::for_run(seed, compressed);
+        let plan = RunPlan { faults, clients: 4, operations, compressed, passthrough };
+        let report = run(plan).await;
+        let how = if compressed { "zstd answers, listed logins" } else { "plain, passthrough" };
+        println!("{how}: {}", report.summary(seed));
+        let failures = report.failures();
+        if !failures.is_empty() {
+            println!("{failures}");
+            broken = true;
+        }
+    }
+    println!(
+        "this process (transport, sidecar and clients): peak RSS {} KiB, final RSS {} KiB",
+        memory_kib("VmHWM:"),
+        memory_kib("VmRSS:")
+    );
+    if broken {
+        std::process::exit(1);
+    }
+}
