@@ -330,3 +330,27 @@ async fn bad_compressed_commands_are_refused_and_the_session_goes_on() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_client_forcing_compression_it_was_not_offered_gets_an_error_not_a_hang() {
+    within(30, async {
+        use e2e::raw::{CAPS, RawClient};
+        let tunnel = Tunnel::start().await;
+        // CLIENT_COMPRESS (0x20) and CLIENT_ZSTD_COMPRESSION_ALGORITHM (1 << 26): the tunnel's
+        // greeting offers neither.
+        for forced in [0x20, 1 << 26] {
+            let (mut c, _, _) = RawClient::greet(tunnel.sidecar.port()).await;
+            c.write(&RawClient::hello(CAPS | forced, USER, b"", DATABASE, "mysql_native_password"))
+                .await;
+            let answer = tokio::time::timeout(Duration::from_secs(5), c.read())
+                .await
+                .expect("an answer within the handshake timeout, not a hang");
+            assert_eq!(answer[0], 0xff, "an ERR packet: {answer:?}");
+            let text = String::from_utf8_lossy(&answer);
+            assert!(text.contains("compression"), "{text}");
+            assert!(c.closed_by_server().await, "then the connection is closed");
+        }
+        assert_still_serving(&tunnel).await;
+    })
+    .await;
+}

@@ -159,6 +159,11 @@ pub mod capability {
     pub const DEPRECATE_EOF: u32 = 0x0100_0000;
     /// CLIENT_SSL_VERIFY_SERVER_CERT (client side only; never sent by a server).
     pub const SSL_VERIFY_SERVER_CERT: u32 = 0x4000_0000;
+    /// CLIENT_ZSTD_COMPRESSION_ALGORITHM (MySQL 8.0.18+): zstd instead of zlib compression.
+    pub const ZSTD_COMPRESSION_ALGORITHM: u32 = 0x0400_0000;
+    /// Capabilities that change how every later byte is framed: a client may use them only
+    /// when the greeting offered them.
+    pub const CHANGES_THE_WIRE: u32 = COMPRESS | ZSTD_COMPRESSION_ALGORITHM;
 
     /// MariaDB's extended capabilities (the greeting's and handshake response's reserved
     /// bytes, valid when a server clears CLIENT_LONG_PASSWORD).

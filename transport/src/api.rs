@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::wire::{FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, ZSTD, session_label};
+use common::wire::{
+    FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, SessionEnd, ZSTD, session_label,
+};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tracing::{Instrument, info};
@@ -123,8 +125,7 @@ async fn dispatch(
         Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, token, req).await,
         Route::KeepAlive => keep_alive(state, req, token).await,
         Route::CloseSession(id) => {
-            let kill = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "kill=query"));
-            Ok(close_session(state, &id, token, kill))
+            Ok(close_session(state, &id, token, SessionEnd::from_query(req.uri().query())))
         }
         Route::Metrics => Ok(metrics(state)),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
@@ -192,23 +193,28 @@ async fn keep_alive(
     }
 }
 
-/// COM_QUIT: the session ends and its upstream connection is closed, without making the
-/// client wait. Only the token that opened a session can close it. With `kill` (a sidecar
-/// shutting down), a statement still running is ended upstream first.
+/// The session ends and its upstream connection is closed, without making the client wait:
+/// with COM_QUIT for a client that quit, without for one that hung up (the server counts an
+/// aborted client, as it would directly); for a sidecar shutting down, a statement still
+/// running is ended upstream first. Only the token that opened a session can close it.
 fn close_session(
     state: &Arc<AppState>,
     id: &str,
     token: TokenId,
-    kill: bool,
+    end: SessionEnd,
 ) -> Response<ResponseBody> {
     if let Some(session) = state.sessions.remove_owned(id, token) {
-        info!(session = %session_label(id), kill, "session closed by client");
+        info!(session = %session_label(id), ?end, "session closed by client");
         let state = state.clone();
         tokio::spawn(async move {
-            if kill {
-                ending::end_running(&state, &session).await;
-            } else if let Some(link) = session.take_link().await {
-                link.quit().await;
+            match end {
+                SessionEnd::KillQuery => ending::end_running(&state, &session).await,
+                SessionEnd::HangUp => drop(session.take_link().await),
+                SessionEnd::Quit => {
+                    if let Some(link) = session.take_link().await {
+                        link.quit().await;
+                    }
+                }
             }
         });
     }

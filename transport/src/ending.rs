@@ -42,7 +42,8 @@ pub async fn end_running(state: &AppState, session: &Session) {
 
 /// A session expired (its sidecar went silent): a statement it left running is ended upstream
 /// with `KILL QUERY` (the server would run it to its end, since nobody reads its answer), then
-/// the upstream connection is closed.
+/// the upstream connection is dropped without COM_QUIT: to the server, an aborted client, as
+/// a direct client that vanished would be.
 pub async fn end_expired(state: &AppState, session: &Session) {
     if session.has_turn() {
         match killer(state, session) {
@@ -54,7 +55,7 @@ pub async fn end_expired(state: &AppState, session: &Session) {
             ),
         }
     }
-    close_link(session).await;
+    drop(tokio::time::timeout(CLOSE_WAIT, session.take_link()).await);
 }
 
 /// Shutdown: no new work is taken; idle sessions end at once; running commands get `grace`

@@ -20,7 +20,7 @@ pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER};
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, TurnEnd, encode_heartbeat, encode_packets, encode_turn,
 };
-pub use route::Route;
+pub use route::{Route, SessionEnd};
 
 /// Content type of a streamed frames body.
 pub const FRAMES_CONTENT_TYPE: &str = "application/vnd.sqltunnel.frames";

@@ -102,3 +102,53 @@ mod tests {
         assert_eq!(Route::parse("GET", "/v1/health/x"), Route::NotFound);
     }
 }
+
+/// How a session ends when its sidecar closes it (`DELETE …/v1/sessions/{id}?end=…`): what the
+/// server sees should be what it would see from a direct client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// The client quit: COM_QUIT upstream.
+    Quit,
+    /// The client hung up without COM_QUIT: the upstream connection is dropped, and the server
+    /// counts an aborted client.
+    HangUp,
+    /// The sidecar shuts down: a running statement is killed first, then COM_QUIT.
+    KillQuery,
+}
+
+impl SessionEnd {
+    /// The query string of the close request (empty for a quit).
+    pub fn query(self) -> &'static str {
+        match self {
+            SessionEnd::Quit => "",
+            SessionEnd::HangUp => "?end=hangup",
+            SessionEnd::KillQuery => "?kill=query",
+        }
+    }
+
+    /// The ending a close request's query string asks for.
+    pub fn from_query(query: Option<&str>) -> Self {
+        let has = |p: &str| query.is_some_and(|q| q.split('&').any(|x| x == p));
+        if has("kill=query") {
+            SessionEnd::KillQuery
+        } else if has("end=hangup") {
+            SessionEnd::HangUp
+        } else {
+            SessionEnd::Quit
+        }
+    }
+}
+
+#[cfg(test)]
+mod session_end_tests {
+    use super::SessionEnd;
+
+    #[test]
+    fn endings_go_through_their_query_string() {
+        for end in [SessionEnd::Quit, SessionEnd::HangUp, SessionEnd::KillQuery] {
+            assert_eq!(SessionEnd::from_query(end.query().strip_prefix('?')), end);
+        }
+        assert_eq!(SessionEnd::from_query(Some("x=1&end=hangup")), SessionEnd::HangUp);
+        assert_eq!(SessionEnd::from_query(Some("end=other")), SessionEnd::Quit);
+    }
+}

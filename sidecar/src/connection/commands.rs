@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::{capability as cap, command};
-use common::wire::{LoginAs, TurnEnd};
+use common::wire::{LoginAs, SessionEnd, TurnEnd};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::debug;
 
@@ -29,8 +29,10 @@ pub const CUT_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// How the command loop ended.
 pub(crate) enum Served {
-    /// The client quit or hung up, the upstream hung up, or the sidecar is shutting down.
+    /// The client quit, the upstream hung up, or the sidecar is shutting down.
     Quit,
+    /// The client hung up without COM_QUIT.
+    HungUp,
     /// The transport reported the session gone while the client was idle.
     Gone,
 }
@@ -61,7 +63,7 @@ impl Connection {
                 read = self.io.read_raw_within(Some(&budget)) => read?,
                 () = draining.cancelled() => return Ok(Served::Quit),
             };
-            let Some((packet, held)) = read else { return Ok(Served::Quit) };
+            let Some((packet, held)) = read else { return Ok(Served::HungUp) };
             if draining.is_cancelled() {
                 // A command that arrives during shutdown is refused, not dropped unanswered.
                 self.write_error(&Error::ShuttingDown).await?;
@@ -161,7 +163,7 @@ impl Connection {
         }
         let mut ender = shared.tunnel.connection_as(shared.affinity(bucket), authorization);
         let id = session.to_owned();
-        tokio::spawn(async move { ender.end_session(&id, true).await });
+        tokio::spawn(async move { ender.end_session(&id, SessionEnd::KillQuery).await });
         tokio::time::timeout(CUT_WAIT, relayed).await.unwrap_or(Err(Error::ShuttingDown))
     }
 

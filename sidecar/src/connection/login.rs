@@ -11,7 +11,7 @@ use super::answers::write_login_packets;
 use super::users::{Answer, Authenticator};
 use super::{ClientInfo, Connection};
 use crate::Error;
-use crate::protocol::{ClientHello, greeting_scramble, parse_client_hello};
+use crate::protocol::{ClientHello, greeting_capabilities, greeting_scramble, parse_client_hello};
 use crate::tunnel::RelayStep;
 
 /// Length of an SSLRequest (the fixed part of a handshake response).
@@ -33,6 +33,14 @@ impl Connection {
             packet = by(deadline, self.io.read_expected("client hung up after TLS")).await?;
         }
         let hello = parse_client_hello(&packet)?;
+        // A client that frames what follows in a way it was not offered (mysql-connector-python
+        // sets CLIENT_COMPRESS whatever the greeting says) would wait for good: it is told now.
+        let offered = greeting.first().and_then(|g| greeting_capabilities(g)).unwrap_or(0);
+        if hello.capabilities & cap::CHANGES_THE_WIRE & !offered != 0 {
+            return Err(Error::ClientProtocol(
+                "the client asked for protocol compression, which this server did not offer: connect without it",
+            ));
+        }
         self.user = Some(hello.user.clone());
         self.client = ClientInfo {
             capabilities: hello.capabilities,

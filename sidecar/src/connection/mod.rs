@@ -15,7 +15,7 @@ pub(crate) use commands::Served;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use common::wire::session_label;
+use common::wire::{SessionEnd, session_label};
 use tracing::{debug, info, warn};
 
 use crate::Error;
@@ -94,6 +94,12 @@ impl Connection {
             Ok(Served::Gone) if gone.was_reset() => return self.io.reset(),
             Ok(Served::Gone) => return self.io.shutdown().await,
             Ok(Served::Quit) => debug!(session = %session_label(&session), "client quit"),
+            Ok(Served::HungUp) => {
+                debug!(session = %session_label(&session), "client hung up without COM_QUIT");
+                // The server sees an aborted client, as it would directly.
+                self.io.shutdown().await;
+                return self.tunnel.end_session(&session, SessionEnd::HangUp).await;
+            }
             Err(e) => {
                 warn!(session = %session_label(&session), error = %e, "client connection ended");
                 self.shared.metrics.error(e.kind_label());

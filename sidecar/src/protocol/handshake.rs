@@ -18,6 +18,14 @@ pub fn greeting_scramble(g: &[u8]) -> Option<Scramble> {
     Some(Scramble(scramble))
 }
 
+/// The capabilities a server greeting (protocol 10) offers.
+pub fn greeting_capabilities(g: &[u8]) -> Option<u32> {
+    let nul = 1 + g.get(1..)?.iter().position(|&b| b == 0)?;
+    let lower = g.get(nul + 14..nul + 16)?;
+    let upper = g.get(nul + 19..nul + 21).unwrap_or(&[0, 0]);
+    Some(u32::from_le_bytes([lower[0], lower[1], upper[0], upper[1]]))
+}
+
 /// The parts of a HandshakeResponse41 the sidecar uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientHello {

@@ -10,5 +10,7 @@ mod packet;
 
 pub use auth::{NATIVE_PASSWORD, Scramble, auth_switch_request, native_password_matches};
 pub use change_user::{ChangeUser, parse_change_user};
-pub use handshake::{ClientHello, greeting_scramble, parse_client_hello, take_cstr};
+pub use handshake::{
+    ClientHello, greeting_capabilities, greeting_scramble, parse_client_hello, take_cstr,
+};
 pub use packet::{MAX_PAYLOAD, PacketIo, split_payloads};

@@ -11,7 +11,7 @@ use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
     FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs,
     MAX_PIPELINED_COMMANDS, OpenRelay, PACKETS_CONTENT_TYPE, SESSION_HEADER, STEP_HEADER,
-    StreamDecompressor, ZSTD,
+    SessionEnd, StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
@@ -380,13 +380,13 @@ impl TunnelConn {
 
     /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
     pub async fn close_session(&mut self, session: &str) {
-        self.end_session(session, false).await;
+        self.end_session(session, SessionEnd::Quit).await;
     }
 
-    /// Closes the session on the transport; with `kill`, a statement still running on it is
-    /// ended upstream first (shutdown).
-    pub async fn end_session(&mut self, session: &str, kill: bool) {
-        let path = format!("v1/sessions/{session}{}", if kill { "?kill=query" } else { "" });
+    /// Closes the session on the transport as `end` says (a quit, a hang-up, a shutdown that
+    /// kills a running statement first).
+    pub async fn end_session(&mut self, session: &str, end: SessionEnd) {
+        let path = format!("v1/sessions/{session}{}", end.query());
         let result = match self.send(Outgoing::control("DELETE", &path, Some(session), b"")).await {
             Ok((_, conn)) => conn
                 .body_to_end(MAX_CONTROL_BODY)
