@@ -7,9 +7,11 @@ use bytes::BytesMut;
 use common::wire::{FrameDecoder, Route, TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use proptest::prelude::*;
 use sidecar::http::{BodyDecoder, Decoded};
-use sidecar::protocol::{greeting_scramble, parse_change_user, parse_client_hello, split_payloads};
+use sidecar::protocol::{
+    greeting_capabilities, greeting_scramble, parse_change_user, parse_client_hello, split_payloads,
+};
 use transport::relay::framing::{Expect, Framing, Shape};
-use transport::relay::handshake::{Greeting, response_for_upstream};
+use transport::relay::handshake::{ClientLeg, Greeting, response_for_upstream};
 use transport::relay::request::{commands_asked, ends_file};
 
 fn config() -> ProptestConfig {
@@ -48,18 +50,29 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
+    fn compressed_packets(p in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let (mut input, mut out) = (BytesMut::from(&p[..]), BytesMut::new());
+        while let Ok(Some(_)) = common::mysql::compressed::decode(&mut input, &mut out, 1 << 20) {}
+    }
+
+    #[test]
     fn sidecar_login_packets(p in bytes_like(HELLO), caps in any::<u32>()) {
         drop(parse_client_hello(&p));
         drop(parse_change_user(&p, caps));
         std::hint::black_box(greeting_scramble(&p));
+        std::hint::black_box(greeting_capabilities(&p));
         drop(split_payloads(&p));
     }
 
     #[test]
-    fn transport_handshake_packets(mut p in bytes_like(GREETING), tls in any::<bool>()) {
+    fn transport_handshake_packets(
+        mut p in bytes_like(GREETING),
+        tls in any::<bool>(),
+        compression in any::<bool>(),
+    ) {
         if let Some(g) = Greeting::parse(&p) {
             std::hint::black_box(g.capabilities(&p));
-            g.for_client(&mut p, tls);
+            g.for_client(&mut p, ClientLeg { tls, compression });
         }
         std::hint::black_box(response_for_upstream(&mut p, tls));
     }

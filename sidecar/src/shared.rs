@@ -83,7 +83,11 @@ impl Shared {
         } else {
             config.default_upstream()
         };
-        OpenRelay { upstream: upstream.to_owned(), client_tls: self.client_tls.is_some() }
+        OpenRelay {
+            upstream: upstream.to_owned(),
+            client_tls: self.client_tls.is_some(),
+            client_compression: true,
+        }
     }
 
     /// Prepares the greeting of the next client in the background (see `greetings.rs`).

@@ -23,7 +23,7 @@ use crate::Error;
 use crate::auth::TokenId;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
-use crate::relay::handshake::login_names;
+use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
 use crate::relay::turn::{LinkGuard, OnEnd};
@@ -52,7 +52,8 @@ pub async fn open(
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
     let started = Instant::now();
-    let dialed = RelayLink::dial(upstream, tls, open.client_tls, timeout).await;
+    let leg = ClientLeg { tls: open.client_tls, compression: open.client_compression };
+    let dialed = RelayLink::dial(upstream, tls, leg, timeout).await;
     state.metrics.upstream_connect_seconds.observe(started.elapsed().as_secs_f64());
     let outcome = dialed.as_ref().map(drop).map_err(ToString::to_string);
     state.readiness.record(&upstream.name, outcome);

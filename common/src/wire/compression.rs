@@ -14,6 +14,9 @@ pub const ZSTD: &str = "zstd";
 /// zstd's level for answers: fast (about 1 µs per KiB), most of the gain on text rows.
 const LEVEL: i32 = 1;
 
+/// Most bytes of a chunk compressed before a flush.
+const FLUSH_EVERY: usize = 16 * 1024;
+
 /// Compresses a stream chunk by chunk.
 pub struct ChunkCompressor {
     encoder: Encoder<'static>,
@@ -31,22 +34,35 @@ impl ChunkCompressor {
         Ok(Self { encoder: Encoder::new(LEVEL)? })
     }
 
-    /// The compressed form of `chunk`, flushed: the peer can decode all of it at once.
+    /// The compressed form of `chunk`, flushed every [`FLUSH_EVERY`] bytes of it: the peer
+    /// decodes each piece as it arrives (a large chunk, such as the rest of an answer sent
+    /// again after a cut, does not have to arrive whole before any of it can be used).
     pub fn compress(&mut self, chunk: &[u8]) -> io::Result<Bytes> {
         let mut out = Vec::with_capacity(chunk.len() / 2 + 64);
-        let mut input = InBuffer::around(chunk);
-        while input.pos() < chunk.len() {
-            out.reserve(chunk.len() - input.pos() + 64);
-            let at = out.len();
-            let mut output = OutBuffer::around_pos(&mut out, at);
-            self.encoder.run(&mut input, &mut output)?;
+        for piece in chunk.chunks(FLUSH_EVERY) {
+            let mut input = InBuffer::around(piece);
+            while input.pos() < piece.len() {
+                out.reserve(piece.len() - input.pos() + 64);
+                let at = out.len();
+                let mut output = OutBuffer::around_pos(&mut out, at);
+                self.encoder.run(&mut input, &mut output)?;
+            }
+            self.flush_into(&mut out)?;
         }
+        if chunk.is_empty() {
+            self.flush_into(&mut out)?;
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// Flushes what the encoder holds into `out`.
+    fn flush_into(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
         loop {
             out.reserve(1024);
             let at = out.len();
-            let mut output = OutBuffer::around_pos(&mut out, at);
+            let mut output = OutBuffer::around_pos(out, at);
             if self.encoder.flush(&mut output)? == 0 {
-                return Ok(Bytes::from(out));
+                return Ok(());
             }
         }
     }
@@ -179,6 +195,20 @@ mod tests {
         assert_eq!(roundtrip(&chunks, 1 << 16), text);
         assert_eq!(roundtrip(&chunks, 100), text, "in small pieces too");
         assert_eq!(roundtrip(&[b"", b"x", b""], 10), b"x");
+    }
+
+    #[test]
+    fn a_large_chunk_decodes_piece_by_piece() {
+        let text: Vec<u8> = (0..40_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let mut c = ChunkCompressor::new().expect("compressor");
+        let packed = c.compress(&text).expect("compress");
+        // The first half of the compressed bytes already gives some of the data.
+        let mut d = StreamDecompressor::new().expect("decompressor");
+        d.push(&packed[..packed.len() / 2]);
+        let mut out = BytesMut::new();
+        while d.pull(&mut out, 1 << 16).expect("decompress") > 0 {}
+        assert!(out.len() >= FLUSH_EVERY, "only {} bytes from half the stream", out.len());
+        assert_eq!(&out[..], &text[..out.len()]);
     }
 
     #[test]

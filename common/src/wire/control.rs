@@ -18,6 +18,10 @@ pub struct OpenRelay {
     /// The client leg offers TLS (the greeting then announces CLIENT_SSL).
     #[serde(default)]
     pub client_tls: bool,
+    /// The sidecar speaks the compressed protocol with its client (the greeting then
+    /// announces CLIENT_COMPRESS when the server does).
+    #[serde(default)]
+    pub client_compression: bool,
 }
 
 /// JSON body of `POST {base}/v1/sessions/{id}/login` for a login the sidecar has checked

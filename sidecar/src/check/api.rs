@@ -193,7 +193,7 @@ pub async fn upstreams(
 /// Opens a relayed session on `upstream` and reads the server version from its greeting.
 async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<String, Error> {
     let mut conn = tunnel.connection("check");
-    let open = OpenRelay { upstream: upstream.to_owned(), client_tls: false };
+    let open = OpenRelay { upstream: upstream.to_owned(), ..OpenRelay::default() };
     let (session, _, mut frames) = conn.open_relay(&open).await?;
     let (greeting, end) = frames.payloads().await?;
     if !session.is_empty() {

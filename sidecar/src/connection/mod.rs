@@ -85,6 +85,10 @@ impl Connection {
             Err(e) => return self.fail(&e).await,
         };
         info!(session = %session_label(&session), "client logged in");
+        if self.client.capabilities & common::mysql::capability::COMPRESS != 0 {
+            // Offered (the login checked it) and asked for: from here on, both ways.
+            self.io.start_compression();
+        }
         self.io.set_max_packet(max_packet);
         let gone = self.shared.live.register(&session, self.bucket, self.tunnel.authorization());
         let result = self.serve(&session, &gone).await;

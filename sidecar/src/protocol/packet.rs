@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use common::mysql::compressed;
 use common::stream::{MaybeTls, Prefixed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -65,6 +66,17 @@ pub struct PacketIo {
     relayed_head: ([u8; 4], usize),
     /// Times the write buffer was sent: a [`QueuedPacket`] from an earlier round is gone.
     flushes: u64,
+    /// The compressed protocol, once the login asked for it and succeeded.
+    compressed: Option<Compressed>,
+}
+
+/// The compressed protocol's state: bytes read and not yet inflated, and the sequence id of
+/// the next compressed packet (it starts again at 0 with each command).
+#[derive(Debug, Default)]
+struct Compressed {
+    zin: BytesMut,
+    zout: BytesMut,
+    seq: u8,
 }
 
 /// A small packet still in the write buffer, which may be patched until the next flush.
@@ -88,7 +100,21 @@ impl PacketIo {
             relayed_head: ([0; 4], 0),
             max_packet,
             flushes: 0,
+            compressed: None,
         }
+    }
+
+    /// Switches to the compressed protocol (after a login that asked for it succeeded).
+    pub fn start_compression(&mut self) {
+        let mut compressed = Compressed::default();
+        // What the client sent behind its login is compressed already.
+        compressed.zin = self.rbuf.split();
+        self.compressed = Some(compressed);
+    }
+
+    /// True once the connection speaks the compressed protocol.
+    pub fn is_compressed(&self) -> bool {
+        self.compressed.is_some()
     }
 
     /// Switches the connection to TLS (after the client's SSLRequest). Bytes the client sent
@@ -113,9 +139,13 @@ impl PacketIo {
         self.max_packet = max_packet;
     }
 
-    /// Starts a new command: the next packet read or written has sequence id 0.
+    /// Starts a new command: the next packet read or written has sequence id 0 (and so has
+    /// the next compressed packet).
     pub fn reset_seq(&mut self) {
         self.seq = 0;
+        if let Some(compressed) = self.compressed.as_mut() {
+            compressed.seq = 0;
+        }
     }
 
     /// Reads one logical packet (joining 16 MiB continuations). `None` when the client hung up
@@ -234,9 +264,23 @@ impl PacketIo {
         self.read_packet().await?.ok_or(Error::ClientProtocol(when))
     }
 
-    /// Reads until `n` bytes are buffered; false on EOF first.
+    /// Reads until `n` bytes are buffered; false on EOF first. In the compressed protocol,
+    /// whole compressed packets are inflated into the buffer as they arrive.
     async fn fill(&mut self, n: usize) -> Result<bool, Error> {
         while self.rbuf.len() < n {
+            if let Some(z) = self.compressed.as_mut() {
+                let limit = self.max_packet + MAX_PAYLOAD;
+                let inflated = compressed::decode(&mut z.zin, &mut self.rbuf, limit)
+                    .map_err(|_| Error::ClientProtocol("a broken compressed packet"))?;
+                if let Some(seq) = inflated {
+                    z.seq = seq.wrapping_add(1);
+                    continue;
+                }
+                if self.stream.read_buf(&mut z.zin).await? == 0 {
+                    return Ok(false);
+                }
+                continue;
+            }
             self.rbuf.reserve(n - self.rbuf.len());
             if self.stream.read_buf(&mut self.rbuf).await? == 0 {
                 return Ok(false);
@@ -339,7 +383,13 @@ impl PacketIo {
     pub async fn flush(&mut self) -> Result<(), Error> {
         if !self.wbuf.is_empty() {
             self.flushes += 1;
-            self.stream.write_all(&self.wbuf).await?;
+            if let Some(z) = self.compressed.as_mut() {
+                z.seq = compressed::encode(&self.wbuf, z.seq, &mut z.zout);
+                self.stream.write_all(&z.zout).await?;
+                z.zout.clear();
+            } else {
+                self.stream.write_all(&self.wbuf).await?;
+            }
             // With TLS, `write_all` may leave the last records inside rustls when the socket
             // is full: only a flush sends them (else the client waits forever for its answer).
             self.stream.flush().await?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::mysql::{capability as cap, packet};
 use common::wire::LoginAs;
 
+use super::handshake::ClientLeg;
 use super::link::{Phase, RelayLink, UpstreamTlsLink};
 use super::packets::PacketHead;
 use crate::config::UpstreamConfig;
@@ -36,8 +37,9 @@ async fn log_in(
     login: &LoginAs,
     timeout: Duration,
 ) -> Result<RelayLink, String> {
-    let (mut link, greeting) =
-        RelayLink::dial(upstream, tls, false, timeout).await.map_err(|e| e.to_string())?;
+    let (mut link, greeting) = RelayLink::dial(upstream, tls, ClientLeg::default(), timeout)
+        .await
+        .map_err(|e| e.to_string())?;
     if greeting.get(PacketHead::LEN) == Some(&packet::ERR) {
         return Err(error_text(&greeting));
     }

@@ -62,12 +62,17 @@ impl Greeting {
         u32::from(high) << 16 | u32::from(low)
     }
 
-    /// Rewrites the greeting for the client leg: TLS as the sidecar offers it, no compression,
-    /// no MariaDB capability the relay does not honour.
-    pub fn for_client(&self, p: &mut [u8], client_tls: bool) {
-        let mut caps = self.capabilities(p) & !(cap::COMPRESS | cap::SSL);
-        if client_tls {
+    /// Rewrites the greeting for the client leg: TLS as the sidecar offers it, zlib
+    /// compression when the server offers it and the sidecar speaks it (never zstd's), no
+    /// MariaDB capability the relay does not honour.
+    pub fn for_client(&self, p: &mut [u8], leg: ClientLeg) {
+        let offered = self.capabilities(p);
+        let mut caps = offered & !(cap::COMPRESS | cap::SSL | cap::ZSTD_COMPRESSION_ALGORITHM);
+        if leg.tls {
             caps |= cap::SSL;
+        }
+        if leg.compression {
+            caps |= offered & cap::COMPRESS;
         }
         p[self.caps_low..self.caps_low + 2].copy_from_slice(&(caps as u16).to_le_bytes());
         p[self.caps_high..self.caps_high + 2].copy_from_slice(&((caps >> 16) as u16).to_le_bytes());
@@ -75,6 +80,15 @@ impl Greeting {
             clear_mariadb_caps(&mut p[self.caps_mariadb..self.caps_mariadb + 4]);
         }
     }
+}
+
+/// What the sidecar's leg to the client offers besides what the server does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientLeg {
+    /// The sidecar offers TLS to its client.
+    pub tls: bool,
+    /// The sidecar speaks the compressed protocol with its client.
+    pub compression: bool,
 }
 
 /// Offset of MariaDB's extended capabilities in a handshake response (end of its filler).
@@ -174,12 +188,12 @@ mod tests {
         assert_ne!(g.capabilities(&p) & cap::COMPRESS, 0);
         assert_ne!(g.capabilities(&p) & cap::SSL, 0);
         let before = p.clone();
-        g.for_client(&mut p, false);
+        g.for_client(&mut p, ClientLeg::default());
         let caps = g.capabilities(&p);
         assert_eq!(caps & (cap::COMPRESS | cap::SSL), 0);
         assert_eq!(caps | cap::COMPRESS | cap::SSL, g.capabilities(&before));
         assert_eq!(&p[g.caps_mariadb..g.caps_mariadb + 4], &0x0d_u32.to_le_bytes());
-        g.for_client(&mut p, true);
+        g.for_client(&mut p, ClientLeg { tls: true, compression: false });
         assert_ne!(g.capabilities(&p) & cap::SSL, 0);
         let changed: Vec<usize> = (0..p.len()).filter(|&i| p[i] != before[i]).collect();
         assert!(changed.iter().all(|&i| i < g.caps_mariadb + 4), "only capability bytes change");

@@ -16,7 +16,7 @@ use common::wire::LoginAs;
 
 use super::credentials;
 use super::framing::{Framing, Shape};
-use super::handshake::{ClientCaps, Greeting, RESPONSE_FIXED, response_for_upstream};
+use super::handshake::{ClientCaps, ClientLeg, Greeting, RESPONSE_FIXED, response_for_upstream};
 use super::packets::PacketHead;
 use crate::Error;
 use crate::config::UpstreamConfig;
@@ -85,7 +85,7 @@ impl RelayLink {
     pub async fn dial(
         upstream: &UpstreamConfig,
         tls: Option<UpstreamTlsLink>,
-        client_tls: bool,
+        leg: ClientLeg,
         timeout: Duration,
     ) -> Result<(Self, Bytes), Error> {
         let unreachable =
@@ -122,7 +122,7 @@ impl RelayLink {
         }
         let greeting =
             Greeting::parse(payload).ok_or_else(|| unreachable("not a MySQL greeting".into()))?;
-        greeting.for_client(payload, client_tls);
+        greeting.for_client(payload, leg);
         Ok((Self::new(stream, tls, Some(greeting)), packet.freeze()))
     }
 

@@ -1,6 +1,8 @@
 //! Named MySQL protocol constants used on both sides (command bytes, capability and status
 //! flags, the error codes the tunnel itself reports) and the one builder of its ERR packets.
 
+pub mod compressed;
+
 /// Writes a MySQL length-encoded integer.
 pub fn put_lenenc_int(buf: &mut impl bytes::BufMut, n: u64) {
     match n {
