@@ -106,10 +106,8 @@ impl PacketIo {
 
     /// Switches to the compressed protocol (after a login that asked for it succeeded).
     pub fn start_compression(&mut self) {
-        let mut compressed = Compressed::default();
         // What the client sent behind its login is compressed already.
-        compressed.zin = self.rbuf.split();
-        self.compressed = Some(compressed);
+        self.compressed = Some(Compressed { zin: self.rbuf.split(), ..Compressed::default() });
     }
 
     /// True once the connection speaks the compressed protocol.
