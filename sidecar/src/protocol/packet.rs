@@ -292,7 +292,7 @@ impl PacketIo {
     pub async fn write_packet(&mut self, payload: &[u8]) -> Result<(), Error> {
         self.queue_packet(payload);
         if self.wbuf.len() >= FLUSH_AT {
-            self.flush().await?;
+            self.flush_part().await?;
         }
         Ok(())
     }
@@ -317,7 +317,7 @@ impl PacketIo {
         self.track_relayed(packets);
         self.wbuf.extend_from_slice(packets);
         if self.wbuf.len() >= FLUSH_AT {
-            self.flush().await?;
+            self.flush_part().await?;
         }
         Ok(())
     }
@@ -377,17 +377,35 @@ impl PacketIo {
         self.seq = self.seq.wrapping_add(1);
     }
 
-    /// Writes everything queued.
+    /// Writes everything queued (the end of a turn).
     pub async fn flush(&mut self) -> Result<(), Error> {
-        if !self.wbuf.is_empty() {
+        self.send(0).await
+    }
+
+    /// Writes what is queued while more of the answer follows. In the compressed protocol a
+    /// compressed packet then never ends exactly between two packets: a client that finds one
+    /// ending at a result set's end takes it for the server's flush there and expects the next
+    /// packet to be numbered after the compressed packet, as a server renumbers them (MariaDB's
+    /// `net_flush`), while relayed packets keep the upstream's numbers.
+    async fn flush_part(&mut self) -> Result<(), Error> {
+        let hold = usize::from(self.compressed.is_some() && self.at_packet_boundary());
+        self.send(hold).await
+    }
+
+    /// Writes what is queued but its last `hold` bytes.
+    async fn send(&mut self, hold: usize) -> Result<(), Error> {
+        if self.wbuf.len() > hold {
             self.flushes += 1;
+            let upto = self.wbuf.len() - hold;
             if let Some(z) = self.compressed.as_mut() {
-                z.seq = compressed::encode(&self.wbuf, z.seq, &mut z.zout);
+                z.seq = compressed::encode(&self.wbuf[..upto], z.seq, &mut z.zout);
                 self.stream.write_all(&z.zout).await?;
                 z.zout.clear();
-            } else {
-                self.stream.write_all(&self.wbuf).await?;
+                drop(self.wbuf.split_to(upto));
+                self.stream.flush().await?;
+                return Ok(());
             }
+            self.stream.write_all(&self.wbuf).await?;
             // With TLS, `write_all` may leave the last records inside rustls when the socket
             // is full: only a flush sends them (else the client waits forever for its answer).
             self.stream.flush().await?;
