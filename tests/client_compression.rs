@@ -2,7 +2,9 @@
 //! offered when the server offers it, spoken both ways after the login, with answers as a
 //! direct compressed connection gets them: small and large results (past 16 MiB, so
 //! compressed packets are split), several result sets, prepared statements, errors, a LOAD
-//! DATA LOCAL file (compressed by the client), with `mysql_async` and the `mariadb` CLI.
+//! DATA LOCAL file (compressed by the client), with `mysql_async` and the `mariadb` CLI; and
+//! the same answers, row counts and checksums, for mysql-connector-python (`compress=True`),
+//! node mysql2 (`compress: true`) and both Connector/J drivers (`useCompression=true`).
 
 use e2e::cli::mariadb_async;
 use e2e::{
@@ -127,6 +129,62 @@ async fn several_result_sets_stay_in_sequence_whatever_the_flushes() {
             assert_eq!(sets, 5, "round {round}");
         }
         c.disconnect().await.expect("quit");
+    })
+    .await;
+}
+
+/// Both outputs of a client program: directly and through the tunnel.
+async fn both_ways<F, Fut>(tunnel: &Tunnel, run: F) -> (String, String)
+where
+    F: Fn(u16) -> Fut,
+    Fut: std::future::Future<Output = String>,
+{
+    (run(mysql_port()).await, run(tunnel.sidecar.port()).await)
+}
+
+#[tokio::test]
+async fn other_clients_with_compression_get_what_they_get_directly() {
+    within(240, async {
+        let tunnel = Tunnel::start_passthrough("").await;
+        let args = |port: u16| [port.to_string(), USER.into(), PASSWORD.into(), DATABASE.into()];
+        let (direct, through) = both_ways(&tunnel, |port| async move {
+            let a = args(port);
+            let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+            e2e::clients::python("compressed_queries.py", &refs).await
+        })
+        .await;
+        assert!(direct.starts_with("2000 rows"), "{direct}");
+        assert_eq!(through, direct, "mysql-connector-python");
+        let (direct, through) = both_ways(&tunnel, |port| async move {
+            let a = args(port);
+            let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+            e2e::clients::node("mysql2_compressed.js", &refs).await
+        })
+        .await;
+        assert!(direct.starts_with("20000 rows"), "{direct}");
+        assert_eq!(through, direct, "node mysql2");
+        let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("CompressedQueries"))
+            .await
+            .expect("compile");
+        for (driver, scheme, cp) in [
+            ("MariaDB Connector/J", "mariadb", classpath.clone()),
+            ("Oracle Connector/J", "mysql", e2e::java::with_oracle_driver(&classpath)),
+        ] {
+            let (direct, through) = both_ways(&tunnel, |port| {
+                let cp = cp.clone();
+                async move {
+                    let url = format!(
+                        "jdbc:{scheme}://127.0.0.1:{port}/{DATABASE}?useCompression=true&useSSL=false&allowPublicKeyRetrieval=true"
+                    );
+                    let out = e2e::java::run(&cp, "CompressedQueries", &[&url, USER, PASSWORD]).await;
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    text.lines().map(e2e::java::without_connection_tags).collect::<Vec<_>>().join("\n")
+                }
+            })
+            .await;
+            assert!(direct.starts_with("20000 rows"), "{driver}: {direct}");
+            assert_eq!(through, direct, "{driver}");
+        }
     })
     .await;
 }
