@@ -146,23 +146,24 @@ where
 async fn other_clients_with_compression_get_what_they_get_directly() {
     within(240, async {
         let tunnel = Tunnel::start_passthrough("").await;
-        let args = |port: u16| [port.to_string(), USER.into(), PASSWORD.into(), DATABASE.into()];
-        let (direct, through) = both_ways(&tunnel, |port| async move {
-            let a = args(port);
-            let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-            e2e::clients::python("compressed_queries.py", &refs).await
-        })
-        .await;
-        assert!(direct.starts_with("2000 rows"), "{direct}");
-        assert_eq!(through, direct, "mysql-connector-python");
-        let (direct, through) = both_ways(&tunnel, |port| async move {
-            let a = args(port);
-            let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-            e2e::clients::node("mysql2_compressed.js", &refs).await
-        })
-        .await;
-        assert!(direct.starts_with("20000 rows"), "{direct}");
-        assert_eq!(through, direct, "node mysql2");
+        // (connector-python's compressed reader fails on 20,000 rows directly: its script asks
+        // for 2,000.)
+        for (script, first) in
+            [("compressed_queries.py", "2000 rows"), ("mysql2_compressed.js", "20000 rows")]
+        {
+            let (direct, through) = both_ways(&tunnel, |port| async move {
+                let args = [port.to_string(), USER.into(), PASSWORD.into(), DATABASE.into()];
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                if script.ends_with(".js") {
+                    e2e::clients::node(script, &args).await
+                } else {
+                    e2e::clients::python(script, &args).await
+                }
+            })
+            .await;
+            assert!(direct.starts_with(first), "{script}: {direct}");
+            assert_eq!(through, direct, "{script}");
+        }
         let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("CompressedQueries"))
             .await
             .expect("compile");

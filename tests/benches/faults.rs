@@ -8,16 +8,7 @@
 
 use e2e::fault_run::{RunPlan, run};
 use e2e::faults::FaultPlan;
-
-/// A `VmHWM:` or `VmRSS:` line of this process's status, in KiB.
-fn memory_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+use e2e::processes::status_kib;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -44,8 +35,8 @@ async fn main() {
     }
     println!(
         "this process (transport, sidecar and clients): peak RSS {} KiB, final RSS {} KiB",
-        memory_kib("VmHWM:"),
-        memory_kib("VmRSS:")
+        status_kib("self", "VmHWM:").unwrap_or(0),
+        status_kib("self", "VmRSS:").unwrap_or(0)
     );
     if broken {
         std::process::exit(1);

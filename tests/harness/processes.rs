@@ -59,24 +59,12 @@ impl Proc {
 
     /// Peak resident memory (VmHWM) in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM")
+        status_kib(&self.pid().to_string(), "VmHWM:").expect("VmHWM")
     }
 
     /// Resident memory now (VmRSS) in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
+        status_kib(&self.pid().to_string(), "VmRSS:").expect("VmRSS")
     }
 
     /// Open file descriptors now.
@@ -105,6 +93,16 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A `field` of `/proc/<pid>/status` given in kB (`VmRSS:`, `VmHWM:`), for `pid` a process id
+/// or `self`.
+pub fn status_kib(pid: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// Waits until something accepts TCP connections on `port`.
