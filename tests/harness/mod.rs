@@ -6,6 +6,7 @@ pub mod certs;
 pub mod cli;
 pub mod clients;
 pub mod fault_run;
+pub mod fault_workload;
 pub mod faults;
 pub mod http;
 pub mod java;

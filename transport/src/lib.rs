@@ -29,6 +29,7 @@ pub mod resume_budget;
 pub mod server;
 pub mod session;
 pub mod state;
+pub mod steps;
 
 pub use config::TransportConfig;
 pub use error::Error;

@@ -8,9 +8,8 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    ANSWER_CRC_HEADER, AnswerDigest, HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs,
-    MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
-    RESUME_FROM_HEADER, RESUMED_FROM_HEADER, SESSION_TIMEOUT_HEADER, STEP_HEADER, TurnEnd, ZSTD,
+    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, MAX_PIPELINED_COMMANDS, OpenRelay,
+    PIPELINE_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, ZSTD,
     encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
@@ -28,9 +27,10 @@ use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
 use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
-use crate::resume::{Resumed, StepRequest};
-use crate::session::{Session, SessionLimits, Who, lock};
+use crate::resume::StepRequest;
+use crate::session::{Session, Who, lock};
 use crate::state::AppState;
+use crate::steps::{begin, remember, resume, step_request};
 use crate::{command_log, idle_watch};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
@@ -48,7 +48,7 @@ pub async fn open(
     let upstream = config
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
-    let limits = session_limits(state, token)?;
+    let limits = state.session_limits(token)?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
     let started = Instant::now();
@@ -313,20 +313,6 @@ async fn infile(
     Ok(remember(&session, step, response))
 }
 
-/// The limits a new session of `token` is checked against; an error when already reached.
-fn session_limits(state: &AppState, token: TokenId) -> Result<SessionLimits, Error> {
-    let config = state.config();
-    let max_sessions = config.max_sessions;
-    let limits =
-        SessionLimits { total: max_sessions, per_token: config.max_sessions_per_token, token };
-    if state.sessions.len() >= max_sessions
-        || state.sessions.count_for_token(token) >= limits.per_token
-    {
-        return Err(Error::TooManySessions(max_sessions));
-    }
-    Ok(limits)
-}
-
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
 /// Content-Length), streamed otherwise.
 async fn turn(
@@ -375,88 +361,6 @@ async fn turn_with(
     if matches!(response.body(), ResponseBody::Turn(..)) {
         // Frames the sidecar must act on at once (heartbeats, a file request) pass unbuffered.
         response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-    }
-    response
-}
-
-/// The step a request names, if any: the next one, or the last one again (a resume).
-fn step_request(req: &Request<Incoming>, session: &Session) -> Result<Option<StepRequest>, Error> {
-    let number = |name: &str| -> Result<Option<u64>, Error> {
-        match req.headers().get(name) {
-            None => Ok(None),
-            Some(v) => v
-                .to_str()
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map(Some)
-                .ok_or_else(|| Error::BadRequest(format!("{name} must be a number"))),
-        }
-    };
-    let Some(step) = number(STEP_HEADER)? else { return Ok(None) };
-    Ok(Some(match number(RESUME_FROM_HEADER)? {
-        // Sent again, but it never began here: it runs now.
-        Some(0) if step > session.resume.last_step() => StepRequest::Next(step),
-        Some(from) => StepRequest::Again { step, from },
-        None => StepRequest::Next(step),
-    }))
-}
-
-/// Step `step` begins, if the request named one.
-fn begin(session: &Session, step: Option<u64>) -> Result<(), Error> {
-    step.map_or(Ok(()), |step| session.resume.begin(step))
-}
-
-/// Keeps a whole answer of step `step` for a resume.
-fn remember(
-    session: &Session,
-    step: Option<u64>,
-    response: Response<ResponseBody>,
-) -> Response<ResponseBody> {
-    if step.is_some() {
-        match response.body() {
-            ResponseBody::Whole(bytes) => {
-                let bytes = bytes.clone().unwrap_or_default();
-                session.resume.record_whole(response.status(), &bytes);
-            }
-            ResponseBody::Turn(_) | ResponseBody::Zstd(_) => {}
-        }
-    }
-    response
-}
-
-/// Step `step` again after a broken connection, from byte `from` of its answer.
-async fn resume(
-    session: &Arc<Session>,
-    step: u64,
-    from: u64,
-) -> Result<Response<ResponseBody>, Error> {
-    let id = session.id.as_str();
-    debug!(session = %session_label(id), step, from, "a step resumed");
-    Ok(match session.resume.resume(step, from)? {
-        Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
-        Resumed::Whole(status, bytes, before) => {
-            resumed_from(frames(status, ResponseBody::from(bytes), Some(id)), before)
-        }
-        Resumed::Streamed { owner, missed, before } => {
-            let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
-            let body = streamed.into_body();
-            let mut response = frames(StatusCode::OK, body, Some(id));
-            response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-            resumed_from(response, before)
-        }
-    })
-}
-
-/// A resumed answer states where it resumes and the digest of the bytes before, which the
-/// sidecar checks against its own.
-fn resumed_from(
-    mut response: Response<ResponseBody>,
-    before: AnswerDigest,
-) -> Response<ResponseBody> {
-    let headers = response.headers_mut();
-    headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(before.len()));
-    if let Ok(crc) = HeaderValue::from_str(&before.crc_header()) {
-        headers.insert(ANSWER_CRC_HEADER, crc);
     }
     response
 }

@@ -11,7 +11,7 @@ use crate::auth::{TokenId, Tokens};
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::refusals::Refusals;
 use crate::relay::link::UpstreamTlsLink;
-use crate::session::{Session, SessionTable, lock};
+use crate::session::{Session, SessionLimits, SessionTable, lock};
 
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
@@ -115,6 +115,20 @@ impl AppState {
         lock(&self.upstream_tls).clear();
         info!(tokens = new.tokens.len(), upstreams = new.upstreams.len(), "configuration reloaded");
         *write(&self.config) = Arc::new(new);
+    }
+
+    /// The limits a new session of `token` is checked against; an error when already reached.
+    pub fn session_limits(&self, token: TokenId) -> Result<SessionLimits, crate::Error> {
+        let config = self.config();
+        let max_sessions = config.max_sessions;
+        let limits =
+            SessionLimits { total: max_sessions, per_token: config.max_sessions_per_token, token };
+        if self.sessions.len() >= max_sessions
+            || self.sessions.count_for_token(token) >= limits.per_token
+        {
+            return Err(crate::Error::TooManySessions(max_sessions));
+        }
+        Ok(limits)
     }
 
     /// [`crate::Error::ShuttingDown`] once shutdown has begun.

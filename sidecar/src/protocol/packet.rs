@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use common::mysql::compressed;
 use common::stream::{MaybeTls, Prefixed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -287,133 +287,6 @@ impl PacketIo {
         Ok(true)
     }
 
-    /// Queues one logical packet (split at 16 MiB, with an empty trailer when the length is
-    /// an exact multiple). Flushes when enough is buffered.
-    pub async fn write_packet(&mut self, payload: &[u8]) -> Result<(), Error> {
-        self.queue_packet(payload);
-        if self.wbuf.len() >= FLUSH_AT {
-            self.flush_part().await?;
-        }
-        Ok(())
-    }
-
-    /// Queues one logical packet without flushing.
-    pub fn queue_packet(&mut self, payload: &[u8]) {
-        let mut chunks = payload.chunks(MAX_PAYLOAD);
-        let mut last_len = 0;
-        for chunk in chunks.by_ref() {
-            self.put_header(chunk.len());
-            self.wbuf.put_slice(chunk);
-            last_len = chunk.len();
-        }
-        if last_len == MAX_PAYLOAD || payload.is_empty() {
-            self.put_header(0);
-        }
-    }
-
-    /// Queues bytes that already are MySQL packets (a relayed answer); flushes when enough is
-    /// buffered.
-    pub async fn write_raw(&mut self, packets: &[u8]) -> Result<(), Error> {
-        self.track_relayed(packets);
-        self.wbuf.extend_from_slice(packets);
-        if self.wbuf.len() >= FLUSH_AT {
-            self.flush_part().await?;
-        }
-        Ok(())
-    }
-
-    /// Follows the packet headers of relayed bytes, so that a packet of the sidecar's own
-    /// (an error ending a broken answer) takes the next sequence id, at a packet boundary.
-    fn track_relayed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() {
-            if self.relayed_left > 0 {
-                let take = self.relayed_left.min(data.len());
-                self.relayed_left -= take;
-                data = &data[take..];
-                continue;
-            }
-            let (head, have) = &mut self.relayed_head;
-            let take = (4 - *have).min(data.len());
-            head[*have..*have + take].copy_from_slice(&data[..take]);
-            *have += take;
-            data = &data[take..];
-            if *have == 4 {
-                self.relayed_left =
-                    usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
-                self.seq = head[3].wrapping_add(1);
-                *have = 0;
-            }
-        }
-    }
-
-    /// True unless a relayed packet was written in part: a packet of the sidecar's own may
-    /// follow.
-    pub fn at_packet_boundary(&self) -> bool {
-        self.relayed_left == 0 && self.relayed_head.1 == 0
-    }
-
-    /// Queues a packet shorter than 16 MiB and remembers where it is.
-    pub fn queue_packet_marked(&mut self, payload: &[u8]) -> QueuedPacket {
-        let at = self.wbuf.len() + 4;
-        self.queue_packet(payload);
-        QueuedPacket { flushes: self.flushes, at, len: payload.len().min(MAX_PAYLOAD - 1) }
-    }
-
-    /// Overwrites bytes of a queued packet's payload from `offset`; false (nothing changed)
-    /// once the packet has been sent or when the bytes do not fit in it.
-    pub fn patch_queued(&mut self, packet: QueuedPacket, offset: usize, bytes: &[u8]) -> bool {
-        let fits = offset + bytes.len() <= packet.len;
-        if packet.flushes != self.flushes || !fits {
-            return false;
-        }
-        let start = packet.at + offset;
-        self.wbuf[start..start + bytes.len()].copy_from_slice(bytes);
-        true
-    }
-
-    fn put_header(&mut self, len: usize) {
-        self.wbuf.put_uint_le(len as u64, 3);
-        self.wbuf.put_u8(self.seq);
-        self.seq = self.seq.wrapping_add(1);
-    }
-
-    /// Writes everything queued (the end of a turn).
-    pub async fn flush(&mut self) -> Result<(), Error> {
-        self.send(0).await
-    }
-
-    /// Writes what is queued while more of the answer follows. In the compressed protocol a
-    /// compressed packet then never ends exactly between two packets: a client that finds one
-    /// ending at a result set's end takes it for the server's flush there and expects the next
-    /// packet to be numbered after the compressed packet, as a server renumbers them (MariaDB's
-    /// `net_flush`), while relayed packets keep the upstream's numbers.
-    async fn flush_part(&mut self) -> Result<(), Error> {
-        let hold = usize::from(self.compressed.is_some() && self.at_packet_boundary());
-        self.send(hold).await
-    }
-
-    /// Writes what is queued but its last `hold` bytes.
-    async fn send(&mut self, hold: usize) -> Result<(), Error> {
-        if self.wbuf.len() > hold {
-            self.flushes += 1;
-            let upto = self.wbuf.len() - hold;
-            if let Some(z) = self.compressed.as_mut() {
-                z.seq = compressed::encode(&self.wbuf[..upto], z.seq, &mut z.zout);
-                self.stream.write_all(&z.zout).await?;
-                z.zout.clear();
-                drop(self.wbuf.split_to(upto));
-                self.stream.flush().await?;
-                return Ok(());
-            }
-            self.stream.write_all(&self.wbuf).await?;
-            // With TLS, `write_all` may leave the last records inside rustls when the socket
-            // is full: only a flush sends them (else the client waits forever for its answer).
-            self.stream.flush().await?;
-            self.wbuf.clear();
-        }
-        Ok(())
-    }
-
     /// Makes the connection end with a reset (RST) when it is dropped, as a server's reset
     /// would have reached a direct client.
     pub fn reset(&mut self) {
@@ -437,6 +310,9 @@ impl PacketIo {
         self.peer
     }
 }
+
+#[path = "packet_write.rs"]
+mod write;
 
 #[cfg(test)]
 #[path = "packet_tls_tests.rs"]

@@ -9,15 +9,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
-    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, LoginAs,
-    MAX_PIPELINED_COMMANDS, OpenRelay, PACKETS_CONTENT_TYPE, SESSION_HEADER, STEP_HEADER,
-    SessionEnd, StreamDecompressor, ZSTD,
+    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, PACKETS_CONTENT_TYPE, SESSION_HEADER,
+    STEP_HEADER, StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
 use crate::http::{HttpConn, ResponseHead};
 
 mod answer;
+mod control;
 mod endpoint;
 mod resend;
 
@@ -233,87 +233,6 @@ impl TunnelConn {
         }
     }
 
-    async fn json<T: serde::de::DeserializeOwned>(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: &[u8],
-    ) -> Result<T, Error> {
-        let url = self.endpoint.url.clone();
-        let (_, conn) = self.send(Outgoing::control(method, path, None, body)).await?;
-        let body = conn
-            .body_to_end(MAX_CONTROL_BODY)
-            .await
-            .map_err(|e| Error::StreamBroken(e.to_string()))?;
-        serde_json::from_slice(&body).map_err(|e| Error::BadAnswer {
-            url,
-            status: "2xx".into(),
-            detail: format!(" with a body that is not valid JSON ({e})"),
-        })
-    }
-
-    /// Reports live sessions; answers with those the transport no longer has, at once if
-    /// there are any, else as soon as one ends or after `wait`.
-    pub async fn keep_alive(
-        &mut self,
-        sessions: Vec<String>,
-        wait: Duration,
-    ) -> Result<KeepAliveAnswer, Error> {
-        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        let body = serde_json::to_vec(&KeepAlive { sessions, wait_ms })
-            .map_err(|e| Error::StreamBroken(e.to_string()))?;
-        self.json("POST", "v1/keepalive", &body).await
-    }
-
-    /// Opens a relayed session: returns its id (empty when the upstream refused at once), the
-    /// transport's session timeout, and the frames holding the upstream's greeting.
-    pub async fn open_relay(
-        &mut self,
-        req: &OpenRelay,
-    ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
-        let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
-        let mut pause = OPEN_PAUSE;
-        let (head, greeting) = loop {
-            // The greeting is small: read whole, so a connection that breaks inside it is
-            // tried again (the session it opened expires unused on the transport).
-            let opened = match self.send(Outgoing::control("POST", "v1/relay", None, &body)).await {
-                Ok((head, conn)) => match conn.body_to_end(MAX_CONTROL_BODY).await {
-                    Ok(greeting) => Ok((head, greeting)),
-                    Err(e) => Err(Error::ConnectionBroken {
-                        url: self.endpoint.url.clone(),
-                        reason: e.to_string(),
-                    }),
-                },
-                Err(e) => Err(e),
-            };
-            match opened {
-                Err(Error::ConnectionBroken { .. }) if pause < OPEN_PAUSE * 32 => {
-                    self.http = None;
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                other => break other?,
-            }
-        };
-        let session = head.session.clone();
-        let timeout = head.session_timeout_ms.map(Duration::from_millis);
-        if let Some(ms) = head.session_timeout_ms {
-            self.endpoint.session_timeout_ms.store(ms, Ordering::Relaxed);
-        }
-        self.endpoint.takes_zstd.store(head.takes_zstd, Ordering::Relaxed);
-        let pipeline = head.pipeline.unwrap_or(1).clamp(1, MAX_PIPELINED_COMMANDS);
-        self.endpoint.pipeline.store(pipeline, Ordering::Relaxed);
-        if let Some(heartbeat) = head.heartbeat_ms {
-            let limit = heartbeat.saturating_mul(SILENT_HEARTBEATS).max(MIN_SILENCE_LIMIT_MS);
-            self.endpoint.silence_limit_ms.store(limit, Ordering::Relaxed);
-            if let Some(conn) = self.http.as_mut() {
-                conn.set_silence_limit(Duration::from_millis(limit));
-            }
-        }
-        let frames = self.frames_of(head, &greeting)?;
-        Ok((session, timeout, frames))
-    }
-
     /// Sends one relayed step of a session: a login packet, client packets for a command, or a
     /// piece of a LOAD DATA LOCAL file. The answer is read frame by frame.
     pub async fn relay(
@@ -376,28 +295,6 @@ impl TunnelConn {
         let mut frames = self.frames(head)?;
         frames.pending = Some(pending);
         Ok(frames)
-    }
-
-    /// Closes a session (COM_QUIT); a failure only means the transport will expire it.
-    pub async fn close_session(&mut self, session: &str) {
-        self.end_session(session, SessionEnd::Quit).await;
-    }
-
-    /// Closes the session on the transport as `end` says (a quit, a hang-up, a shutdown that
-    /// kills a running statement first).
-    pub async fn end_session(&mut self, session: &str, end: SessionEnd) {
-        let path = format!("v1/sessions/{session}{}", end.query());
-        let result = match self.send(Outgoing::control("DELETE", &path, Some(session), b"")).await {
-            Ok((_, conn)) => conn
-                .body_to_end(MAX_CONTROL_BODY)
-                .await
-                .map(drop)
-                .map_err(|e| Error::StreamBroken(e.to_string())),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "closing the session failed");
-        }
     }
 }
 

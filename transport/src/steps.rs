@@ -1,0 +1,104 @@
+//! A session request's step: the next one runs once (it begins where its packets are about to
+//! go upstream), and the last one sent again after a broken connection is answered from what
+//! was kept, saying where it resumes and the digest of what came before.
+
+use std::sync::Arc;
+
+use common::wire::{
+    ANSWER_CRC_HEADER, AnswerDigest, RESUME_FROM_HEADER, RESUMED_FROM_HEADER, STEP_HEADER,
+    session_label,
+};
+use http::{HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use tracing::debug;
+
+use crate::Error;
+use crate::body::{ResponseBody, StreamedTurn};
+use crate::http::{frames, no_content};
+use crate::resume::{Resumed, StepRequest};
+use crate::session::Session;
+
+/// The step a request names, if any: the next one, or the last one again (a resume).
+pub fn step_request(
+    req: &Request<Incoming>,
+    session: &Session,
+) -> Result<Option<StepRequest>, Error> {
+    let number = |name: &str| -> Result<Option<u64>, Error> {
+        match req.headers().get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Some)
+                .ok_or_else(|| Error::BadRequest(format!("{name} must be a number"))),
+        }
+    };
+    let Some(step) = number(STEP_HEADER)? else { return Ok(None) };
+    Ok(Some(match number(RESUME_FROM_HEADER)? {
+        // Sent again, but it never began here: it runs now.
+        Some(0) if step > session.resume.last_step() => StepRequest::Next(step),
+        Some(from) => StepRequest::Again { step, from },
+        None => StepRequest::Next(step),
+    }))
+}
+
+/// Step `step` begins, if the request named one.
+pub fn begin(session: &Session, step: Option<u64>) -> Result<(), Error> {
+    step.map_or(Ok(()), |step| session.resume.begin(step))
+}
+
+/// Keeps a whole answer of step `step` for a resume.
+pub fn remember(
+    session: &Session,
+    step: Option<u64>,
+    response: Response<ResponseBody>,
+) -> Response<ResponseBody> {
+    if step.is_some() {
+        match response.body() {
+            ResponseBody::Whole(bytes) => {
+                let bytes = bytes.clone().unwrap_or_default();
+                session.resume.record_whole(response.status(), &bytes);
+            }
+            ResponseBody::Turn(_) | ResponseBody::Zstd(_) => {}
+        }
+    }
+    response
+}
+
+/// Step `step` again after a broken connection, from byte `from` of its answer.
+pub async fn resume(
+    session: &Arc<Session>,
+    step: u64,
+    from: u64,
+) -> Result<Response<ResponseBody>, Error> {
+    let id = session.id.as_str();
+    debug!(session = %session_label(id), step, from, "a step resumed");
+    Ok(match session.resume.resume(step, from)? {
+        Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
+        Resumed::Whole(status, bytes, before) => {
+            resumed_from(frames(status, ResponseBody::from(bytes), Some(id)), before)
+        }
+        Resumed::Streamed { owner, missed, before } => {
+            let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
+            let body = streamed.into_body();
+            let mut response = frames(StatusCode::OK, body, Some(id));
+            response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+            resumed_from(response, before)
+        }
+    })
+}
+
+/// A resumed answer states where it resumes and the digest of the bytes before, which the
+/// sidecar checks against its own.
+fn resumed_from(
+    mut response: Response<ResponseBody>,
+    before: AnswerDigest,
+) -> Response<ResponseBody> {
+    let headers = response.headers_mut();
+    headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(before.len()));
+    if let Ok(crc) = HeaderValue::from_str(&before.crc_header()) {
+        headers.insert(ANSWER_CRC_HEADER, crc);
+    }
+    response
+}
