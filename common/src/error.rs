@@ -43,6 +43,13 @@ pub enum Error {
         /// Why it could not be resolved.
         reason: String,
     },
+    /// A packet of the MySQL compressed protocol does not inflate to its announced length
+    /// (a broken zlib stream, or a lie).
+    #[error("a compressed packet does not inflate to its announced {0} bytes")]
+    CompressedCorrupt(usize),
+    /// A packet of the MySQL compressed protocol would inflate beyond what is accepted.
+    #[error("a compressed packet of {0} bytes exceeds the limit")]
+    CompressedTooLarge(usize),
     /// The logging subscriber could not be installed.
     #[error("cannot initialise logging: {0}")]
     Telemetry(String),

@@ -10,6 +10,8 @@ use flate2::Compression;
 use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 
+use crate::Error;
+
 /// Bytes of a compressed packet's header.
 pub const HEADER_LEN: usize = 7;
 /// Most bytes one compressed packet carries (either length field is 3 bytes).
@@ -17,25 +19,10 @@ const MAX_CHUNK: usize = 0xff_ffff;
 /// Shorter data is sent as it is, as servers do (MIN_COMPRESS_LENGTH).
 const MIN_COMPRESS: usize = 50;
 
-/// A compressed packet that cannot be taken.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum CompressedError {
-    /// Its zlib stream is broken, or inflates to another length than its header says.
-    #[error("a compressed packet does not inflate to its announced {0} bytes")]
-    Corrupt(usize),
-    /// It would inflate beyond what the reader accepts.
-    #[error("a compressed packet of {0} bytes exceeds the limit")]
-    TooLarge(usize),
-}
-
 /// Takes one whole compressed packet from the front of `input`, appending what it carries to
 /// `out`; answers its sequence id, or `None` when it has not fully arrived. An inflated size
 /// over `max` is refused before anything is inflated.
-pub fn decode(
-    input: &mut BytesMut,
-    out: &mut BytesMut,
-    max: usize,
-) -> Result<Option<u8>, CompressedError> {
+pub fn decode(input: &mut BytesMut, out: &mut BytesMut, max: usize) -> Result<Option<u8>, Error> {
     if input.len() < HEADER_LEN {
         return Ok(None);
     }
@@ -47,7 +34,7 @@ pub fn decode(
         return Ok(None);
     }
     if inflated > max {
-        return Err(CompressedError::TooLarge(inflated));
+        return Err(Error::CompressedTooLarge(inflated));
     }
     input.advance(HEADER_LEN);
     let body = input.split_to(stored);
@@ -66,7 +53,7 @@ pub fn decode(
         Ok(n) if n as usize == inflated => Ok(Some(seq)),
         _ => {
             out.truncate(start);
-            Err(CompressedError::Corrupt(inflated))
+            Err(Error::CompressedCorrupt(inflated))
         }
     }
 }
@@ -100,11 +87,13 @@ fn deflate(data: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn decode_all(wire: &[u8], step: usize) -> Result<(Vec<u8>, Vec<u8>), CompressedError> {
+    fn decode_all(wire: &[u8], step: usize) -> Result<(Vec<u8>, Vec<u8>), String> {
         let (mut input, mut out, mut seqs) = (BytesMut::new(), BytesMut::new(), Vec::new());
         for piece in wire.chunks(step.max(1)) {
             input.extend_from_slice(piece);
-            while let Some(seq) = decode(&mut input, &mut out, 1 << 24)? {
+            while let Some(seq) =
+                decode(&mut input, &mut out, 1 << 24).map_err(|e| e.to_string())?
+            {
                 seqs.push(seq);
             }
         }
@@ -143,16 +132,14 @@ mod tests {
         encode(&[b'x'; 1000], 0, &mut wire);
         let mut lying = wire.clone();
         lying[4] = 0xe7; // announces 999 bytes
-        assert_eq!(decode_all(&lying, 64), Err(CompressedError::Corrupt(999)));
+        assert!(decode_all(&lying, 64).is_err_and(|e| e.contains("999")));
         let mut garbage = wire.clone();
         for b in &mut garbage[HEADER_LEN..] {
             *b = 0x55;
         }
         assert!(decode_all(&garbage, 64).is_err());
         let mut input = wire.clone();
-        assert_eq!(
-            decode(&mut input, &mut BytesMut::new(), 999),
-            Err(CompressedError::TooLarge(1000))
-        );
+        let refused = decode(&mut input, &mut BytesMut::new(), 999);
+        assert!(matches!(refused, Err(Error::CompressedTooLarge(1000))), "{refused:?}");
     }
 }
