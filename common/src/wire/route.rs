@@ -58,6 +58,27 @@ impl Route {
         };
         if allowed { route } else { Route::MethodNotAllowed }
     }
+
+    /// The route's method and path below the base URL (`v1/sessions/{id}/command`), as a
+    /// sidecar asks for it; `None` for what is not an endpoint of the API.
+    pub fn request(&self) -> Option<(&'static str, String)> {
+        Some(match self {
+            Route::Health => ("GET", "v1/health".into()),
+            Route::Ready => ("GET", "v1/ready".into()),
+            Route::OpenRelay => ("POST", "v1/relay".into()),
+            Route::KeepAlive => ("POST", "v1/keepalive".into()),
+            Route::Login(id) => ("POST", format!("v1/sessions/{id}/login")),
+            Route::Command(id) => ("POST", format!("v1/sessions/{id}/command")),
+            Route::Infile(id) => ("POST", format!("v1/sessions/{id}/infile")),
+            Route::CloseSession(id) => ("DELETE", format!("v1/sessions/{id}")),
+            Route::Metrics | Route::MethodNotAllowed | Route::NotFound => return None,
+        })
+    }
+
+    /// [`Self::request`]'s path alone (empty for what is not an endpoint).
+    pub fn path(&self) -> String {
+        self.request().map(|(_, path)| path).unwrap_or_default()
+    }
 }
 
 fn valid_id(id: &str) -> bool {
@@ -67,6 +88,25 @@ fn valid_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_endpoint_is_asked_for_where_it_is_routed() {
+        let id = "0123456789abcdef".to_owned();
+        for route in [
+            Route::Health,
+            Route::Ready,
+            Route::OpenRelay,
+            Route::KeepAlive,
+            Route::Login(id.clone()),
+            Route::Command(id.clone()),
+            Route::Infile(id.clone()),
+            Route::CloseSession(id),
+        ] {
+            let (method, path) = route.request().expect("an endpoint");
+            assert_eq!(Route::parse(method, &format!("/db-tunnel/{path}")), route);
+        }
+        assert_eq!(Route::Metrics.request(), None);
+    }
 
     #[test]
     fn routes_with_and_without_prefix() {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::wire::{JSON_CONTENT_TYPE, OpenRelay, TurnEnd};
+use common::wire::{JSON_CONTENT_TYPE, OpenRelay, Route, TurnEnd};
 use serde::Deserialize;
 
 use super::line::{Line, fail, ok, warn};
@@ -43,7 +43,7 @@ pub async fn health(target: &Target<'_>, conn: &mut HttpConn, url: &str) -> Line
     struct Health {
         status: String,
     }
-    let (head, body) = match get(target, conn, "v1/health", "").await {
+    let (head, body) = match get(target, conn, &Route::Health.path(), "").await {
         Ok(answer) => answer,
         Err(e) => {
             let fix = if target.tls.is_none() {
@@ -138,7 +138,7 @@ pub async fn upstreams(
     }
     let ready = async {
         let mut conn = connect(target).await?;
-        let (_, body) = get(target, &mut conn, "v1/ready", "").await?;
+        let (_, body) = get(target, &mut conn, &Route::Ready.path(), "").await?;
         serde_json::from_slice::<Ready>(&body).map_err(std::io::Error::other)
     };
     let listed = match tokio::time::timeout(target.connect_timeout * 2, ready).await {
@@ -222,8 +222,8 @@ pub async fn body_limit(tunnel: &TunnelClient, target: &Target<'_>, max_packet: 
         "Authorization: {}\r\nContent-Type: application/octet-stream\r\nExpect: 100-continue\r\n",
         tunnel.authorization()
     );
-    let head =
-        target.request_head("POST", "v1/sessions/sqltunnelcheck/command", max_packet, &headers);
+    let path = Route::Command("sqltunnelcheck".into()).path();
+    let head = target.request_head("POST", &path, max_packet, &headers);
     let ask = async {
         let mut conn = connect(target).await?;
         conn.set_silence_limit(BODY_LIMIT_WAIT);

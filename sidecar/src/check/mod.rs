@@ -10,6 +10,7 @@ mod way;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use common::wire::Route;
 use prometheus_client::metrics::counter::Counter;
 
 use line::fail;
@@ -72,7 +73,7 @@ pub async fn check(config: &SidecarConfig, mut show: impl FnMut(&Line)) -> Vec<L
     let mut times = vec![start.elapsed()];
     for _ in 1..ROUND_TRIPS {
         let start = Instant::now();
-        if api::get(&target, &mut conn, "v1/health", "").await.is_err() {
+        if api::get(&target, &mut conn, &Route::Health.path(), "").await.is_err() {
             break;
         }
         times.push(start.elapsed());

@@ -5,7 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::wire::{KeepAlive, KeepAliveAnswer, MAX_PIPELINED_COMMANDS, OpenRelay, SessionEnd};
+use common::wire::{
+    KeepAlive, KeepAliveAnswer, MAX_PIPELINED_COMMANDS, OpenRelay, Route, SessionEnd,
+};
 
 use super::{
     FrameStream, MAX_CONTROL_BODY, MIN_SILENCE_LIMIT_MS, OPEN_PAUSE, Outgoing, SILENT_HEARTBEATS,
@@ -43,7 +45,7 @@ impl TunnelConn {
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
         let body = serde_json::to_vec(&KeepAlive { sessions, wait_ms })
             .map_err(|e| Error::StreamBroken(e.to_string()))?;
-        self.json("POST", "v1/keepalive", &body).await
+        self.json("POST", &Route::KeepAlive.path(), &body).await
     }
 
     /// Opens a relayed session: returns its id (empty when the upstream refused at once), the
@@ -57,7 +59,8 @@ impl TunnelConn {
         let (head, greeting) = loop {
             // The greeting is small: read whole, so a connection that breaks inside it is
             // tried again (the session it opened expires unused on the transport).
-            let opened = match self.send(Outgoing::control("POST", "v1/relay", None, &body)).await {
+            let path = Route::OpenRelay.path();
+            let opened = match self.send(Outgoing::control("POST", &path, None, &body)).await {
                 Ok((head, conn)) => match conn.body_to_end(MAX_CONTROL_BODY).await {
                     Ok(greeting) => Ok((head, greeting)),
                     Err(e) => Err(Error::ConnectionBroken {
@@ -103,7 +106,7 @@ impl TunnelConn {
     /// Closes the session on the transport as `end` says (a quit, a hang-up, a shutdown that
     /// kills a running statement first).
     pub async fn end_session(&mut self, session: &str, end: SessionEnd) {
-        let path = format!("v1/sessions/{session}{}", end.query());
+        let path = format!("{}{}", Route::CloseSession(session.to_owned()).path(), end.query());
         let result = match self.send(Outgoing::control("DELETE", &path, Some(session), b"")).await {
             Ok((_, conn)) => conn
                 .body_to_end(MAX_CONTROL_BODY)

@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
-    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, PACKETS_CONTENT_TYPE, SESSION_HEADER,
-    STEP_HEADER, StreamDecompressor, ZSTD,
+    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, PACKETS_CONTENT_TYPE, Route,
+    SESSION_HEADER, STEP_HEADER, StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
@@ -243,19 +243,19 @@ impl TunnelConn {
         let mut content_type = PACKETS_CONTENT_TYPE;
         let (path, body, extra) = match step {
             RelayStep::Login(payload) => {
-                (format!("v1/sessions/{session}/login"), payload, String::new())
+                (Route::Login(session.to_owned()).path(), payload, String::new())
             }
             RelayStep::LoginAs(login) => {
                 let json =
                     serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
                 content_type = JSON_CONTENT_TYPE;
-                (format!("v1/sessions/{session}/login"), Bytes::from(json), String::new())
+                (Route::Login(session.to_owned()).path(), Bytes::from(json), String::new())
             }
             RelayStep::Command(packets) => {
-                (format!("v1/sessions/{session}/command"), packets, String::new())
+                (Route::Command(session.to_owned()).path(), packets, String::new())
             }
             RelayStep::File { packets, last } => (
-                format!("v1/sessions/{session}/infile"),
+                Route::Infile(session.to_owned()).path(),
                 packets,
                 format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" }),
             ),
