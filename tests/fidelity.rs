@@ -133,7 +133,7 @@ async fn kill_uses_the_handshake_connection_id() {
             let result = victim.query_drop("SELECT SLEEP(60)").await;
             (result, started.elapsed(), victim)
         });
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        e2e::wait_running(u64::from(handshake_id), "SLEEP(60)").await;
         killer.query_drop(format!("KILL QUERY {handshake_id}")).await.expect("kill query");
         let (result, elapsed, mut victim) = sleeper.await.expect("sleeper");
         match result {

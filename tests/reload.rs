@@ -2,8 +2,6 @@
 //! dropping a session, a file that does not load is refused with an error line, and both
 //! binaries go on.
 
-use std::time::Duration;
-
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{DATABASE, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
@@ -12,11 +10,18 @@ use mysql_async::prelude::Queryable;
 const OLD: &str = "old-token-0123456789";
 const NEW: &str = "new-token-0123456789";
 
-/// Rewrites `proc`'s config file with `yaml` and sends it SIGHUP.
+/// Rewrites `proc`'s config file with `yaml`, sends it SIGHUP, and waits until it says the
+/// configuration was reloaded, or the reload refused.
 async fn reload(proc: &Proc, yaml: &str) {
+    let said = |p: &Proc| p.log_count("configuration reloaded") + p.log_count("reload refused");
+    let seen = said(proc);
     std::fs::write(&proc.config, yaml).expect("config");
     proc.signal("HUP");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let start = std::time::Instant::now();
+    while said(proc) <= seen {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "no word of the reload");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

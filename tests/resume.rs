@@ -57,7 +57,8 @@ async fn slow_insert_survives<F: std::future::Future>(conn: &mut Conn, disruptio
     let inserts = session_counter(conn, "Com_insert_select").await;
     let slow = conn.query_drop("INSERT INTO kept SELECT 2 FROM (SELECT SLEEP(2)) AS s");
     let disrupted = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Mid-command: once the server runs it.
+        e2e::wait_running(thread, "INSERT INTO kept SELECT 2").await;
         disruption.await
     };
     let (outcome, out) = tokio::join!(slow, disrupted);

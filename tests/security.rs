@@ -39,11 +39,13 @@ async fn passwords_and_tokens_never_reach_the_logs() {
         Conn::new(pt.clone()).await.expect("passthrough login").disconnect().await.expect("quit");
         assert!(Conn::new(pt.pass(Some("passthrough-wrong-8"))).await.is_err());
         let mapped = e2e::opts_as(sidecar_port, "mapped", "mapped-local-6", Some(DATABASE));
+        let refused = sidecar.log_count("login refused by the upstream");
         match Conn::new(mapped).await {
             Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1045, "{}", e.message),
             other => panic!("expected the upstream's 1045, got {:?}", other.map(|_| ())),
         }
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // Its line is the last the test makes: once it is there, every line is.
+        sidecar.log_grows("login refused by the upstream", refused).await;
 
         let logs = format!(
             "{}\n{}",

@@ -192,7 +192,11 @@ async fn sidecar_sigterm_finishes_short_commands_and_kills_long_ones() {
         tunnel.sidecar.signal("TERM");
 
         // The port is closed at once: a new client is refused, not queued.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let closing = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", tunnel.sidecar_port)).await.is_ok() {
+            assert!(closing.elapsed() < Duration::from_secs(1), "the port stays open");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let refused = tokio::time::timeout(
             Duration::from_secs(5),
             tokio::net::TcpStream::connect(("127.0.0.1", tunnel.sidecar_port)),

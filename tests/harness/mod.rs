@@ -90,6 +90,28 @@ pub async fn direct() -> Conn {
     Conn::new(opts(mysql_port(), Some(DATABASE))).await.expect("direct connection")
 }
 
+/// Waits until the server's thread `id` runs a statement containing `needle` (at most 10 s).
+pub async fn wait_running(id: u64, needle: &str) {
+    use mysql_async::prelude::Queryable;
+    let mut d = direct().await;
+    let start = std::time::Instant::now();
+    loop {
+        let n: Option<u64> = d
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE ?",
+                (id, format!("%{needle}%")),
+            )
+            .await
+            .expect("processlist");
+        if n.unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "thread {id} never ran {needle:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(d.disconnect().await);
+}
+
 /// A transport and a sidecar running in-process.
 pub struct Tunnel {
     /// The sidecar's MySQL port.

@@ -82,6 +82,20 @@ impl Proc {
         assert!(status.success(), "kill -{signal} {}", self.pid());
     }
 
+    /// How many times its log holds `needle` now.
+    pub fn log_count(&self, needle: &str) -> usize {
+        std::fs::read_to_string(&self.log).map_or(0, |log| log.matches(needle).count())
+    }
+
+    /// Waits until its log holds `needle` more than `seen` times (at most 10 s).
+    pub async fn log_grows(&self, needle: &str, seen: usize) {
+        let start = std::time::Instant::now();
+        while self.log_count(needle) <= seen {
+            assert!(start.elapsed() < Duration::from_secs(10), "{needle:?} never logged");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Kills the process with SIGKILL and reaps it.
     pub fn kill(&mut self) {
         drop(self.child.kill());
