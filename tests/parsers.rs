@@ -11,7 +11,9 @@ use sidecar::protocol::{
     greeting_capabilities, greeting_scramble, parse_change_user, parse_client_hello, split_payloads,
 };
 use transport::relay::framing::{Expect, Framing, Shape};
-use transport::relay::handshake::{ClientLeg, Greeting, response_for_upstream};
+use transport::relay::handshake::{
+    ClientLeg, Greeting, greeting_for_client, response_for_upstream,
+};
 use transport::relay::request::{commands_asked, ends_file};
 
 fn config() -> ProptestConfig {
@@ -72,7 +74,7 @@ proptest! {
     ) {
         if let Some(g) = Greeting::parse(&p) {
             std::hint::black_box(g.capabilities(&p));
-            g.for_client(&mut p, ClientLeg { tls, compression });
+            greeting_for_client(&g, &mut p, ClientLeg { tls, compression });
         }
         std::hint::black_box(response_for_upstream(&mut p, tls));
     }

@@ -4,8 +4,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sidecar::protocol::{greeting_scramble, parse_change_user, parse_client_hello, split_payloads};
-use transport::relay::handshake::{Greeting, response_for_upstream};
+use sidecar::protocol::{
+    greeting_capabilities, greeting_scramble, parse_change_user, parse_client_hello, split_payloads,
+};
+use transport::relay::handshake::{ClientLeg, Greeting, greeting_for_client, response_for_upstream};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&[tls, a, b, c, d], packet)) = data.split_first_chunk::<5>() else { return };
@@ -13,11 +15,13 @@ fuzz_target!(|data: &[u8]| {
     drop(parse_client_hello(packet));
     drop(parse_change_user(packet, caps));
     std::hint::black_box(greeting_scramble(packet));
+    std::hint::black_box(greeting_capabilities(packet));
     drop(split_payloads(packet));
     let mut p = packet.to_vec();
     if let Some(greeting) = Greeting::parse(&p) {
         std::hint::black_box(greeting.capabilities(&p));
-        greeting.for_client(&mut p, tls & 1 == 1);
+        let leg = ClientLeg { tls: tls & 1 == 1, compression: tls & 4 == 4 };
+        greeting_for_client(&greeting, &mut p, leg);
     }
     let mut p = packet.to_vec();
     std::hint::black_box(response_for_upstream(&mut p, tls & 2 == 2));

@@ -2,6 +2,8 @@
 //! flags, the error codes the tunnel itself reports) and the one builder of its ERR packets.
 
 pub mod compressed;
+pub mod greeting;
+pub mod packets;
 
 /// Writes a MySQL length-encoded integer.
 pub fn put_lenenc_int(buf: &mut impl bytes::BufMut, n: u64) {

@@ -201,13 +201,14 @@ async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<Strin
     }
     let first = greeting.first().map(|p| &p[..]).unwrap_or_default();
     match (end, first.split_first()) {
-        (Some(TurnEnd::AwaitAuth), Some((10, rest))) => {
-            let version = rest.split(|b| *b == 0).next().unwrap_or_default();
-            let version = String::from_utf8_lossy(version);
+        (Some(TurnEnd::AwaitAuth), Some((10, _))) => {
+            let version = common::mysql::greeting::Greeting::parse(first)
+                .map(|g| g.version)
+                .ok_or_else(|| Error::StreamBroken("a greeting cut short".into()))?;
             // MariaDB prefixes its version with 5.5.5- for old clients.
             Ok(version.strip_prefix("5.5.5-").unwrap_or(&version).to_owned())
         }
-        (_, Some((0xff, rest))) if rest.len() > 2 => {
+        (_, Some((&common::mysql::packet::ERR, rest))) if rest.len() > 2 => {
             Err(Error::StreamBroken(String::from_utf8_lossy(&rest[2..]).into_owned()))
         }
         _ => Err(Error::StreamBroken("no greeting".into())),

@@ -3,27 +3,20 @@
 
 use bytes::Buf;
 use common::mysql::capability as cap;
+use common::mysql::greeting::Greeting;
 
 use super::auth::Scramble;
 use crate::Error;
 
 /// The 20-byte scramble of a HandshakeV10 payload (the upstream's greeting).
 pub fn greeting_scramble(g: &[u8]) -> Option<Scramble> {
-    let nul = 1 + g.get(1..)?.iter().position(|&b| b == 0)?;
-    let part1 = g.get(nul + 5..nul + 13)?;
-    let part2 = g.get(nul + 32..nul + 44)?;
-    let mut scramble = [0u8; 20];
-    scramble[..8].copy_from_slice(part1);
-    scramble[8..].copy_from_slice(part2);
-    Some(Scramble(scramble))
+    let scramble = Greeting::parse(g)?.scramble;
+    Some(Scramble(scramble.get(..20)?.try_into().ok()?))
 }
 
 /// The capabilities a server greeting (protocol 10) offers.
 pub fn greeting_capabilities(g: &[u8]) -> Option<u32> {
-    let nul = 1 + g.get(1..)?.iter().position(|&b| b == 0)?;
-    let lower = g.get(nul + 14..nul + 16)?;
-    let upper = g.get(nul + 19..nul + 21).unwrap_or(&[0, 0]);
-    Some(u32::from_le_bytes([lower[0], lower[1], upper[0], upper[1]]))
+    Greeting::parse(g).map(|greeting| greeting.capabilities(g))
 }
 
 /// The parts of a HandshakeResponse41 the sidecar uses.
@@ -181,5 +174,6 @@ mod tests {
         g.extend_from_slice(b"ijklmnopqrst\0mysql_native_password\0");
         assert_eq!(greeting_scramble(&g).map(|s| s.0), Some(*b"abcdefghijklmnopqrst"));
         assert!(greeting_scramble(&g[..30]).is_none());
+        assert_eq!(greeting_capabilities(&g), Some(0x81ff_f7ff));
     }
 }

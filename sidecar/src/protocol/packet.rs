@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use common::mysql::compressed;
+pub use common::mysql::packets::MAX_PAYLOAD;
+use common::mysql::packets::{PacketHead, split_packets};
 use common::stream::{MaybeTls, Prefixed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -16,20 +18,16 @@ use crate::Error;
 
 /// The payloads of whole packets in `packets` (headers included; login packets, never 16 MiB
 /// continuations); an error if one is cut short.
-pub fn split_payloads(mut packets: &[u8]) -> Result<Vec<Bytes>, Error> {
-    let cut = || Error::StreamBroken("a cut packet in a relayed answer".into());
-    let mut out = Vec::new();
-    while !packets.is_empty() {
-        let h = packets.get(..4).ok_or_else(cut)?;
-        let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
-        out.push(Bytes::copy_from_slice(packets.get(4..4 + len).ok_or_else(cut)?));
-        packets = &packets[4 + len..];
-    }
-    Ok(out)
+pub fn split_payloads(packets: &[u8]) -> Result<Vec<Bytes>, Error> {
+    let split = split_packets(packets)
+        .ok_or_else(|| Error::StreamBroken("a cut packet in a relayed answer".into()))?;
+    Ok(split.into_iter().map(|(_, payload)| Bytes::copy_from_slice(payload)).collect())
+}
+/// The header at `at` in `buf`, which holds at least four bytes from there (filled).
+fn head_at(buf: &[u8], at: usize) -> PacketHead {
+    PacketHead::parse(&buf[at..]).unwrap_or(PacketHead { len: 0, seq: 0 })
 }
 
-/// Largest payload of one packet; a payload this long continues in the next packet.
-pub const MAX_PAYLOAD: usize = 0xff_ffff;
 /// Buffered output is written once it reaches this size.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -158,10 +156,8 @@ impl PacketIo {
                     Err(Error::ClientProtocol("connection closed mid-packet"))
                 };
             }
-            let len = usize::from(self.rbuf[0])
-                | usize::from(self.rbuf[1]) << 8
-                | usize::from(self.rbuf[2]) << 16;
-            self.seq = self.rbuf[3].wrapping_add(1);
+            let PacketHead { len, seq } = head_at(&self.rbuf, 0);
+            self.seq = seq.wrapping_add(1);
             let total = joined.as_ref().map_or(0, BytesMut::len) + len;
             if total > self.max_packet {
                 return Err(Error::PacketTooLarge { limit: self.max_packet });
@@ -214,9 +210,8 @@ impl PacketIo {
                     Err(Error::ClientProtocol("connection closed mid-packet"))
                 };
             }
-            let h = &self.rbuf[at..at + 4];
-            let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
-            self.seq = h[3].wrapping_add(1);
+            let PacketHead { len, seq } = head_at(&self.rbuf, at);
+            self.seq = seq.wrapping_add(1);
             total += len;
             if total > self.max_packet {
                 return Err(Error::PacketTooLarge { limit: self.max_packet });
@@ -244,8 +239,7 @@ impl PacketIo {
     pub fn buffered_command(&self) -> Option<(u8, usize)> {
         let mut at = 0;
         loop {
-            let h = self.rbuf.get(at..at + 4)?;
-            let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+            let len = PacketHead::parse(self.rbuf.get(at..)?)?.len;
             if self.rbuf.len() < at + 4 + len {
                 return None;
             }

@@ -5,6 +5,7 @@
 
 use bytes::BufMut;
 use common::mysql::compressed;
+use common::mysql::packets::PacketHead;
 use tokio::io::AsyncWriteExt;
 
 use super::{FLUSH_AT, MAX_PAYLOAD, PacketIo, QueuedPacket};
@@ -62,9 +63,9 @@ impl PacketIo {
             *have += take;
             data = &data[take..];
             if *have == 4 {
-                self.relayed_left =
-                    usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
-                self.seq = head[3].wrapping_add(1);
+                let relayed = PacketHead::parse(&head[..]).unwrap_or(PacketHead { len: 0, seq: 0 });
+                self.relayed_left = relayed.len;
+                self.seq = relayed.seq.wrapping_add(1);
                 *have = 0;
             }
         }
@@ -96,8 +97,7 @@ impl PacketIo {
     }
 
     fn put_header(&mut self, len: usize) {
-        self.wbuf.put_uint_le(len as u64, 3);
-        self.wbuf.put_u8(self.seq);
+        PacketHead::write(&mut self.wbuf, len, self.seq);
         self.seq = self.seq.wrapping_add(1);
     }
 

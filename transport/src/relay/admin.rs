@@ -10,8 +10,8 @@ use common::wire::LoginAs;
 
 use super::handshake::ClientLeg;
 use super::link::{Phase, RelayLink, UpstreamTlsLink};
-use super::packets::PacketHead;
 use crate::config::UpstreamConfig;
+use common::mysql::packets::PacketHead;
 
 /// utf8mb4_general_ci, the collation of the transport's own logins.
 const COLLATION: u8 = 45;

@@ -9,7 +9,11 @@ use std::collections::VecDeque;
 use common::mysql::{packet, status};
 use common::wire::TurnEnd;
 
-use super::packets::{PEEK, PacketHead, lenenc_int, ok_status};
+use common::mysql::packets::{PacketHead, lenenc_int, ok_status};
+
+/// Payload bytes the framing needs to see before it can classify a packet (an OK packet's
+/// status lies after two length-encoded integers of up to 9 bytes each).
+pub const PEEK: usize = 32;
 
 /// How the answer to a command starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,82 +3,27 @@
 //! not honour), and the client's handshake response, passed upstream likewise.
 
 use common::mysql::capability::{self as cap, mariadb};
+pub use common::mysql::greeting::Greeting;
 
 /// MariaDB capabilities the relay does not offer: metadata caching changes the shape of an
 /// execute's answer, and COM_MULTI is obsolete.
 const MARIADB_NOT_RELAYED: u32 = mariadb::CACHE_METADATA | mariadb::COM_MULTI;
 
-/// Where the capability fields of a greeting (HandshakeV10) lie.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Greeting {
-    /// Offset of the lower two capability bytes.
-    caps_low: usize,
-    /// Offset of the upper two capability bytes.
-    caps_high: usize,
-    /// Offset of MariaDB's extended capabilities (four bytes).
-    caps_mariadb: usize,
-    /// The connection id.
-    pub connection_id: u32,
-    /// The scramble (both parts, without the trailing NUL).
-    pub scramble: Vec<u8>,
-    /// The auth plugin the server named.
-    pub plugin: Vec<u8>,
-}
-
-impl Greeting {
-    /// Finds the fields of a HandshakeV10 payload; `None` if it is not one.
-    pub fn parse(p: &[u8]) -> Option<Self> {
-        if *p.first()? != 10 {
-            return None;
-        }
-        let version_end = 1 + p[1..].iter().position(|&b| b == 0)?;
-        let id_at = version_end + 1;
-        let id = p.get(id_at..id_at + 4)?;
-        let caps_low = id_at + 4 + 8 + 1;
-        let caps_high = caps_low + 2 + 1 + 2;
-        let caps_mariadb = caps_high + 2 + 1 + 6;
-        let part1 = p.get(id_at + 4..id_at + 12)?;
-        let auth_len = usize::from(*p.get(caps_high + 2)?);
-        let part2_at = caps_mariadb + 4;
-        let part2_len = auth_len.saturating_sub(8).max(13);
-        let part2 = p.get(part2_at..part2_at + part2_len)?;
-        let part2 = part2.strip_suffix(&[0]).unwrap_or(part2);
-        let rest = &p[part2_at + part2_len..];
-        let plugin = rest.split(|&b| b == 0).next().unwrap_or_default();
-        Some(Self {
-            caps_low,
-            caps_high,
-            caps_mariadb,
-            connection_id: u32::from_le_bytes([id[0], id[1], id[2], id[3]]),
-            scramble: [part1, part2].concat(),
-            plugin: plugin.to_vec(),
-        })
+/// Rewrites the greeting `p` (parsed as `g`) for the client leg: TLS as the sidecar offers it,
+/// zlib compression when the server offers it and the sidecar speaks it (never zstd's), no
+/// MariaDB capability the relay does not honour.
+pub fn greeting_for_client(g: &Greeting, p: &mut [u8], leg: ClientLeg) {
+    let offered = g.capabilities(p);
+    let mut caps = offered & !(cap::COMPRESS | cap::SSL | cap::ZSTD_COMPRESSION_ALGORITHM);
+    if leg.tls {
+        caps |= cap::SSL;
     }
-
-    /// The capability flags.
-    pub fn capabilities(&self, p: &[u8]) -> u32 {
-        let low = u16::from_le_bytes([p[self.caps_low], p[self.caps_low + 1]]);
-        let high = u16::from_le_bytes([p[self.caps_high], p[self.caps_high + 1]]);
-        u32::from(high) << 16 | u32::from(low)
+    if leg.compression {
+        caps |= offered & cap::COMPRESS;
     }
-
-    /// Rewrites the greeting for the client leg: TLS as the sidecar offers it, zlib
-    /// compression when the server offers it and the sidecar speaks it (never zstd's), no
-    /// MariaDB capability the relay does not honour.
-    pub fn for_client(&self, p: &mut [u8], leg: ClientLeg) {
-        let offered = self.capabilities(p);
-        let mut caps = offered & !(cap::COMPRESS | cap::SSL | cap::ZSTD_COMPRESSION_ALGORITHM);
-        if leg.tls {
-            caps |= cap::SSL;
-        }
-        if leg.compression {
-            caps |= offered & cap::COMPRESS;
-        }
-        p[self.caps_low..self.caps_low + 2].copy_from_slice(&(caps as u16).to_le_bytes());
-        p[self.caps_high..self.caps_high + 2].copy_from_slice(&((caps >> 16) as u16).to_le_bytes());
-        if caps & cap::LONG_PASSWORD == 0 {
-            clear_mariadb_caps(&mut p[self.caps_mariadb..self.caps_mariadb + 4]);
-        }
+    g.set_capabilities(p, caps);
+    if caps & cap::LONG_PASSWORD == 0 {
+        clear_mariadb_caps(&mut p[g.mariadb_capabilities()]);
     }
 }
 
@@ -138,7 +83,7 @@ pub fn login_names(p: &[u8]) -> (Option<String>, Option<String>) {
     let user = Some(String::from_utf8_lossy(&rest[..nul]).into_owned());
     let rest = &rest[nul + 1..];
     let auth = if flags & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
-        super::packets::lenenc_int(rest).map(|(n, w)| (w, n as usize))
+        common::mysql::packets::lenenc_int(rest).map(|(n, w)| (w, n as usize))
     } else if flags & cap::SECURE_CONNECTION != 0 {
         rest.first().map(|&n| (1, usize::from(n)))
     } else {
@@ -188,15 +133,18 @@ mod tests {
         assert_ne!(g.capabilities(&p) & cap::COMPRESS, 0);
         assert_ne!(g.capabilities(&p) & cap::SSL, 0);
         let before = p.clone();
-        g.for_client(&mut p, ClientLeg::default());
+        greeting_for_client(&g, &mut p, ClientLeg::default());
         let caps = g.capabilities(&p);
         assert_eq!(caps & (cap::COMPRESS | cap::SSL), 0);
         assert_eq!(caps | cap::COMPRESS | cap::SSL, g.capabilities(&before));
-        assert_eq!(&p[g.caps_mariadb..g.caps_mariadb + 4], &0x0d_u32.to_le_bytes());
-        g.for_client(&mut p, ClientLeg { tls: true, compression: false });
+        assert_eq!(&p[g.mariadb_capabilities()], &0x0d_u32.to_le_bytes());
+        greeting_for_client(&g, &mut p, ClientLeg { tls: true, compression: false });
         assert_ne!(g.capabilities(&p) & cap::SSL, 0);
         let changed: Vec<usize> = (0..p.len()).filter(|&i| p[i] != before[i]).collect();
-        assert!(changed.iter().all(|&i| i < g.caps_mariadb + 4), "only capability bytes change");
+        assert!(
+            changed.iter().all(|&i| i < g.mariadb_capabilities().end),
+            "only capability bytes change"
+        );
     }
 
     #[test]

@@ -16,10 +16,12 @@ use common::wire::LoginAs;
 
 use super::credentials;
 use super::framing::{Framing, Shape};
-use super::handshake::{ClientCaps, ClientLeg, Greeting, RESPONSE_FIXED, response_for_upstream};
-use super::packets::PacketHead;
+use super::handshake::{
+    ClientCaps, ClientLeg, Greeting, RESPONSE_FIXED, greeting_for_client, response_for_upstream,
+};
 use crate::Error;
 use crate::config::UpstreamConfig;
+use common::mysql::packets::PacketHead;
 
 /// The upstream socket.
 pub type UpstreamStream = MaybeTls<TcpStream, TlsStream<TcpStream>>;
@@ -122,7 +124,7 @@ impl RelayLink {
         }
         let greeting =
             Greeting::parse(payload).ok_or_else(|| unreachable("not a MySQL greeting".into()))?;
-        greeting.for_client(payload, leg);
+        greeting_for_client(&greeting, payload, leg);
         Ok((Self::new(stream, tls, Some(greeting)), packet.freeze()))
     }
 

@@ -12,7 +12,6 @@ pub mod credentials;
 pub mod framing;
 pub mod handshake;
 pub mod link;
-pub mod packets;
 pub mod request;
 pub mod tls;
 pub mod turn;

@@ -7,7 +7,7 @@ use common::mysql::{command, packet};
 use common::wire::MAX_PIPELINED_COMMANDS;
 
 use super::framing::Expect;
-use super::packets::PacketHead;
+use common::mysql::packets::PacketHead;
 
 /// Why a request body cannot be relayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,7 @@ use tracing::warn;
 
 use super::framing::{Framing, Tally};
 use super::link::{Phase, READ_CHUNK, RelayLink};
-use super::packets::PacketHead;
+use common::mysql::packets::PacketHead;
 
 /// Who uses a session's link: one turn at a time, and between turns its idle watcher, which
 /// gives the link up whenever a turn wants it.

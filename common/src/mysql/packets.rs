@@ -1,8 +1,7 @@
-//! MySQL packet headers and the few payload fields the relay reads (sans-IO).
+//! MySQL packet headers and the few payload fields both halves read (sans-IO): the one place
+//! a packet's 3-byte length is decoded, the one reader of length-encoded integers.
 
-/// Payload bytes the framing needs to see before it can classify a packet (an OK packet's
-/// status lies after two length-encoded integers of up to 9 bytes each).
-pub const PEEK: usize = 32;
+pub use super::packet::MAX_PAYLOAD;
 
 /// A packet header: payload length and sequence id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
