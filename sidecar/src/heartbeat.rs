@@ -61,8 +61,11 @@ async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
             }
         }
         for id in &gone {
-            info!(session = %session_label(id), "the transport no longer has this session; closing its client");
-            shared.live.close(id, reset.contains(id));
+            // The transport tells every keep-alive of a token about its sessions that ended:
+            // only the one that still has a client here is news.
+            if shared.live.close(id, reset.contains(id)) {
+                info!(session = %session_label(id), "the transport no longer has this session; closing its client");
+            }
         }
         if gone.is_empty() {
             // Whatever the transport did with the wait (an older one answers at once); a

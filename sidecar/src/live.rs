@@ -75,11 +75,12 @@ impl LiveSessions {
     }
 
     /// Ends a session's client connection (the transport no longer has the session): with a
-    /// reset when its server reset the connection, else in order.
-    pub fn close(&self, id: &str, reset: bool) {
-        if let Some((gone, ..)) = self.lock().remove(id) {
-            gone.reset.store(reset, Ordering::Release);
-            gone.token.cancel();
-        }
+    /// reset when its server reset the connection, else in order. False when no client of
+    /// this sidecar had it any more (it quit, or another bucket's keep-alive was told first).
+    pub fn close(&self, id: &str, reset: bool) -> bool {
+        let Some((gone, ..)) = self.lock().remove(id) else { return false };
+        gone.reset.store(reset, Ordering::Release);
+        gone.token.cancel();
+        true
     }
 }
