@@ -54,6 +54,51 @@ pub fn ok_status(p: &[u8]) -> Option<u16> {
     p.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]]))
 }
 
+/// How the next logical packet at the start of a buffer stands: a logical packet is one packet,
+/// or a run of 16 MiB − 1 packets that continue into the next, ended by a shorter one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logical {
+    /// Whole: its bytes, headers included, and the payload bytes it carries in all.
+    Whole {
+        /// Bytes from the buffer's start to its end.
+        len: usize,
+        /// Payload bytes, continuations joined.
+        payload: usize,
+        /// The sequence id of its last packet.
+        last_seq: u8,
+    },
+    /// Not all here: at least this many bytes must be buffered before it can be.
+    Need(usize),
+    /// Its payload, continuations joined, exceeds the limit given; `seq` is the sequence id of
+    /// the header that said so (an error packet answering it takes the next).
+    TooLarge {
+        /// Sequence id of that header.
+        seq: u8,
+    },
+}
+
+/// Where the next logical packet at the start of `buf` stands, refusing one whose payload
+/// would exceed `max` as soon as a header says so (before its bytes are read).
+pub fn logical_packet(buf: &[u8], max: usize) -> Logical {
+    let (mut at, mut payload) = (0, 0);
+    loop {
+        let Some(head) = buf.get(at..).and_then(PacketHead::parse) else {
+            return Logical::Need(at + PacketHead::LEN);
+        };
+        payload += head.len;
+        if payload > max {
+            return Logical::TooLarge { seq: head.seq };
+        }
+        at += PacketHead::LEN + head.len;
+        if buf.len() < at {
+            return Logical::Need(at);
+        }
+        if head.len != MAX_PAYLOAD {
+            return Logical::Whole { len: at, payload, last_seq: head.seq };
+        }
+    }
+}
+
 /// Splits a buffer of whole packets into (header, payload) pairs; `None` if one is cut short.
 pub fn split_packets(mut buf: &[u8]) -> Option<Vec<(PacketHead, &[u8])>> {
     let mut out = Vec::new();
@@ -88,6 +133,34 @@ mod tests {
         assert_eq!(ok_status(&[0, 0xfc, 1, 0, 5, 0x0a, 0, 0, 0]), Some(0x000a));
         assert_eq!(ok_status(&[0xfe, 0, 0, 0x22, 0]), Some(0x0022));
         assert_eq!(ok_status(&[0, 0, 0, 2]), None);
+    }
+
+    #[test]
+    fn logical_packets_are_found_whatever_has_arrived() {
+        // A 16 MiB − 1 packet, its continuation of 3 bytes, then the next command.
+        let mut wire = vec![0xff, 0xff, 0xff, 0];
+        wire.resize(4 + MAX_PAYLOAD, b'x');
+        wire.extend_from_slice(&[3, 0, 0, 1, b'a', b'b', b'c']);
+        let first = wire.len();
+        wire.extend_from_slice(&[1, 0, 0, 0, 0x0e]);
+        let whole = Logical::Whole { len: first, payload: MAX_PAYLOAD + 3, last_seq: 1 };
+        assert_eq!(logical_packet(&wire, usize::MAX), whole);
+        for cut in [0, 3, 4, 100, 4 + MAX_PAYLOAD, 4 + MAX_PAYLOAD + 5, first - 1] {
+            let need = logical_packet(&wire[..cut], usize::MAX);
+            assert!(
+                matches!(need, Logical::Need(n) if n > cut && n <= first),
+                "cut {cut}: {need:?}"
+            );
+        }
+        assert_eq!(logical_packet(&wire, MAX_PAYLOAD + 2), Logical::TooLarge { seq: 1 });
+        assert_eq!(logical_packet(&wire[..4], 10), Logical::TooLarge { seq: 0 }, "on its header");
+        assert_eq!(
+            logical_packet(&wire[first..], 10),
+            Logical::Whole { len: 5, payload: 1, last_seq: 0 },
+            "a small one"
+        );
+        let empty = Logical::Whole { len: 4, payload: 0, last_seq: 7 };
+        assert_eq!(logical_packet(&[0, 0, 0, 7], 10), empty);
     }
 
     #[test]

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use common::mysql::compressed;
 pub use common::mysql::packets::MAX_PAYLOAD;
-use common::mysql::packets::{PacketHead, split_packets};
+use common::mysql::packets::{Logical, PacketHead, logical_packet, split_packets};
 use common::stream::{MaybeTls, Prefixed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -22,10 +22,6 @@ pub fn split_payloads(packets: &[u8]) -> Result<Vec<Bytes>, Error> {
     let split = split_packets(packets)
         .ok_or_else(|| Error::StreamBroken("a cut packet in a relayed answer".into()))?;
     Ok(split.into_iter().map(|(_, payload)| Bytes::copy_from_slice(payload)).collect())
-}
-/// The header at `at` in `buf`, which holds at least four bytes from there (filled).
-fn head_at(buf: &[u8], at: usize) -> PacketHead {
-    PacketHead::parse(&buf[at..]).unwrap_or(PacketHead { len: 0, seq: 0 })
 }
 
 /// Buffered output is written once it reaches this size.
@@ -147,35 +143,59 @@ impl PacketIo {
     /// Reads one logical packet (joining 16 MiB continuations). `None` when the client hung up
     /// between packets.
     pub async fn read_packet(&mut self) -> Result<Option<Bytes>, Error> {
-        let mut joined: Option<BytesMut> = None;
+        let Some((len, payload)) = self.next_logical(None).await?.map(|(l, _)| l) else {
+            return Ok(None);
+        };
+        let raw = self.rbuf.split_to(len);
+        if len == PacketHead::LEN + payload {
+            return Ok(Some(raw.freeze().slice(PacketHead::LEN..)));
+        }
+        let split = split_packets(&raw).unwrap_or_default();
+        let mut joined = BytesMut::with_capacity(payload);
+        for (_, part) in split {
+            joined.extend_from_slice(part);
+        }
+        Ok(Some(joined.freeze()))
+    }
+
+    /// Waits until the next logical packet is whole in the buffer (within `max_packet`, room
+    /// for it held in `budget` first); its length with headers and its payload length, and the
+    /// room. `None` when the client hung up between packets.
+    async fn next_logical(
+        &mut self,
+        budget: Option<&Arc<Semaphore>>,
+    ) -> Result<Option<((usize, usize), Option<OwnedSemaphorePermit>)>, Error> {
+        let mut room: Option<OwnedSemaphorePermit> = None;
         loop {
-            if !self.fill(4).await? {
-                return if joined.is_none() && self.rbuf.is_empty() {
+            let need = match logical_packet(&self.rbuf, self.max_packet) {
+                Logical::TooLarge { seq } => {
+                    // The error that answers it follows the packet that said so.
+                    self.seq = seq.wrapping_add(1);
+                    return Err(Error::PacketTooLarge { limit: self.max_packet });
+                }
+                Logical::Whole { len, payload, last_seq } => {
+                    self.seq = last_seq.wrapping_add(1);
+                    if let Some(room) = room.as_mut() {
+                        drop(room.split(room.num_permits().saturating_sub(len)));
+                    }
+                    return Ok(Some(((len, payload), room)));
+                }
+                Logical::Need(need) => need,
+            };
+            if let (Some(budget), None, Some(first)) =
+                (budget, &room, PacketHead::parse(&self.rbuf))
+            {
+                // Room for the whole of it before its payload is read: for one continued past
+                // 16 MiB, for `max_packet` (the excess is given back).
+                let n = if first.len == MAX_PAYLOAD { self.max_packet } else { first.len };
+                room = Some(reserve(budget, n + PacketHead::LEN).await?);
+            }
+            if !self.fill(need).await? {
+                return if self.rbuf.is_empty() {
                     Ok(None)
                 } else {
                     Err(Error::ClientProtocol("connection closed mid-packet"))
                 };
-            }
-            let PacketHead { len, seq } = head_at(&self.rbuf, 0);
-            self.seq = seq.wrapping_add(1);
-            let total = joined.as_ref().map_or(0, BytesMut::len) + len;
-            if total > self.max_packet {
-                return Err(Error::PacketTooLarge { limit: self.max_packet });
-            }
-            if !self.fill(4 + len).await? {
-                return Err(Error::ClientProtocol("connection closed mid-packet"));
-            }
-            self.rbuf.advance(4);
-            let payload = self.rbuf.split_to(len);
-            match (&mut joined, len == MAX_PAYLOAD) {
-                (None, false) => return Ok(Some(payload.freeze())),
-                (None, true) => joined = Some(payload),
-                (Some(acc), more) => {
-                    acc.extend_from_slice(&payload);
-                    if !more {
-                        return Ok(joined.map(BytesMut::freeze));
-                    }
-                }
             }
         }
     }
@@ -200,53 +220,17 @@ impl PacketIo {
         &mut self,
         budget: Option<&Arc<Semaphore>>,
     ) -> Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>, Error> {
-        let (mut at, mut total) = (0, 0);
-        let mut room: Option<OwnedSemaphorePermit> = None;
-        loop {
-            if !self.fill(at + 4).await? {
-                return if at == 0 && self.rbuf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(Error::ClientProtocol("connection closed mid-packet"))
-                };
-            }
-            let PacketHead { len, seq } = head_at(&self.rbuf, at);
-            self.seq = seq.wrapping_add(1);
-            total += len;
-            if total > self.max_packet {
-                return Err(Error::PacketTooLarge { limit: self.max_packet });
-            }
-            if let (Some(budget), None) = (budget, &room) {
-                let n = if len == MAX_PAYLOAD { self.max_packet } else { len };
-                room = Some(reserve(budget, n + 4).await?);
-            }
-            if !self.fill(at + 4 + len).await? {
-                return Err(Error::ClientProtocol("connection closed mid-packet"));
-            }
-            at += 4 + len;
-            if len != MAX_PAYLOAD {
-                if let Some(room) = room.as_mut() {
-                    drop(room.split(room.num_permits().saturating_sub(at)));
-                }
-                return Ok(Some((self.rbuf.split_to(at).freeze(), room)));
-            }
-        }
+        let Some(((len, _), room)) = self.next_logical(budget).await? else { return Ok(None) };
+        Ok(Some((self.rbuf.split_to(len).freeze(), room)))
     }
 
     /// The command byte and the size (headers included) of the next logical packet when it is
     /// already here whole: the client sent it without waiting for the last answer
     /// (pipelined). `None` otherwise, and for an empty packet.
     pub fn buffered_command(&self) -> Option<(u8, usize)> {
-        let mut at = 0;
-        loop {
-            let len = PacketHead::parse(self.rbuf.get(at..)?)?.len;
-            if self.rbuf.len() < at + 4 + len {
-                return None;
-            }
-            at += 4 + len;
-            if len != MAX_PAYLOAD {
-                return self.rbuf.get(4).map(|&cmd| (cmd, at)).filter(|_| at > 4);
-            }
+        match logical_packet(&self.rbuf, usize::MAX) {
+            Logical::Whole { len, payload, .. } if payload > 0 => Some((self.rbuf[4], len)),
+            _ => None,
         }
     }
 
