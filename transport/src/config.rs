@@ -36,7 +36,8 @@ pub struct TransportConfig {
     /// parked. A session with a transaction open always ends at `session_timeout`.
     #[serde(with = "serde_duration")]
     pub park_timeout: Duration,
-    /// Most sessions parked at once; a silent session past it ends at `session_timeout`.
+    /// Most sessions parked at once; a silent session past it ends at `session_timeout`. Each
+    /// holds an upstream connection: keep it well under the server's `max_connections`.
     pub max_parked_sessions: usize,
     /// Most sessions of one token parked at once.
     pub max_parked_sessions_per_token: usize,
@@ -98,7 +99,7 @@ impl Default for TransportConfig {
             upstreams: Vec::new(),
             session_timeout: Duration::from_secs(30),
             park_timeout: Duration::from_secs(8 * 3600),
-            max_parked_sessions: 200,
+            max_parked_sessions: 64,
             max_parked_sessions_per_token: 20,
             heartbeat_interval: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
