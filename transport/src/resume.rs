@@ -85,8 +85,7 @@ struct State {
     /// `base` is the offset of the first.
     chunks: VecDeque<(AnswerDigest, Bytes)>,
     base: u64,
-    len: u64,
-    /// The digest of the whole answer so far.
+    /// The digest of the whole answer so far (its length too).
     digest: AnswerDigest,
     complete: bool,
     live: Live,
@@ -101,26 +100,25 @@ impl State {
     /// room, the oldest chunks go first; when even that is not enough, nothing is kept.
     fn record(&mut self, chunk: &Bytes, window: u64) {
         let n = chunk.len() as u64;
-        self.len += n;
         let before = self.digest;
         self.digest.update(chunk);
         while self
             .chunks
             .front()
-            .is_some_and(|(_, c)| self.len - (self.base + c.len() as u64) >= window)
+            .is_some_and(|(_, c)| self.len() - (self.base + c.len() as u64) >= window)
         {
             self.drop_oldest();
         }
         while !self.budget.try_take(n) {
             if self.chunks.is_empty() {
                 // No room at all: only a resume from the very end is possible.
-                self.base = self.len;
+                self.base = self.len();
                 return;
             }
             self.drop_oldest();
         }
         if self.chunks.is_empty() {
-            self.base = self.len - n;
+            self.base = self.len() - n;
         }
         self.chunks.push_back((before, chunk.clone()));
     }
@@ -137,8 +135,13 @@ impl State {
     fn forget(&mut self) {
         let kept: u64 = self.chunks.iter().map(|(_, c)| c.len() as u64).sum();
         self.chunks = VecDeque::new();
-        self.base = self.len;
+        self.base = self.len();
         self.budget.give_back(kept);
+    }
+
+    /// Bytes of the answer so far.
+    fn len(&self) -> u64 {
+        self.digest.len()
     }
 
     fn new_owner(&mut self) -> u64 {
@@ -167,7 +170,6 @@ impl Default for Resumable {
             status: StatusCode::OK,
             chunks: VecDeque::new(),
             base: 0,
-            len: 0,
             digest: AnswerDigest::default(),
             complete: false,
             live: Live::Idle,
@@ -217,7 +219,6 @@ impl Resumable {
             state.status = StatusCode::OK;
             state.forget();
             state.base = 0;
-            state.len = 0;
             state.digest = AnswerDigest::default();
             state.complete = false;
             std::mem::take(&mut state.live)
@@ -282,13 +283,7 @@ impl Resumable {
             return;
         }
         state.status = status;
-        state.len = body.len() as u64;
-        if state.budget.try_take(state.len) {
-            state.chunks.push_back((AnswerDigest::default(), body.clone()));
-        } else {
-            state.base = state.len;
-        }
-        state.digest = AnswerDigest::default().then(body);
+        state.record(body, u64::MAX);
         state.complete = true;
     }
 
@@ -358,10 +353,11 @@ impl Drop for Resumable {
 
 /// The answer's bytes from `from` on, and the digest of those before.
 fn missed(state: &State, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
-    if from < state.base || from > state.len {
+    if from < state.base || from > state.len() {
         return Err(Error::StepRefused(format!(
             "the answer cannot be resumed from byte {from}: {} to {} are kept",
-            state.base, state.len
+            state.base,
+            state.len()
         )));
     }
     let mut skip = from - state.base;
@@ -383,82 +379,5 @@ fn missed(state: &State, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
-        match r.resume(step, from) {
-            Ok(Resumed::Whole(_, bytes, before)) => {
-                assert_eq!(before.len(), from, "the digest covers the bytes before the resume");
-                Ok(bytes)
-            }
-            Ok(Resumed::Streamed { .. }) => Err("streamed".into()),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    #[test]
-    fn steps_run_in_order_and_once() {
-        let r = Resumable::default();
-        assert!(r.begin(2).is_ok(), "step 1 was refused before it began");
-        assert!(r.begin(2).is_err(), "a step never runs twice");
-        assert!(r.begin(1).is_err(), "nor an older one");
-        assert!(r.begin(3).is_ok());
-    }
-
-    #[test]
-    fn a_whole_answer_resumes_from_any_byte() {
-        let r = Resumable::default();
-        assert!(r.begin(1).is_ok());
-        r.record_whole(StatusCode::OK, &Bytes::from_static(b"hello world"));
-        assert_eq!(resumed_bytes(&r, 1, 0), Ok(Bytes::from_static(b"hello world")));
-        assert_eq!(resumed_bytes(&r, 1, 6), Ok(Bytes::from_static(b"world")));
-        assert_eq!(resumed_bytes(&r, 1, 11), Ok(Bytes::new()));
-        assert!(resumed_bytes(&r, 1, 12).is_err());
-        assert!(resumed_bytes(&r, 2, 0).is_err(), "not the last step");
-    }
-
-    #[test]
-    fn only_the_window_is_kept() {
-        let r = Resumable::default();
-        assert!(r.begin(1).is_ok());
-        let chunk = Bytes::from(vec![7u8; 1 << 20]);
-        {
-            let mut state = lock(&r.state);
-            for _ in 0..12 {
-                state.record(&chunk, DEFAULT_WINDOW);
-            }
-            state.complete = true;
-        }
-        let kept = lock(&r.state).base;
-        // (the default window: 8 MiB)
-        assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");
-        assert!(resumed_bytes(&r, 1, 0).is_err(), "too far behind");
-        assert_eq!(resumed_bytes(&r, 1, 11 << 20).map(|b| b.len()), Ok(1 << 20));
-    }
-
-    #[test]
-    fn the_budget_bounds_what_all_sessions_keep() {
-        let budget = Arc::new(ResumeBudget::new(3 << 20));
-        let (a, b) = (Resumable::default(), Resumable::default());
-        a.set_budget(budget.clone());
-        b.set_budget(budget.clone());
-        let chunk = Bytes::from(vec![1u8; 1 << 20]);
-        for r in [&a, &b] {
-            assert!(r.begin(1).is_ok());
-            let mut state = lock(&r.state);
-            for _ in 0..2 {
-                state.record(&chunk, DEFAULT_WINDOW);
-            }
-            state.complete = true;
-        }
-        assert_eq!(budget.used(), 3 << 20, "the budget is full, not exceeded");
-        assert_eq!(resumed_bytes(&a, 1, 0).map(|m| m.len()), Ok(2 << 20), "a kept its answer");
-        assert!(resumed_bytes(&b, 1, 0).is_err(), "b kept only its last MiB");
-        assert_eq!(resumed_bytes(&b, 1, 1 << 20).map(|m| m.len()), Ok(1 << 20));
-        drop(a);
-        assert_eq!(budget.used(), 1 << 20, "a session's room is given back when it goes");
-        b.release();
-        assert_eq!(budget.used(), 0);
-    }
-}
+#[path = "resume_tests.rs"]
+mod tests;

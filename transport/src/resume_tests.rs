@@ -1,0 +1,80 @@
+//! Unit tests of the resume slot: steps in order, what is kept within the window and the
+//! budget, resumes from any kept byte.
+
+use super::*;
+
+fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
+    match r.resume(step, from) {
+        Ok(Resumed::Whole(_, bytes, before)) => {
+            assert_eq!(before.len(), from, "the digest covers the bytes before the resume");
+            Ok(bytes)
+        }
+        Ok(Resumed::Streamed { .. }) => Err("streamed".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn steps_run_in_order_and_once() {
+    let r = Resumable::default();
+    assert!(r.begin(2).is_ok(), "step 1 was refused before it began");
+    assert!(r.begin(2).is_err(), "a step never runs twice");
+    assert!(r.begin(1).is_err(), "nor an older one");
+    assert!(r.begin(3).is_ok());
+}
+
+#[test]
+fn a_whole_answer_resumes_from_any_byte() {
+    let r = Resumable::default();
+    assert!(r.begin(1).is_ok());
+    r.record_whole(StatusCode::OK, &Bytes::from_static(b"hello world"));
+    assert_eq!(resumed_bytes(&r, 1, 0), Ok(Bytes::from_static(b"hello world")));
+    assert_eq!(resumed_bytes(&r, 1, 6), Ok(Bytes::from_static(b"world")));
+    assert_eq!(resumed_bytes(&r, 1, 11), Ok(Bytes::new()));
+    assert!(resumed_bytes(&r, 1, 12).is_err());
+    assert!(resumed_bytes(&r, 2, 0).is_err(), "not the last step");
+}
+
+#[test]
+fn only_the_window_is_kept() {
+    let r = Resumable::default();
+    assert!(r.begin(1).is_ok());
+    let chunk = Bytes::from(vec![7u8; 1 << 20]);
+    {
+        let mut state = lock(&r.state);
+        for _ in 0..12 {
+            state.record(&chunk, DEFAULT_WINDOW);
+        }
+        state.complete = true;
+    }
+    let kept = lock(&r.state).base;
+    // (the default window: 8 MiB)
+    assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");
+    assert!(resumed_bytes(&r, 1, 0).is_err(), "too far behind");
+    assert_eq!(resumed_bytes(&r, 1, 11 << 20).map(|b| b.len()), Ok(1 << 20));
+}
+
+#[test]
+fn the_budget_bounds_what_all_sessions_keep() {
+    let budget = Arc::new(ResumeBudget::new(3 << 20));
+    let (a, b) = (Resumable::default(), Resumable::default());
+    a.set_budget(budget.clone());
+    b.set_budget(budget.clone());
+    let chunk = Bytes::from(vec![1u8; 1 << 20]);
+    for r in [&a, &b] {
+        assert!(r.begin(1).is_ok());
+        let mut state = lock(&r.state);
+        for _ in 0..2 {
+            state.record(&chunk, DEFAULT_WINDOW);
+        }
+        state.complete = true;
+    }
+    assert_eq!(budget.used(), 3 << 20, "the budget is full, not exceeded");
+    assert_eq!(resumed_bytes(&a, 1, 0).map(|m| m.len()), Ok(2 << 20), "a kept its answer");
+    assert!(resumed_bytes(&b, 1, 0).is_err(), "b kept only its last MiB");
+    assert_eq!(resumed_bytes(&b, 1, 1 << 20).map(|m| m.len()), Ok(1 << 20));
+    drop(a);
+    assert_eq!(budget.used(), 1 << 20, "a session's room is given back when it goes");
+    b.release();
+    assert_eq!(budget.used(), 0);
+}
