@@ -71,7 +71,8 @@ pub async fn run(
         for (id, looked) in due.drain(..) {
             // A session that ended meanwhile is gone: the wheel holds its id, not the session.
             let Some(session) = state.sessions.lookup(&id) else { continue };
-            let quiet_for = if session.is_parked() { config_park(&state) } else { timeout };
+            let park_timeout = state.config().park_timeout;
+            let quiet_for = if session.is_parked() { park_timeout } else { timeout };
             let quiet_until = session.last_seen() + quiet_for;
             if stalled || session.is_busy() {
                 wheel.insert(clock.deadline_tick(now + timeout), (id, false));
@@ -81,18 +82,13 @@ pub async fn run(
                 wheel.insert(clock.deadline_tick(now + SECOND_LOOK), (id, true));
             } else if !session.is_parked() && may_park(&state, &session) {
                 park(&state, &session);
-                let until = session.last_seen() + config_park(&state);
+                let until = session.last_seen() + park_timeout;
                 wheel.insert(clock.deadline_tick(until.max(now + SECOND_LOOK)), (id, false));
             } else {
                 expire(&state, session);
             }
         }
     }
-}
-
-/// `park_timeout` now.
-fn config_park(state: &AppState) -> Duration {
-    state.config().park_timeout
 }
 
 /// A silent session may be parked rather than closed: parking is on, a client logged in (a
@@ -105,7 +101,7 @@ fn may_park(state: &AppState, session: &Session) -> bool {
         || !session.is_logged_in()
         || session.in_transaction()
         || session.has_turn()
-        || session.link_use.awaiting_client.load(std::sync::atomic::Ordering::Acquire)
+        || session.awaits_client()
     {
         return false;
     }

@@ -73,6 +73,11 @@ impl Session {
         self.link_use.logged_in.load(Ordering::Acquire)
     }
 
+    /// True while the server waits for the client mid-exchange (a file, an auth step).
+    pub fn awaits_client(&self) -> bool {
+        self.link_use.awaiting_client.load(Ordering::Acquire)
+    }
+
     /// True when the last answer left a transaction open.
     pub fn in_transaction(&self) -> bool {
         self.link_use.in_transaction.load(Ordering::Acquire)

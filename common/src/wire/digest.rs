@@ -16,11 +16,6 @@ pub struct AnswerDigest {
 }
 
 impl AnswerDigest {
-    /// The digest of `len` bytes whose CRC-32 is `crc`.
-    pub fn at(crc: u32, len: u64) -> Self {
-        Self { crc, len }
-    }
-
     /// Takes the next bytes of the answer.
     pub fn update(&mut self, bytes: &[u8]) {
         let mut hasher = crc32fast::Hasher::new_with_initial_len(self.crc, self.len);

@@ -104,11 +104,6 @@ impl PacketIo {
         self.compressed = Some(Compressed { zin: self.rbuf.split(), ..Compressed::default() });
     }
 
-    /// True once the connection speaks the compressed protocol.
-    pub fn is_compressed(&self) -> bool {
-        self.compressed.is_some()
-    }
-
     /// Switches the connection to TLS (after the client's SSLRequest). Bytes the client sent
     /// right behind its request, already buffered, are the start of its TLS handshake.
     pub async fn upgrade_tls(&mut self, acceptor: &TlsAcceptor) -> Result<(), Error> {

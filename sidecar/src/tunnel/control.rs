@@ -55,11 +55,10 @@ impl TunnelConn {
         req: &OpenRelay,
     ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
         let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
-        let mut pause = OPEN_PAUSE;
+        let (path, mut pause) = (Route::OpenRelay.path(), OPEN_PAUSE);
         let (head, greeting) = loop {
             // The greeting is small: read whole, so a connection that breaks inside it is
             // tried again (the session it opened expires unused on the transport).
-            let path = Route::OpenRelay.path();
             let opened = match self.send(Outgoing::control("POST", &path, None, &body)).await {
                 Ok((head, conn)) => match conn.body_to_end(MAX_CONTROL_BODY).await {
                     Ok(greeting) => Ok((head, greeting)),
