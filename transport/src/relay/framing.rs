@@ -6,10 +6,9 @@
 
 use std::collections::VecDeque;
 
+use common::mysql::packets::{PacketHead, lenenc_int, ok_status};
 use common::mysql::{packet, status};
 use common::wire::TurnEnd;
-
-use common::mysql::packets::{PacketHead, lenenc_int, ok_status};
 
 /// Payload bytes the framing needs to see before it can classify a packet (an OK packet's
 /// status lies after two length-encoded integers of up to 9 bytes each).
@@ -331,9 +330,7 @@ impl Framing {
             State::OnePacket => State::Ended(TurnEnd::Done),
             State::Ended(_) => return Err(Malformed("data after the end of an answer")),
         };
-        if let Some(status) = ended_with {
-            self.tally.status = Some(status);
-        }
+        self.tally.status = ended_with.or(self.tally.status);
         Ok(())
     }
 
