@@ -213,6 +213,20 @@ async fn mariadb_cli_passes_through_and_a_users_entry_still_works() {
     .await;
 }
 
+/// Logs `pt_ed25519` in, trying a refused login up to three times: mysql_common drops a trailing
+/// zero byte of an auth switch's data, so when MariaDB's random 32-byte ed25519 nonce ends in
+/// zero (one login in 256, directly as well) the driver signs 31 bytes and is refused.
+async fn ed25519_login(port: u16, pw: &str, tls: bool) -> Outcome {
+    let mut outcome = mysql_async_login(port, "pt_ed25519", pw, DATABASE, tls).await;
+    for _ in 0..2 {
+        if !matches!(outcome, Err((1045, _))) {
+            break;
+        }
+        outcome = mysql_async_login(port, "pt_ed25519", pw, DATABASE, tls).await;
+    }
+    outcome
+}
+
 #[tokio::test]
 async fn a_mariadb_ed25519_user_logs_in_through_passthrough() {
     within(60, async {
@@ -231,14 +245,12 @@ async fn a_mariadb_ed25519_user_logs_in_through_passthrough() {
         }
         let tunnel = Tunnel::start_passthrough("").await;
         for pw in ["Ed-pw-25519", "not-it"] {
-            let direct = mysql_async_login(mysql_port(), "pt_ed25519", pw, DATABASE, false).await;
-            let through =
-                mysql_async_login(tunnel.sidecar.port(), "pt_ed25519", pw, DATABASE, false).await;
+            let direct = ed25519_login(mysql_port(), pw, false).await;
+            let through = ed25519_login(tunnel.sidecar.port(), pw, false).await;
             assert_eq!(through, direct, "{pw}");
         }
-        let ok =
-            mysql_async_login(tunnel.sidecar.port(), "pt_ed25519", "Ed-pw-25519", DATABASE, true);
-        assert_eq!(ok.await, Ok(("pt_ed25519@%".to_owned(), Some(DATABASE.to_owned()))));
+        let ok = ed25519_login(tunnel.sidecar.port(), "Ed-pw-25519", true).await;
+        assert_eq!(ok, Ok(("pt_ed25519@%".to_owned(), Some(DATABASE.to_owned()))));
     })
     .await;
 }
