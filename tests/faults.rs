@@ -17,7 +17,7 @@ fn seed() -> u64 {
     })
 }
 
-async fn faulted_run(compressed: bool, passthrough: bool) {
+async fn faulted_run(compressed: bool, passthrough: bool, stream: bool) {
     let seed = seed();
     if let Ok(level) = std::env::var("SQLTUNNEL_TEST_LOG") {
         let config = common::telemetry::LogConfig { level, ..Default::default() };
@@ -31,21 +31,32 @@ async fn faulted_run(compressed: bool, passthrough: bool) {
         operations: env_or("SQLTUNNEL_FAULT_OPS", 250),
         compressed,
         passthrough,
+        stream,
     };
     let report = within(240, run(plan)).await;
-    println!("{}", report.summary(seed));
+    println!("{}: {}", plan.describe(), report.summary(seed));
     assert!(report.cuts > 20, "the run was cut often: {}", report.summary(seed));
     assert_eq!(report.failures(), "", "{}", report.summary(seed));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_neither_garble_nor_lose_nor_fail() {
-    faulted_run(false, true).await;
+    faulted_run(false, true, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_compressed_answers_with_listed_logins() {
-    faulted_run(true, false).await;
+    faulted_run(true, false, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_cuts_of_streams_neither_garble_nor_lose_nor_fail() {
+    faulted_run(false, true, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_cuts_of_compressed_streams_with_listed_logins() {
+    faulted_run(true, false, true).await;
 }
 
 /// A number from the environment, else `default`.

@@ -95,6 +95,22 @@ pub struct TransportLink {
     /// zstd on answers from the transport: `auto` (on unless the transport is on this
     /// machine), `on` or `off`.
     pub compression: Compression,
+    /// The session stream: `auto` (a WebSocket stream when the path passes the upgrade, else
+    /// one HTTP request per step), `on` (streams only) or `off` (requests only).
+    pub stream: StreamMode,
+}
+
+/// Whether requests travel on a WebSocket stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamMode {
+    /// Tried on each new connection; a path that refuses it is remembered for a while.
+    #[default]
+    Auto,
+    /// Required: a path that refuses it is an error.
+    On,
+    /// Never asked for.
+    Off,
 }
 
 /// Whether answers from the transport are compressed.
@@ -121,6 +137,7 @@ impl Default for TransportLink {
             tls: ClientTls::default(),
             proxy: None,
             compression: Compression::Auto,
+            stream: StreamMode::Auto,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The long fault run: the seeded random fault workload of `tests/faults.rs` (cuts at random
 //! byte offsets in both directions, resets and closes, stalls) with many more operations, with
-//! and without zstd answers. Prints operations, cuts, stalls, client errors, garbled answers,
+//! and without zstd answers, over requests and over streams. Prints operations, cuts, stalls, client errors, garbled answers,
 //! writes lost or doubled, and this process's peak and final resident memory (transport,
 //! sidecar and clients run in it). Exits non-zero when an invariant broke.
 //! Usage: `cargo bench -p e2e --bench faults -- [OPERATIONS_PER_CLIENT] [SEED]` (MariaDB at
@@ -21,12 +21,13 @@ async fn main() {
     });
     println!("fault run: 4 clients x {operations} operations, seed {seed}");
     let mut broken = false;
-    for (compressed, passthrough) in [(false, true), (true, false)] {
+    let runs =
+        [(false, true, false), (true, false, false), (false, true, true), (true, false, true)];
+    for (compressed, passthrough, stream) in runs {
         let faults = FaultPlan::for_run(seed, compressed);
-        let plan = RunPlan { faults, clients: 4, operations, compressed, passthrough };
+        let plan = RunPlan { faults, clients: 4, operations, compressed, passthrough, stream };
         let report = run(plan).await;
-        let how = if compressed { "zstd answers, listed logins" } else { "plain, passthrough" };
-        println!("{how}: {}", report.summary(seed));
+        println!("{}: {}", plan.describe(), report.summary(seed));
         let failures = report.failures();
         if !failures.is_empty() {
             println!("{failures}");

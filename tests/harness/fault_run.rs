@@ -29,6 +29,21 @@ pub struct RunPlan {
     pub compressed: bool,
     /// Logins relayed to the server (else checked by the sidecar's `users` entry).
     pub passthrough: bool,
+    /// Requests carried on WebSocket streams (`transport.stream: on`), else one HTTP request
+    /// each (`off`).
+    pub stream: bool,
+}
+
+impl RunPlan {
+    /// How the run's tunnel carries what: `plain requests, passthrough logins`…
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {}, {} logins",
+            if self.compressed { "zstd" } else { "plain" },
+            if self.stream { "streams" } else { "requests" },
+            if self.passthrough { "passthrough" } else { "listed" }
+        )
+    }
 }
 
 /// What a run saw.
@@ -96,8 +111,9 @@ pub async fn run(plan: RunPlan) -> Report {
         .replace("session_timeout: 30s\n", "session_timeout: 60s\nheartbeat_interval: 1s\n");
     let url = format!("http://127.0.0.1:{}/", proxy.port);
     let compression = if plan.compressed { "on" } else { "off" };
+    let stream = if plan.stream { "on" } else { "off" };
     let link = format!(
-        "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {}\n  connect_timeout: 2s\n  compression: {compression}\n",
+        "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {}\n  connect_timeout: 2s\n  compression: {compression}\n  stream: {stream}\n",
         crate::TOKEN
     );
     let sidecar = if plan.passthrough {
@@ -110,8 +126,10 @@ pub async fn run(plan: RunPlan) -> Report {
         )
     };
     let tunnel = Tunnel::start_with(listener, &transport, &sidecar).await;
-    // Runs of one seed may go on at once (with and without compression): each its own names.
-    let run_tag = format!("{:x}_{}", plan.faults.seed, if plan.compressed { "z" } else { "p" });
+    // Runs of one seed may go on at once: each its own names.
+    let carrier = if plan.stream { "s" } else { "r" };
+    let run_tag =
+        format!("{:x}_{}{carrier}", plan.faults.seed, if plan.compressed { "z" } else { "p" });
     let table = prepare_tables(&run_tag).await;
     let files = std::env::temp_dir().join(format!("sqltunnel-faults-{run_tag}"));
     std::fs::create_dir_all(&files).expect("file dir");

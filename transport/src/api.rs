@@ -9,16 +9,15 @@ use common::wire::{
     FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, SessionEnd, ZSTD, session_label,
 };
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
 use tracing::{Instrument, info};
 
 use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
-use crate::http::{error_response, json, no_content, read_body, text};
+use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
 use crate::relayed::StepKind;
 use crate::state::AppState;
-use crate::{ending, relayed};
+use crate::{ending, relayed, stream};
 
 /// Largest keepalive body (about 100,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
@@ -27,7 +26,7 @@ const MAX_KEEPALIVE_BODY: usize = 4 << 20;
 pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
 ) -> Response<ResponseBody> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let zstd = state.config().compression && accepts_zstd(req.headers());
@@ -86,7 +85,7 @@ fn compress(response: Response<ResponseBody>) -> Response<ResponseBody> {
 /// Answers a request whose token was accepted.
 async fn route_authorized(
     state: Arc<AppState>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     route: Route,
     token: TokenId,
 ) -> Response<ResponseBody> {
@@ -108,7 +107,7 @@ async fn route_authorized(
 /// once, before it is sent (a client that asked `Expect: 100-continue` never sends it).
 async fn dispatch(
     state: &Arc<AppState>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     route: Route,
     token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
@@ -120,6 +119,7 @@ async fn dispatch(
     }
     match route {
         Route::OpenRelay => relayed::open(state, req, token).await,
+        Route::Stream => stream::accept(req),
         Route::Login(id) => relayed::step(state, StepKind::Login, &id, token, req).await,
         Route::Command(id) => relayed::step(state, StepKind::Command, &id, token, req).await,
         Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, token, req).await,
@@ -162,7 +162,7 @@ fn ready(state: &AppState) -> Response<ResponseBody> {
 /// gone (another token's sessions are gone, to this caller).
 async fn keep_alive(
     state: &AppState,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
     let config = state.config();

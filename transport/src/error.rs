@@ -39,6 +39,9 @@ pub enum Error {
     /// `max_inflight_bytes` stayed full for `body_timeout`.
     #[error("the transport holds max_inflight_bytes of requests already; try again")]
     Busy,
+    /// A stream asked for without a WebSocket upgrade (a proxy dropped it), or inside one.
+    #[error("a stream needs a WebSocket upgrade: {0}")]
+    UpgradeRequired(&'static str),
     /// Request body over the limit.
     #[error("request body exceeds {limit} bytes")]
     TooLarge {
@@ -75,6 +78,7 @@ impl Error {
             Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
             Error::StepRefused(_) => (StatusCode::CONFLICT, ApiErrorKind::StepRefused),
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
+            Error::UpgradeRequired(_) => (StatusCode::UPGRADE_REQUIRED, ApiErrorKind::BadRequest),
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
             Error::Busy | Error::ShuttingDown => {
                 (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable)
@@ -104,6 +108,7 @@ impl Error {
             Error::SessionBusy => "session_busy",
             Error::StepRefused(_) => "step_refused",
             Error::BadRequest(_) => "bad_request",
+            Error::UpgradeRequired(_) => "upgrade_required",
             Error::BodyTimeout(_) => "body_timeout",
             Error::Busy => "busy",
             Error::TooLarge { .. } => "too_large",

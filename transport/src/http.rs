@@ -12,7 +12,6 @@ use common::wire::{
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
@@ -21,12 +20,15 @@ use crate::Error;
 use crate::body::ResponseBody;
 use prometheus_client::metrics::counter::Counter;
 
+/// A request's body: hyper's, or a stream message's (boxed, so every endpoint takes either).
+pub type RequestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
 
 /// Reads a request body of at most `limit` bytes; a pause longer than `stall` fails it.
 pub async fn read_body(
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     limit: usize,
     stall: Duration,
 ) -> Result<Bytes, Error> {
@@ -49,7 +51,7 @@ pub struct Budget<'a> {
 /// body and is released when the caller is done with it. Waiting for room is bounded by
 /// `stall` too ([`Error::Busy`]).
 pub async fn read_body_within(
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     limit: usize,
     stall: Duration,
     budget: Option<Budget<'_>>,

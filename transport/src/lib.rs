@@ -3,7 +3,8 @@
 //!
 //! Layers, lowest first: `config`, `error`, `auth` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
-//! within the budget all sessions share) → `session` → `state` → `body`, `http` → `relayed` (a session's endpoints) → `api`
+//! within the budget all sessions share) → `session` → `state` → `body`, `http`, `stream` (the
+//! WebSocket carrier) → `relayed` (a session's endpoints) → `api`
 //! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
@@ -30,6 +31,7 @@ pub mod server;
 pub mod session;
 pub mod state;
 pub mod steps;
+pub mod stream;
 
 pub use config::TransportConfig;
 pub use error::Error;

@@ -62,6 +62,8 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// HTTP connections accepted (a proxy that keeps its connections adds none under load).
     pub connections_accepted: Counter,
+    /// Streams opened (WebSocket upgrades), each carrying a sidecar connection's requests.
+    pub streams_opened: Counter,
     /// Requests that waited for room in `max_inflight_bytes`.
     pub budget_waits: Counter,
     /// Authorized requests that asked to close their connection.
@@ -118,6 +120,7 @@ impl Metrics {
             unauthorized: Counter::default(),
             connections_refused: Counter::default(),
             connections_accepted: Counter::default(),
+            streams_opened: Counter::default(),
             budget_waits: Counter::default(),
             upstream_ready: Family::default(),
             audit_dropped: Counter::default(),
@@ -161,6 +164,11 @@ impl Metrics {
                 &m.pipelined,
             ),
             ("unauthorized", "Requests refused for a bad or missing token", &m.unauthorized),
+            (
+                "streams_opened",
+                "Streams opened: WebSocket upgrades, each then carrying one sidecar connection's requests",
+                &m.streams_opened,
+            ),
             (
                 "http_connections_accepted",
                 "HTTP connections accepted; under steady load behind a keep-alive proxy it stays still",

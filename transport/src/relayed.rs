@@ -14,14 +14,15 @@ use common::wire::{
 };
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::auth::TokenId;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::http::{Budget, MAX_CONTROL_BODY, frames, no_content, read_body, read_body_within};
+use crate::http::{
+    Budget, MAX_CONTROL_BODY, RequestBody, frames, no_content, read_body, read_body_within,
+};
 use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
@@ -36,7 +37,7 @@ use crate::{command_log, idle_watch};
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
 pub async fn open(
     state: &Arc<AppState>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     token: TokenId,
 ) -> Result<Response<ResponseBody>, Error> {
     state.refuse_if_draining()?;
@@ -105,7 +106,7 @@ pub async fn step(
     kind: StepKind,
     id: &str,
     token: TokenId,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
 ) -> Result<Response<ResponseBody>, Error> {
     let started = Instant::now();
     let session = state.sessions.get(id, token)?;
@@ -127,7 +128,7 @@ async fn login(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
 ) -> Result<Response<ResponseBody>, Error> {
     let id = session.id.as_str();
     let mut guard = session.lease().await?;
@@ -242,7 +243,7 @@ async fn command(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     started: Instant,
 ) -> Result<Response<ResponseBody>, Error> {
     let mut guard = session.lease().await?;
@@ -277,7 +278,7 @@ async fn infile(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
 ) -> Result<Response<ResponseBody>, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
@@ -369,7 +370,7 @@ async fn turn_with(
 /// `max_inflight_bytes` until the returned permit is dropped.
 async fn read_big_body(
     state: &AppState,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
     let config = state.config();
     let budget = Budget { bytes: &state.inflight, waited: &state.metrics.budget_waits };

@@ -2,25 +2,27 @@
 //! graceful shutdown: no new connection or work, running commands get `shutdown_grace`, then
 //! are ended (`ending.rs`), and answers still on their way are flushed.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::BodyExt;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use common::cli::Reloads;
 
 use crate::config::TransportConfig;
 use crate::state::AppState;
-use crate::{api, ending, probes, reaper};
+use crate::{api, ending, probes, reaper, stream};
 
 /// Time a client has to complete the TLS handshake.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
@@ -55,7 +57,8 @@ pub async fn run_with_reloads(
             reloading.reload(config);
         }
     });
-    let graceful = GracefulShutdown::new();
+    // HTTP connections: told to finish at shutdown, then waited for (`FLUSH_GRACE`).
+    let (connection_tasks, closing) = (TaskTracker::new(), CancellationToken::new());
     let config = state.config();
     if let Some(audit) = &config.audit {
         let log = crate::audit::AuditLog::open(audit, state.metrics.audit_dropped.clone())
@@ -88,13 +91,19 @@ pub async fn run_with_reloads(
         };
         state.metrics.connections_accepted.inc();
         let state = state.clone();
-        let service = service_fn(move |req| {
+        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let state = state.clone();
-            async move { Ok::<_, std::convert::Infallible>(api::handle(state, peer, req).await) }
+            async move {
+                let mut response = api::handle(state.clone(), peer, req.map(BodyExt::boxed)).await;
+                if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
+                    tokio::spawn(carry_stream(state, peer, upgrading));
+                }
+                Ok::<_, std::convert::Infallible>(response)
+            }
         });
-        let watcher = graceful.watcher();
+        let closing = closing.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
+        connection_tasks.spawn(async move {
             let _slot = slot;
             // A silent connection costs this small task only: HTTP and TLS state (boxed
             // below) is allocated once it speaks.
@@ -107,11 +116,11 @@ pub async fn run_with_reloads(
             }
             Box::pin(async move {
                 let result = match tls {
-                    None => serve(TokioIo::new(stream), service, watcher, idle_timeout).await,
+                    None => serve(TokioIo::new(stream), service, closing, idle_timeout).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
                             Ok(Ok(stream)) => {
-                                serve(TokioIo::new(stream), service, watcher, idle_timeout).await
+                                serve(TokioIo::new(stream), service, closing, idle_timeout).await
                             }
                             Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
                             Err(_) => return debug!(%peer, "TLS handshake timed out"),
@@ -130,11 +139,29 @@ pub async fn run_with_reloads(
     let grace = state.config().shutdown_grace;
     info!(sessions = state.sessions.len(), ?grace, "transport shutting down");
     ending::drain(&state, grace).await;
-    if tokio::time::timeout(FLUSH_GRACE, graceful.shutdown()).await.is_err() {
+    closing.cancel();
+    connection_tasks.close();
+    if tokio::time::timeout(FLUSH_GRACE, connection_tasks.wait()).await.is_err() {
         warn!("some HTTP connections were still busy at exit");
     }
     info!("transport stopped");
     Ok(())
+}
+
+/// Carries an upgraded connection's stream: each message is a request for [`api::handle`].
+async fn carry_stream(state: Arc<AppState>, peer: SocketAddr, upgrading: stream::Upgrading) {
+    let upgraded = match upgrading.0.await {
+        Ok(upgraded) => upgraded,
+        Err(e) => return debug!(%peer, error = %e, "a stream's upgrade failed"),
+    };
+    state.metrics.streams_opened.inc();
+    let config = state.config();
+    let limits = stream::StreamLimits {
+        max_request_bytes: config.max_request_bytes,
+        idle: config.idle_timeout,
+    };
+    let draining = state.draining.clone();
+    stream::serve(upgraded, limits, draining, |req| api::handle(state.clone(), peer, req)).await;
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.
@@ -161,12 +188,13 @@ async fn serve_metrics(listener: TcpListener, state: Arc<AppState>, shutdown: Ca
     }
 }
 
-/// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS. A request head, or the
-/// wait for the next request, may take `idle_timeout`.
+/// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS, until `closing` asks it
+/// to finish what it is answering. A request head, or the wait for the next request, may take
+/// `idle_timeout`. An upgrade to a stream hands the socket over ([`carry_stream`]).
 async fn serve<IO, S>(
     io: TokioIo<IO>,
     service: S,
-    watcher: hyper_util::server::graceful::Watcher,
+    closing: CancellationToken,
     idle_timeout: Duration,
 ) -> hyper::Result<()>
 where
@@ -178,5 +206,13 @@ where
 {
     let mut builder = http1::Builder::new();
     builder.keep_alive(true).timer(TokioTimer::new()).header_read_timeout(idle_timeout);
-    watcher.watch(builder.serve_connection(io, service)).await
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => result,
+        () = closing.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    }
 }

@@ -9,18 +9,17 @@ use common::wire::{
     session_label,
 };
 use http::{HeaderValue, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use tracing::debug;
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::http::{frames, no_content};
+use crate::http::{RequestBody, frames, no_content};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
 
 /// The step a request names, if any: the next one, or the last one again (a resume).
 pub fn step_request(
-    req: &Request<Incoming>,
+    req: &Request<RequestBody>,
     session: &Session,
 ) -> Result<Option<StepRequest>, Error> {
     let number = |name: &str| -> Result<Option<u64>, Error> {

@@ -19,6 +19,8 @@ pub enum Route {
     Infile(String),
     /// `DELETE …/v1/sessions/{id}`
     CloseSession(String),
+    /// `GET …/v1/stream`: a WebSocket upgrade, after which requests travel as messages.
+    Stream,
     /// `GET /metrics`
     Metrics,
     /// Known path, wrong method.
@@ -42,6 +44,7 @@ impl Route {
             ["ready"] => (Route::Ready, method == "GET" || method == "HEAD"),
             ["keepalive"] => (Route::KeepAlive, method == "POST"),
             ["relay"] => (Route::OpenRelay, method == "POST"),
+            ["stream"] => (Route::Stream, method == "GET"),
             ["sessions", id, "login"] if valid_id(id) => {
                 (Route::Login((*id).to_owned()), method == "POST")
             }
@@ -66,6 +69,7 @@ impl Route {
             Route::Health => ("GET", "v1/health".into()),
             Route::Ready => ("GET", "v1/ready".into()),
             Route::OpenRelay => ("POST", "v1/relay".into()),
+            Route::Stream => ("GET", "v1/stream".into()),
             Route::KeepAlive => ("POST", "v1/keepalive".into()),
             Route::Login(id) => ("POST", format!("v1/sessions/{id}/login")),
             Route::Command(id) => ("POST", format!("v1/sessions/{id}/command")),
@@ -96,6 +100,7 @@ mod tests {
             Route::Health,
             Route::Ready,
             Route::OpenRelay,
+            Route::Stream,
             Route::KeepAlive,
             Route::Login(id.clone()),
             Route::Command(id.clone()),

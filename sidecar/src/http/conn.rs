@@ -17,8 +17,21 @@ use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::body::{BodyDecoder, Decoded};
+use super::messages;
+use tokio_tungstenite::WebSocketStream;
 /// The socket: plain TCP for `http://`, TLS for `https://`.
 type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
+
+/// How requests travel on the connection.
+#[derive(Debug)]
+enum Carrier {
+    /// One HTTP/1.1 request each.
+    Http(Stream),
+    /// As messages on the connection upgraded to a WebSocket stream.
+    Messages(Box<WebSocketStream<Stream>>),
+    /// Neither: an upgrade failed half-way.
+    Lost,
+}
 
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 32;
@@ -51,6 +64,8 @@ pub struct ResponseHead {
     pub pipeline: Option<usize>,
     /// A resumed answer: the byte it starts at and the CRC of the bytes before, as sent.
     pub resumed: (Option<String>, Option<String>),
+    /// An accepted upgrade's `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol`.
+    pub upgrade: (String, String),
 }
 
 impl ResponseHead {
@@ -63,9 +78,11 @@ impl ResponseHead {
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]
 pub struct HttpConn {
-    stream: Stream,
+    carrier: Carrier,
     buf: BytesMut,
     body: BodyDecoder,
+    /// Over a stream: the answer's body has messages still to come.
+    message_body: bool,
     keep_alive: bool,
     /// Longest wait for any byte of an answer (or room to write a request): a transport that
     /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
@@ -119,9 +136,10 @@ impl HttpConn {
             }
         };
         Ok(Self {
-            stream,
+            carrier: Carrier::Http(stream),
             buf: BytesMut::with_capacity(16 * 1024),
             body: BodyDecoder::empty(),
+            message_body: false,
             keep_alive: false,
             silence_limit: DEFAULT_SILENCE_LIMIT,
         })
@@ -147,7 +165,40 @@ impl HttpConn {
 
     /// True when the previous answer was read to its end and the connection may be reused.
     pub fn reusable(&self) -> bool {
-        self.keep_alive && self.body.is_done() && self.buf.is_empty()
+        match self.carrier {
+            Carrier::Http(_) => self.keep_alive && self.body.is_done() && self.buf.is_empty(),
+            Carrier::Messages(_) => self.keep_alive && !self.message_body,
+            Carrier::Lost => false,
+        }
+    }
+
+    /// True when requests travel as messages on a stream.
+    pub fn is_stream(&self) -> bool {
+        matches!(self.carrier, Carrier::Messages(_))
+    }
+
+    /// Asks for the upgrade to a stream with `head` (a `GET …/v1/stream` head with
+    /// [`messages::upgrade_request`]'s lines, made with `key`). `None`: requests now travel
+    /// as messages. `Some(head)`: the answer was not `101` (a proxy that does not pass the
+    /// upgrade), its body was read, and the connection goes on with HTTP when it may.
+    pub async fn upgrade(&mut self, head: &[u8], key: &str) -> io::Result<Option<ResponseHead>> {
+        let answer = self.request(head, b"").await?;
+        if answer.status != 101 {
+            self.body_to_end(64 * 1024).await?;
+            return Ok(Some(answer));
+        }
+        let (accept, protocol) = &answer.upgrade;
+        if !messages::upgrade_accepted(key, accept, protocol) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "a bad WebSocket upgrade"));
+        }
+        let Carrier::Http(stream) = std::mem::replace(&mut self.carrier, Carrier::Lost) else {
+            return Err(io::Error::other("upgraded twice"));
+        };
+        let read_ahead = self.buf.split().to_vec();
+        let ws = messages::upgraded(stream, read_ahead).await;
+        self.carrier = Carrier::Messages(Box::new(ws));
+        self.keep_alive = true;
+        Ok(None)
     }
 
     /// Sends a request (head and body in one write when small) and reads the response head.
@@ -156,7 +207,21 @@ impl HttpConn {
     pub async fn request(&mut self, head: &[u8], body: &[u8]) -> io::Result<ResponseHead> {
         self.keep_alive = false;
         self.body = BodyDecoder::empty();
-        let stream = &mut self.stream;
+        let stream = match &mut self.carrier {
+            Carrier::Http(stream) => stream,
+            Carrier::Messages(ws) => {
+                let limit = self.silence_limit;
+                let sent = Self::within_limit(limit, messages::send(ws, head, body)).await;
+                match sent {
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
+                    sent => {
+                        sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?
+                    }
+                }
+                return self.read_message_head().await;
+            }
+            Carrier::Lost => return Err(io::Error::other("the connection was lost")),
+        };
         let write = async {
             if body.len() <= 64 * 1024 {
                 let mut both = Vec::with_capacity(head.len() + body.len());
@@ -177,12 +242,59 @@ impl HttpConn {
         self.read_head().await
     }
 
+    /// Over a stream: the message holding the answer's head; its body follows in messages.
+    async fn read_message_head(&mut self) -> io::Result<ResponseHead> {
+        let Carrier::Messages(ws) = &mut self.carrier else {
+            return Err(io::Error::other("not a stream"));
+        };
+        let message = Self::within_limit(self.silence_limit, messages::next(ws)).await?;
+        let mut buf = BytesMut::from(&message[..]);
+        let Some(head) = Self::parse_head(&mut buf)? else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a stream answer without a head",
+            ));
+        };
+        self.body = BodyDecoder::empty();
+        self.message_body = true;
+        self.keep_alive = true;
+        Ok(head.0)
+    }
+
     async fn read_head(&mut self) -> io::Result<ResponseHead> {
         let mut first = true;
         loop {
+            if let Some((head, body, keep_alive)) = Self::parse_head(&mut self.buf)? {
+                self.body = body;
+                self.keep_alive = keep_alive;
+                return Ok(head);
+            }
+            if self.buf.len() > MAX_HEAD {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too large"));
+            }
+            let Carrier::Http(stream) = &mut self.carrier else {
+                return Err(io::Error::other("not an HTTP connection"));
+            };
+            let n = Self::within_limit(self.silence_limit, stream.read_buf(&mut self.buf)).await?;
+            if n == 0 {
+                let kind = if first && self.buf.is_empty() {
+                    io::ErrorKind::ConnectionAborted
+                } else {
+                    io::ErrorKind::UnexpectedEof
+                };
+                return Err(io::Error::new(kind, "the connection closed before an answer"));
+            }
+            first = false;
+        }
+    }
+
+    /// A response head at the start of `buf`, taken from it, with the decoder of its body
+    /// and whether the connection stays open after it; `None` while it is incomplete.
+    fn parse_head(buf: &mut BytesMut) -> io::Result<Option<(ResponseHead, BodyDecoder, bool)>> {
+        {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut response = httparse::Response::new(&mut headers);
-            let parsed = response.parse(&self.buf).map_err(|e| {
+            let parsed = response.parse(buf).map_err(|e| {
                 io::Error::new(io::ErrorKind::InvalidData, format!("not an HTTP response ({e})"))
             })?;
             if let httparse::Status::Complete(len) = parsed {
@@ -207,6 +319,10 @@ impl HttpConn {
                         header(response.headers, RESUMED_FROM_HEADER).map(str::to_owned),
                         header(response.headers, ANSWER_CRC_HEADER).map(str::to_owned),
                     ),
+                    upgrade: (
+                        header(response.headers, "sec-websocket-accept").unwrap_or("").to_owned(),
+                        header(response.headers, "sec-websocket-protocol").unwrap_or("").to_owned(),
+                    ),
                 };
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -214,7 +330,7 @@ impl HttpConn {
                     .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
                 let length =
                     header(response.headers, "content-length").map(|v| v.trim().parse::<u64>());
-                self.body = match (status, chunked, length) {
+                let body = match (status, chunked, length) {
                     (100..=199 | 204 | 304, _, _) => BodyDecoder::empty(),
                     (_, true, _) => BodyDecoder::chunked(),
                     (_, false, Some(Ok(n))) => BodyDecoder::length(n),
@@ -226,37 +342,40 @@ impl HttpConn {
                     }
                     (_, false, None) => BodyDecoder::until_close(),
                 };
-                self.keep_alive =
-                    !close && response.version == Some(1) && !self.body.ends_with_close();
-                drop(self.buf.split_to(len));
-                return Ok(head);
+                let keep_alive = !close && response.version == Some(1) && !body.ends_with_close();
+                drop(buf.split_to(len));
+                return Ok(Some((head, body, keep_alive)));
             }
-            if self.buf.len() > MAX_HEAD {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too large"));
-            }
-            let n =
-                Self::within_limit(self.silence_limit, self.stream.read_buf(&mut self.buf)).await?;
-            if n == 0 {
-                let kind = if first && self.buf.is_empty() {
-                    io::ErrorKind::ConnectionAborted
-                } else {
-                    io::ErrorKind::UnexpectedEof
-                };
-                return Err(io::Error::new(kind, "the connection closed before an answer"));
-            }
-            first = false;
         }
+        Ok(None)
     }
 
     /// The next piece of the response body; `None` at its end.
     pub async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {
+        let stream = match &mut self.carrier {
+            Carrier::Http(stream) => stream,
+            Carrier::Messages(_) if !self.message_body => return Ok(None),
+            Carrier::Messages(ws) => {
+                let data = Self::within_limit(self.silence_limit, messages::next(ws)).await;
+                // A stream that ends mid-answer broke (not: nothing came back).
+                let data = data.map_err(|e| match e.kind() {
+                    io::ErrorKind::ConnectionAborted => {
+                        io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
+                    }
+                    _ => e,
+                })?;
+                self.message_body = !data.is_empty();
+                return Ok(self.message_body.then_some(data));
+            }
+            Carrier::Lost => return Err(io::Error::other("the connection was lost")),
+        };
         loop {
             match self.body.decode(&mut self.buf)? {
                 Decoded::Data(data) => return Ok(Some(data)),
                 Decoded::Done => return Ok(None),
                 Decoded::NeedMore => {
                     self.buf.reserve(16 * 1024);
-                    let read = self.stream.read_buf(&mut self.buf);
+                    let read = stream.read_buf(&mut self.buf);
                     if Self::within_limit(self.silence_limit, read).await? == 0 {
                         self.body.at_eof()?;
                         return Ok(None);

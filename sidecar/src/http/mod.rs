@@ -3,8 +3,10 @@
 
 mod body;
 mod conn;
+mod messages;
 mod proxy;
 
 pub use body::{BodyDecoder, Decoded};
 pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
+pub use messages::upgrade_request;
 pub use proxy::Proxy;

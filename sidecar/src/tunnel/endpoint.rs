@@ -44,6 +44,8 @@ pub(super) struct Endpoint {
     /// How many commands with an answer one request may carry, as the transport said (1 for a
     /// transport that does not take pipelined commands).
     pub(super) pipeline: std::sync::atomic::AtomicUsize,
+    /// Whether new connections ask for a stream.
+    pub(super) streams: super::carrier::Streams,
 }
 
 impl fmt::Debug for Endpoint {
@@ -160,6 +162,7 @@ impl TunnelClient {
             compress,
             takes_zstd: false.into(),
             pipeline: 1.into(),
+            streams: super::carrier::Streams::new(link.stream),
         })))
     }
 

@@ -17,6 +17,7 @@ use crate::Error;
 use crate::http::{HttpConn, ResponseHead};
 
 mod answer;
+mod carrier;
 mod control;
 mod endpoint;
 mod resend;
@@ -155,17 +156,7 @@ impl TunnelConn {
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
-                let conn = HttpConn::connect(
-                    &ep.host,
-                    ep.port,
-                    ep.connect_timeout,
-                    ep.tls.as_ref(),
-                    ep.proxy.as_ref(),
-                )
-                .await
-                .map_err(|e| self.unreachable(&e))?;
-                ep.connects.inc();
-                self.http = Some(conn);
+                self.http = Some(self.open_connection().await?);
             }
             let Some(conn) = self.http.as_mut() else { break };
             conn.set_silence_limit(Duration::from_millis(
@@ -187,22 +178,24 @@ impl TunnelConn {
                 Err(e) if reused && e.kind() == std::io::ErrorKind::ConnectionAborted => {
                     self.http = None
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    self.http = None;
-                    let url = self.endpoint.url.clone();
-                    return Err(Error::TransportSilent { url, reason: e.to_string() });
-                }
                 Err(e) => {
                     self.http = None;
-                    if !is_break(&e) {
-                        return Err(self.unreachable(&e));
-                    }
-                    let url = self.endpoint.url.clone();
-                    return Err(Error::ConnectionBroken { url, reason: e.to_string() });
+                    return Err(self.failed(&e));
                 }
             }
         }
         Err(self.unreachable(&std::io::Error::other("the connection kept closing")))
+    }
+
+    /// What a connection's failure is: silence, a break (another connection may not meet
+    /// it), or an unreachable transport.
+    fn failed(&self, e: &std::io::Error) -> Error {
+        let url = self.endpoint.url.clone();
+        match e.kind() {
+            std::io::ErrorKind::TimedOut => Error::TransportSilent { url, reason: e.to_string() },
+            _ if is_break(e) => Error::ConnectionBroken { url, reason: e.to_string() },
+            _ => self.unreachable(e),
+        }
     }
 
     /// Turns a non-2xx answer into an error, whatever produced it.

@@ -1,0 +1,23 @@
+//! The stream carrier: the same requests and answers as over HTTP/1.1, carried as WebSocket
+//! messages on one upgraded connection (`GET …/v1/stream`), so a command costs no HTTP
+//! parsing at either end.
+//!
+//! - A request is one binary message: its HTTP/1.1 request head (the same headers as over
+//!   HTTP, `Authorization` included: every request is authenticated) followed by its body.
+//! - Its answer is a binary message holding the response head (status and headers, no
+//!   framing header), then one binary message per piece of the body, then an empty binary
+//!   message: the body's end. The next request may follow.
+//! - Steps, resumes, frames, heartbeats and zstd are those of HTTP: a broken stream is a
+//!   broken connection, and its step is sent again on a new one.
+//!
+//! A proxy that does not pass the upgrade answers the `GET` without `101 Switching
+//! Protocols`; the sidecar then uses plain requests.
+
+/// The WebSocket subprotocol both ends name (`Sec-WebSocket-Protocol`).
+pub const STREAM_PROTOCOL: &str = "sqltunnel.v1";
+
+/// Largest response head the sidecar reads, and request head the transport reads.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// The nginx lines that let the upgrade through, as logs and `sidecar check` quote them.
+pub const NGINX_STREAM_LINES: &str = "proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection $sqltunnel_connection; with, in the http block, map $http_upgrade $sqltunnel_connection { default upgrade; '' ''; } (see configs/nginx.example.conf)";

@@ -1,0 +1,114 @@
+//! Which carrier a new connection to the transport uses (`transport.stream`): a WebSocket
+//! stream when the path passes the upgrade, else one HTTP request per step. A path that
+//! refuses the upgrade is remembered for a while and logged once, with the nginx lines that
+//! would let it through.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::wire::{AFFINITY_HEADER, NGINX_STREAM_LINES, Route};
+use tracing::{debug, warn};
+
+use super::TunnelConn;
+use crate::Error;
+use crate::config::StreamMode;
+use crate::http::{HttpConn, ResponseHead, upgrade_request};
+
+/// How long `auto` sends plain requests after the path refused a stream.
+const REFUSAL_REMEMBERED: Duration = Duration::from_secs(600);
+
+/// The choice of carrier, shared by every connection to one transport.
+#[derive(Debug)]
+pub(super) struct Streams {
+    mode: StreamMode,
+    /// Under `auto`: no stream is asked for until then.
+    refused_until: Mutex<Option<Instant>>,
+    /// The refusal was logged at warn level (once).
+    logged: AtomicBool,
+}
+
+impl Streams {
+    pub(super) fn new(mode: StreamMode) -> Self {
+        Self { mode, refused_until: Mutex::new(None), logged: AtomicBool::new(false) }
+    }
+
+    /// True when a new connection asks for a stream.
+    fn wanted(&self) -> bool {
+        match self.mode {
+            StreamMode::Off => false,
+            StreamMode::On => true,
+            StreamMode::Auto => {
+                let until = *self.refused_until.lock().unwrap_or_else(|p| p.into_inner());
+                until.is_none_or(|until| Instant::now() >= until)
+            }
+        }
+    }
+
+    /// The path answered the upgrade with `answer`: plain requests for a while.
+    fn refused(&self, url: &str, answer: &ResponseHead) {
+        let until = Instant::now() + REFUSAL_REMEMBERED;
+        *self.refused_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
+        let status = answer.status_line();
+        if self.logged.swap(true, Ordering::Relaxed) {
+            debug!(%url, %status, "the path still refuses streams: requests are used");
+        } else {
+            warn!(
+                %url,
+                %status,
+                "the path to the transport does not pass WebSocket upgrades, so each command is one HTTP request (slower); to let streams through nginx, add to the tunnel's location: {NGINX_STREAM_LINES}"
+            );
+        }
+    }
+}
+
+impl TunnelConn {
+    /// A new connection to the transport, upgraded to a stream when `transport.stream` wants
+    /// one and the path allows it.
+    pub(super) async fn open_connection(&self) -> Result<HttpConn, Error> {
+        let ep = &self.endpoint;
+        let mut conn = self.connect().await?;
+        if !ep.streams.wanted() {
+            return Ok(conn);
+        }
+        let (key, lines) = upgrade_request();
+        let headers = format!(
+            "Authorization: {}\r\n{AFFINITY_HEADER}: {}\r\n{lines}",
+            self.authorization, self.affinity
+        );
+        let head = ep.target().request_head("GET", &Route::Stream.path(), 0, &headers);
+        let refusal = match conn.upgrade(head.as_bytes(), &key).await {
+            Ok(None) => return Ok(conn),
+            Ok(Some(refusal)) => refusal,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        let url = ep.url.clone();
+        match (refusal.status, ep.streams.mode) {
+            (401, _) => return Err(Error::TokenRefused { url }),
+            (_, StreamMode::On) => {
+                let detail = format!(
+                    ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
+                );
+                return Err(Error::BadAnswer { url, status: refusal.status_line(), detail });
+            }
+            _ => ep.streams.refused(&url, &refusal),
+        }
+        if conn.reusable() { Ok(conn) } else { self.connect().await }
+    }
+
+    /// A new HTTP connection to the transport (or through its proxy).
+    async fn connect(&self) -> Result<HttpConn, Error> {
+        let ep = &self.endpoint;
+        let conn = HttpConn::connect(
+            &ep.host,
+            ep.port,
+            ep.connect_timeout,
+            ep.tls.as_ref(),
+            ep.proxy.as_ref(),
+        )
+        .await
+        .map_err(|e| self.unreachable(&e))?;
+        ep.connects.inc();
+        Ok(conn)
+    }
+}

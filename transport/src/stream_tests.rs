@@ -1,0 +1,83 @@
+//! Unit tests of the stream carrier's message parsing and upgrade checks.
+
+use super::*;
+
+fn upgrade_request() -> Request<RequestBody> {
+    let mut req = Request::get("/v1/stream")
+        .header(UPGRADE, "websocket")
+        .header(CONNECTION, "keep-alive, Upgrade")
+        .header(SEC_WEBSOCKET_VERSION, "13")
+        .header(SEC_WEBSOCKET_PROTOCOL, STREAM_PROTOCOL)
+        .header(SEC_WEBSOCKET_KEY, "dGhlIHNhbXBsZSBub25jZQ==")
+        .body(Full::new(Bytes::new()).map_err(|never| match never {}).boxed())
+        .expect("request");
+    // What hyper leaves in an upgradable request (here: one that never upgrades).
+    let pending = hyper::upgrade::on(Request::new(()));
+    req.extensions_mut().insert(pending);
+    req
+}
+
+#[test]
+fn a_message_is_a_request_head_and_its_body() {
+    let message = Bytes::from_static(
+        b"POST /db/v1/sessions/ab12/command HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nX-Tunnel-Step: 7\r\n\r\nabc",
+    );
+    let req = parse_request(message).expect("a request");
+    assert_eq!(req.method(), "POST");
+    assert_eq!(req.uri().path(), "/db/v1/sessions/ab12/command");
+    assert_eq!(req.headers()["x-tunnel-step"], "7");
+    let body = req.into_body().collect().now_or_never().expect("ready").expect("body");
+    assert_eq!(body.to_bytes(), Bytes::from_static(b"abc"));
+}
+
+#[test]
+fn garbage_and_lies_are_refused() {
+    for message in [
+        &b"\x00\x01garbage"[..],
+        b"POST /v1/relay HTTP/1.1\r\nHost: x\r\n",
+        b"POST /v1/relay HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc",
+        b"POST /v1/relay HTTP/1.1\r\nContent-Length: 1\r\n\r\nabc",
+        b"",
+    ] {
+        assert!(
+            matches!(parse_request(Bytes::copy_from_slice(message)), Err(Error::BadRequest(_))),
+            "{message:?}"
+        );
+    }
+    let mut huge = b"POST /v1/relay HTTP/1.1\r\nX: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
+    huge.extend_from_slice(b"\r\n\r\n");
+    assert!(parse_request(Bytes::from(huge)).is_err(), "a head over the limit");
+}
+
+#[test]
+fn an_upgrade_is_accepted_with_the_key_answered() {
+    let response = accept(upgrade_request()).expect("accepted");
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    // RFC 6455's own example key and answer.
+    assert_eq!(response.headers()[SEC_WEBSOCKET_ACCEPT], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    assert_eq!(response.headers()[SEC_WEBSOCKET_PROTOCOL], STREAM_PROTOCOL);
+    assert!(response.extensions().get::<Upgrading>().is_some());
+}
+
+#[test]
+fn what_is_not_an_upgrade_is_refused_with_426() {
+    let strip = |name: http::HeaderName| {
+        let mut req = upgrade_request();
+        req.headers_mut().remove(name);
+        req
+    };
+    for req in [
+        strip(UPGRADE),
+        strip(CONNECTION),
+        strip(SEC_WEBSOCKET_KEY),
+        strip(SEC_WEBSOCKET_PROTOCOL),
+        strip(SEC_WEBSOCKET_VERSION),
+    ] {
+        let refused = accept(req).expect_err("refused");
+        assert_eq!(refused.to_api().0, StatusCode::UPGRADE_REQUIRED);
+    }
+    let mut inside = upgrade_request();
+    inside.extensions_mut().remove::<OnUpgrade>();
+    assert!(matches!(accept(inside), Err(Error::UpgradeRequired(_))));
+}
