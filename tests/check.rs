@@ -59,9 +59,17 @@ async fn a_working_transport_passes_every_step() {
     let tunnel = Tunnel::start().await;
     let report = check(&sidecar_yaml(&format!("http://{}/", tunnel.transport), TOKEN)).await;
     assert!(report.passed, "{}", report.text);
-    for step in
-        ["dns", "connect", "tls", "transport", "round trip", "token", "upstream", "body limit"]
-    {
+    for step in [
+        "dns",
+        "connect",
+        "tls",
+        "transport",
+        "round trip",
+        "token",
+        "stream",
+        "upstream",
+        "body limit",
+    ] {
         assert!(report.line("ok", step).is_some(), "no ok {step}:\n{}", report.text);
     }
     let version: String =
@@ -178,16 +186,27 @@ async fn through_nginx_the_path_the_body_limit_and_a_dead_transport_are_named() 
     let good =
         check(&sidecar_yaml(&format!("http://127.0.0.1:{nginx_port}/db-tunnel/"), TOKEN)).await;
     assert!(good.passed, "{}", good.text);
+    let stream = good.line("ok", "stream").unwrap_or_default();
+    assert!(stream.contains("passes WebSocket upgrades"), "{}", good.text);
     check(&sidecar_yaml(&format!("http://127.0.0.1:{nginx_port}/"), TOKEN))
         .await
         .assert_fails("path", "404");
     drop(nginx);
-    // nginx's defaults: a 1 MB body limit.
+    // nginx's defaults: a 1 MB body limit, and no upgrade passed (a warning, with the fix).
     let nginx_port = Nginx::port();
     let _nginx = Nginx::start(&default_config(port, nginx_port, ""), nginx_port).await;
-    check(&sidecar_yaml(&format!("http://127.0.0.1:{nginx_port}/db-tunnel/"), TOKEN))
-        .await
-        .assert_fails("body limit", "client_max_body_size 64m");
+    let defaults = sidecar_yaml(&format!("http://127.0.0.1:{nginx_port}/db-tunnel/"), TOKEN);
+    let report = check(&defaults).await;
+    report.assert_fails("body limit", "client_max_body_size 64m");
+    let stream = report.line("warn", "stream").unwrap_or_default();
+    assert!(stream.contains("426") && stream.contains("proxy_set_header Upgrade"), "{stream}");
+    // Required, the refusal fails the first step that needs the transport's API.
+    let required =
+        defaults.replace("  connect_timeout: 2s\n", "  connect_timeout: 2s\n  stream: on\n");
+    let report = check(&required).await;
+    assert!(!report.passed, "{}", report.text);
+    let fail = report.text.lines().find(|l| l.starts_with("FAIL")).unwrap_or_default();
+    assert!(fail.contains("transport.stream is on") && fail.contains("Upgrade"), "{fail}");
     // nginx in front of nothing.
     let nginx_port = Nginx::port();
     let _dead = Nginx::start(&default_config(free_port(), nginx_port, ""), nginx_port).await;

@@ -54,10 +54,9 @@ async fn core_answers_match_direct_through_the_example_config() {
     within(120, async {
         let (tunnel, nginx) = behind_nginx(example, "").await;
         core_scripts_match(&tunnel).await;
-        assert!(
-            nginx.access_log().contains("POST /db-tunnel/v1/sessions/"),
-            "requests went through nginx"
-        );
+        let log = nginx.access_log();
+        assert!(log.contains("\"GET /db-tunnel/v1/stream HTTP/1.1\" 101"), "streams: {log}");
+        assert!(!log.contains("/v1/sessions/"), "every session request rode a stream: {log}");
     })
     .await;
 }
@@ -67,10 +66,10 @@ async fn core_answers_match_direct_through_nginx_defaults() {
     within(120, async {
         let (tunnel, nginx) = behind_nginx(defaults, "").await;
         core_scripts_match(&tunnel).await;
-        assert!(
-            nginx.access_log().contains("/db-tunnel/v1/sessions"),
-            "requests went through nginx"
-        );
+        let log = nginx.access_log();
+        assert!(log.contains("/db-tunnel/v1/sessions"), "requests went through nginx: {log}");
+        // The upgrade was refused once, then not asked for again (remembered).
+        assert_eq!(log.matches("\"GET /db-tunnel/v1/stream HTTP/1.1\" 426").count(), 1, "{log}");
     })
     .await;
 }

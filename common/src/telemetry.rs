@@ -57,8 +57,19 @@ fn parse_filter(what: &str, directives: &str) -> Result<EnvFilter, String> {
             )));
         }
     }
-    EnvFilter::builder().parse(directives).map_err(|e| bad(e.to_string()))
+    let filter = EnvFilter::builder().parse(directives).map_err(|e| bad(e.to_string()))?;
+    // The WebSocket library traces every frame with its payload (tokens, login packets): its
+    // lines stop at info whatever the filter asks, so no secret reaches a log.
+    Ok(SILENCED_BELOW_INFO.iter().fold(filter, |filter, target| {
+        match format!("{target}=info").parse() {
+            Ok(directive) => filter.add_directive(directive),
+            Err(_) => filter,
+        }
+    }))
 }
+
+/// Libraries whose debug and trace lines may carry secrets.
+const SILENCED_BELOW_INFO: [&str; 2] = ["tungstenite", "tokio_tungstenite"];
 
 /// Changes the log filter of the running process (a reloaded `log.level`).
 pub type LevelReload = Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>;

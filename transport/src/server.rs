@@ -91,12 +91,16 @@ pub async fn run_with_reloads(
         };
         state.metrics.connections_accepted.inc();
         let state = state.clone();
+        let (streams, stream_closing) = (connection_tasks.clone(), closing.clone());
+        let stream_slots = connections.clone();
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let state = state.clone();
+            let (state, streams, closing) =
+                (state.clone(), streams.clone(), stream_closing.clone());
+            let slots = stream_slots.clone();
             async move {
                 let mut response = api::handle(state.clone(), peer, req.map(BodyExt::boxed)).await;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
-                    tokio::spawn(carry_stream(state, peer, upgrading));
+                    streams.spawn(carry_stream(state, peer, upgrading, (slots, closing)));
                 }
                 Ok::<_, std::convert::Infallible>(response)
             }
@@ -149,10 +153,20 @@ pub async fn run_with_reloads(
 }
 
 /// Carries an upgraded connection's stream: each message is a request for [`api::handle`].
-async fn carry_stream(state: Arc<AppState>, peer: SocketAddr, upgrading: stream::Upgrading) {
+/// The stream counts against `max_connections` as its HTTP connection did (whose slot it takes
+/// over once hyper lets go of it).
+async fn carry_stream(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    upgrading: stream::Upgrading,
+    (slots, closing): (Arc<Semaphore>, CancellationToken),
+) {
     let upgraded = match upgrading.0.await {
         Ok(upgraded) => upgraded,
         Err(e) => return debug!(%peer, error = %e, "a stream's upgrade failed"),
+    };
+    let Ok(Ok(_slot)) = tokio::time::timeout(FIRST_BYTE, slots.acquire_owned()).await else {
+        return debug!(%peer, "max_connections reached: a stream closed");
     };
     state.metrics.streams_opened.inc();
     let config = state.config();
@@ -160,8 +174,7 @@ async fn carry_stream(state: Arc<AppState>, peer: SocketAddr, upgrading: stream:
         max_request_bytes: config.max_request_bytes,
         idle: config.idle_timeout,
     };
-    let draining = state.draining.clone();
-    stream::serve(upgraded, limits, draining, |req| api::handle(state.clone(), peer, req)).await;
+    stream::serve(upgraded, limits, closing, |req| api::handle(state.clone(), peer, req)).await;
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.

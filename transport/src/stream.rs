@@ -88,33 +88,37 @@ fn lists(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
 }
 
 /// Carries a stream until the sidecar closes it, it idles for `limits.idle`, it breaks, or
-/// `draining` (shutdown) finds it between requests: each request message is answered by
-/// `answer`, in order.
+/// `closing` (the end of a shutdown, once the drain is over) finds it between requests: each
+/// request message is answered by `answer`, in order.
 pub async fn serve<F, Fut>(
     upgraded: Upgraded,
     limits: StreamLimits,
-    draining: CancellationToken,
+    closing: CancellationToken,
     mut answer: F,
 ) where
     F: FnMut(Request<RequestBody>) -> Fut,
     Fut: Future<Output = Response<ResponseBody>>,
 {
     let largest = limits.max_request_bytes.saturating_add(MAX_HEAD_BYTES);
-    let config =
-        WebSocketConfig::default().max_message_size(Some(largest)).max_frame_size(Some(largest));
+    // Reads of 16 KiB (not 128): an idle stream, kept by a sidecar for its next session,
+    // costs little.
+    let config = WebSocketConfig::default()
+        .read_buffer_size(16 * 1024)
+        .max_message_size(Some(largest))
+        .max_frame_size(Some(largest));
     let io = TokioIo::new(upgraded);
     let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     loop {
         let next = tokio::select! {
             next = tokio::time::timeout(limits.idle, ws.next()) => next,
-            () = draining.cancelled() => break,
+            () = closing.cancelled() => break,
         };
         let data = match next {
             Ok(Some(Ok(Message::Binary(data)))) => data,
             Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
             Ok(Some(Ok(Message::Close(_)))) | Ok(None) => break,
-            Ok(Some(Ok(other))) => {
-                return debug!(kind = ?other, "a stream sent a non-binary message: closed");
+            Ok(Some(Ok(Message::Text(_) | Message::Frame(_)))) => {
+                return debug!("a stream sent a message that is not binary: closed");
             }
             Ok(Some(Err(e))) => return debug!(error = %e, "a stream broke"),
             Err(_) => {

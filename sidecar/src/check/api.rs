@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::wire::{JSON_CONTENT_TYPE, OpenRelay, Route, TurnEnd};
+use common::wire::{JSON_CONTENT_TYPE, NGINX_STREAM_LINES, OpenRelay, Route, TurnEnd};
 use serde::Deserialize;
 
 use super::line::{Line, fail, ok, warn};
 use crate::Error;
-use crate::config::SidecarConfig;
-use crate::http::{HttpConn, ResponseHead};
+use crate::config::{SidecarConfig, StreamMode};
+use crate::http::{HttpConn, ResponseHead, upgrade_request};
 use crate::tunnel::{Target, TunnelClient};
 
 /// Longest wait for the answer to the body-limit request's head.
@@ -118,6 +118,35 @@ pub async fn token(tunnel: &TunnelClient, config: &SidecarConfig) -> Line {
         ),
         Err(e) => fail("token", format!("{e}")),
     }
+}
+
+/// Which carrier the path allows: a WebSocket stream (the upgrade passes every proxy on the
+/// way) or one HTTP request per command, and what `transport.stream` makes of it.
+pub async fn carrier(tunnel: &TunnelClient, target: &Target<'_>, mode: StreamMode) -> Line {
+    if mode == StreamMode::Off {
+        return ok("stream", "off (transport.stream): one HTTP request per command".into());
+    }
+    let (key, lines) = upgrade_request();
+    let headers = format!("Authorization: {}\r\n{lines}", tunnel.authorization());
+    let head = target.request_head("GET", &Route::Stream.path(), 0, &headers);
+    let upgraded = match connect(target).await {
+        Ok(mut conn) => conn.upgrade(head.as_bytes(), &key).await,
+        Err(e) => Err(e),
+    };
+    let refusal = match upgraded {
+        Ok(None) => {
+            return ok(
+                "stream",
+                "the path passes WebSocket upgrades: sessions ride streams".into(),
+            );
+        }
+        Ok(Some((refusal, _))) => refusal.status_line(),
+        Err(e) => e.to_string(),
+    };
+    let text = format!(
+        "the path does not pass WebSocket upgrades ({refusal}): one HTTP request per command, which works but costs more. Fix: in nginx, {NGINX_STREAM_LINES}"
+    );
+    if mode == StreamMode::On { fail("stream", text) } else { warn("stream", text) }
 }
 
 /// The transport's upstreams (its readiness report), each with its server version, and the

@@ -1,5 +1,5 @@
 //! `sidecar check`: walks to the transport step by step (DNS, TCP or the proxy, TLS, the API,
-//! the token, the upstreams, the round trip, a proxy's body limit) and prints one line per
+//! the round trip, the token, the carrier the path allows, the upstreams, a proxy's body limit) and prints one line per
 //! step; a step that fails says what to fix, and the walk stops where it cannot go on.
 //! Layers: `line` (a report line) → `way` (reaching the transport), `api` (what it answers).
 
@@ -83,6 +83,7 @@ pub async fn check(config: &SidecarConfig, mut show: impl FnMut(&Line)) -> Vec<L
     if !note(token_line) {
         return lines;
     }
+    note(api::carrier(&tunnel, &target, config.transport.stream).await);
     for line in api::upstreams(&tunnel, &target, config).await {
         note(line);
     }

@@ -179,13 +179,17 @@ impl HttpConn {
 
     /// Asks for the upgrade to a stream with `head` (a `GET …/v1/stream` head with
     /// [`messages::upgrade_request`]'s lines, made with `key`). `None`: requests now travel
-    /// as messages. `Some(head)`: the answer was not `101` (a proxy that does not pass the
-    /// upgrade), its body was read, and the connection goes on with HTTP when it may.
-    pub async fn upgrade(&mut self, head: &[u8], key: &str) -> io::Result<Option<ResponseHead>> {
+    /// as messages. `Some((head, body))`: the answer was not `101` (a proxy that does not
+    /// pass the upgrade, or an error), and the connection goes on with HTTP when it may.
+    pub async fn upgrade(
+        &mut self,
+        head: &[u8],
+        key: &str,
+    ) -> io::Result<Option<(ResponseHead, Bytes)>> {
         let answer = self.request(head, b"").await?;
         if answer.status != 101 {
-            self.body_to_end(64 * 1024).await?;
-            return Ok(Some(answer));
+            let body = self.body_to_end(64 * 1024).await?;
+            return Ok(Some((answer, body)));
         }
         let (accept, protocol) = &answer.upgrade;
         if !messages::upgrade_accepted(key, accept, protocol) {

@@ -44,6 +44,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let config = WebSocketConfig::default()
+        .read_buffer_size(16 * 1024)
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE));
     WebSocketStream::from_partially_read(stream, read_ahead, Role::Client, Some(config)).await

@@ -71,20 +71,23 @@ impl TunnelConn {
         if !ep.streams.wanted() {
             return Ok(conn);
         }
+        conn.set_silence_limit(Duration::from_millis(ep.silence_limit_ms.load(Ordering::Relaxed)));
         let (key, lines) = upgrade_request();
         let headers = format!(
             "Authorization: {}\r\n{AFFINITY_HEADER}: {}\r\n{lines}",
             self.authorization, self.affinity
         );
         let head = ep.target().request_head("GET", &Route::Stream.path(), 0, &headers);
-        let refusal = match conn.upgrade(head.as_bytes(), &key).await {
+        let (refusal, body) = match conn.upgrade(head.as_bytes(), &key).await {
             Ok(None) => return Ok(conn),
             Ok(Some(refusal)) => refusal,
             Err(e) => return Err(self.failed(&e)),
         };
         let url = ep.url.clone();
+        // A 4xx is the path (or a transport without streams) saying no; a 401 or a 5xx (a
+        // proxy whose transport is down) is what any request would have met.
         match (refusal.status, ep.streams.mode) {
-            (401, _) => return Err(Error::TokenRefused { url }),
+            (401 | 500.. | ..=399, _) => return Err(self.error_of(&refusal, &body, 0)),
             (_, StreamMode::On) => {
                 let detail = format!(
                     ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
@@ -94,6 +97,14 @@ impl TunnelConn {
             _ => ep.streams.refused(&url, &refusal),
         }
         if conn.reusable() { Ok(conn) } else { self.connect().await }
+    }
+
+    /// The newest idle connection this one may use: plain HTTP, or a stream of its affinity.
+    pub(super) fn idle_connection(&self) -> Option<HttpConn> {
+        let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let usable = |tied: &Option<String>| tied.as_ref().is_none_or(|a| *a == self.affinity);
+        let at = idle.iter().rposition(|(tied, _)| usable(tied))?;
+        Some(idle.remove(at).1)
     }
 
     /// A new HTTP connection to the transport (or through its proxy).

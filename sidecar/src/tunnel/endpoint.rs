@@ -31,7 +31,8 @@ pub(super) struct Endpoint {
     pub(super) proxy: Option<Proxy>,
     /// New HTTP connections made (a metric).
     pub(super) connects: Counter,
-    pub(super) idle: std::sync::Mutex<Vec<HttpConn>>,
+    /// Idle connections, oldest first; a stream with the affinity it is tied to.
+    pub(super) idle: std::sync::Mutex<Vec<(Option<String>, HttpConn)>>,
     /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
     /// once it has told them.
     pub(super) silence_limit_ms: AtomicU64,

@@ -25,8 +25,9 @@ mod resend;
 use endpoint::Endpoint;
 pub use endpoint::{Target, TunnelClient};
 
-/// Idle HTTP connections kept for the next client session.
-const MAX_IDLE_HTTP: usize = 16;
+/// Idle HTTP connections and streams kept for the next client sessions (two per affinity
+/// bucket), the oldest let go first.
+const MAX_IDLE_HTTP: usize = 32;
 
 /// Largest error or control body read from the transport.
 const MAX_CONTROL_BODY: usize = 64 * 1024;
@@ -151,7 +152,7 @@ impl TunnelConn {
         headers.push_str(extra_headers);
         let head = ep.target().request_head(method, path, body.len(), &headers);
         if self.http.is_none() {
-            self.http = ep.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            self.http = self.idle_connection();
         }
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
@@ -204,8 +205,13 @@ impl TunnelConn {
             Some(conn) => conn.body_to_end(MAX_CONTROL_BODY).await.unwrap_or_default(),
             None => bytes::Bytes::new(),
         };
+        self.error_of(response, &body, size)
+    }
+
+    /// The error a non-2xx answer with `body` means (`size`: the request body's length).
+    fn error_of(&self, response: &ResponseHead, body: &[u8], size: usize) -> Error {
         let is_json = response.content_type.starts_with(JSON_CONTENT_TYPE);
-        let api: Option<ApiError> = if is_json { serde_json::from_slice(&body).ok() } else { None };
+        let api: Option<ApiError> = if is_json { serde_json::from_slice(body).ok() } else { None };
         let url = self.endpoint.url.clone();
         let status = response.status_line();
         match (response.status, api) {
@@ -292,13 +298,16 @@ impl TunnelConn {
 }
 
 impl Drop for TunnelConn {
-    /// Hands a clean keep-alive connection to the next client session.
+    /// Hands a clean keep-alive connection to the next client session: a stream to one of the
+    /// same affinity only (a hashing proxy tied the stream to one transport).
     fn drop(&mut self) {
         if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
+            let tied = conn.is_stream().then(|| self.affinity.clone());
             let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < MAX_IDLE_HTTP {
-                idle.push(conn);
+            if idle.len() >= MAX_IDLE_HTTP {
+                idle.remove(0);
             }
+            idle.push((tied, conn));
         }
     }
 }

@@ -44,6 +44,7 @@ impl TunnelConn {
             tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
         let extra = format!("{}{RESUME_FROM_HEADER}: {from}\r\n", pending.extra);
         let mut pause = Duration::from_millis(50);
+        let mut last: String;
         loop {
             self.http = None;
             let sent = self.send(pending.outgoing(&extra)).await.map(|(head, _)| head);
@@ -53,10 +54,10 @@ impl TunnelConn {
                     return Ok(head);
                 }
                 Err(
-                    Error::TransportUnreachable { .. }
+                    e @ (Error::TransportUnreachable { .. }
                     | Error::ConnectionBroken { .. }
-                    | Error::SessionBusy,
-                ) => {}
+                    | Error::SessionBusy),
+                ) => last = e.to_string(),
                 // A new connection that opens but stays silent: the transport itself is
                 // frozen or overloaded, not the path to it.
                 Err(Error::TransportSilent { reason, .. }) => {
@@ -65,12 +66,14 @@ impl TunnelConn {
                         self.endpoint.url
                     )));
                 }
-                Err(Error::BadAnswer { status, .. }) if status.starts_with("50") => {}
+                Err(e @ Error::BadAnswer { .. }) if e.to_string().contains("HTTP 50") => {
+                    last = e.to_string();
+                }
                 Err(e) => return Err(e),
             }
             if tokio::time::Instant::now() + pause > deadline {
                 return Err(Error::NotResumed(format!(
-                    "the transport at {} could not be reached again within {} s",
+                    "the transport at {} could not be reached again within {} s (last: {last})",
                     self.endpoint.url,
                     RESUME_FOR.min(Duration::from_millis(session_timeout)).as_secs()
                 )));

@@ -1,0 +1,179 @@
+//! The session stream (WebSocket): sessions ride streams where the path passes the upgrade
+//! and answer as directly; `stream: off` keeps to requests; a client that connects in a loop
+//! opens no new connection to the transport once warm; and whatever arrives on a stream
+//! (garbage, a wrong token, another token's session, an oversized message) is refused
+//! clearly while the other sessions carry on.
+
+use std::time::Duration;
+
+use e2e::http::metric;
+use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
+use e2e::{
+    TOKEN, Tunnel, assert_same_answers, compare_script, direct, mysql_port, opts, sidecar_yaml,
+    transport_yaml, within,
+};
+use futures_util::{SinkExt, StreamExt};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const STREAMS_OPENED: &str = "sqltunnel_streams_opened_total";
+const CONNECTIONS: &str = "sqltunnel_http_connections_accepted_total";
+
+/// A tunnel whose sidecar has `stream: mode`.
+async fn tunnel_with_stream(mode: &str) -> Tunnel {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let sidecar = sidecar_yaml(&url, TOKEN)
+        .replace("  connect_timeout: 2s\n", &format!("  connect_timeout: 2s\n  stream: {mode}\n"));
+    Tunnel::start_with(listener, &transport_yaml(mysql_port()), &sidecar).await
+}
+
+#[tokio::test]
+async fn sessions_ride_streams_and_answer_as_directly_and_off_keeps_to_requests() {
+    within(120, async {
+        for (mode, streams) in [("auto", true), ("off", false)] {
+            let tunnel = tunnel_with_stream(mode).await;
+            for script in [TYPES_SCRIPT, DML_SCRIPT, ERROR_SCRIPT] {
+                let (mut d, mut t) = (direct().await, tunnel.connect().await);
+                let (a, b) = compare_script(&mut d, &mut t, script).await;
+                assert_same_answers(script, &a, &b);
+            }
+            let opened = metric(tunnel.transport.port(), Some(TOKEN), STREAMS_OPENED).await;
+            assert_eq!(opened > 0, streams, "stream: {mode}, {opened} streams opened");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_connecting_in_a_loop_opens_no_new_connection_once_warm() {
+    within(120, async {
+        let tunnel = tunnel_with_stream("auto").await;
+        let port = tunnel.transport.port();
+        let cycle = || async {
+            let mut conn = Conn::new(opts(tunnel.sidecar.port(), None)).await.expect("login");
+            let one: Option<u8> = conn.query_first("SELECT 1").await.expect("query");
+            assert_eq!(one, Some(1));
+            conn.disconnect().await.expect("quit");
+        };
+        for _ in 0..40 {
+            cycle().await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = metric(port, Some(TOKEN), CONNECTIONS).await;
+        for _ in 0..30 {
+            cycle().await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The metrics request itself is one connection.
+        let new = metric(port, Some(TOKEN), CONNECTIONS).await - before - 1;
+        assert_eq!(new, 0, "30 connect-query-quit cycles opened {new} connections");
+    })
+    .await;
+}
+
+/// A stream opened by hand with `token`.
+async fn raw_stream(port: u16, token: &str) -> WebSocketStream<tokio::net::TcpStream> {
+    let mut request =
+        format!("ws://127.0.0.1:{port}/v1/stream").into_client_request().expect("request");
+    let headers = request.headers_mut();
+    headers.insert("authorization", format!("Bearer {token}").parse().expect("header"));
+    headers.insert("sec-websocket-protocol", "sqltunnel.v1".parse().expect("header"));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    let (ws, response) = tokio_tungstenite::client_async(request, tcp).await.expect("upgrade");
+    assert_eq!(response.status(), 101);
+    ws
+}
+
+/// Sends `message` and reads the answer: its head and its body.
+async fn ask(
+    ws: &mut WebSocketStream<tokio::net::TcpStream>,
+    message: Vec<u8>,
+) -> (String, String) {
+    ws.send(Message::Binary(message.into())).await.expect("send");
+    let head = match ws.next().await {
+        Some(Ok(Message::Binary(head))) => String::from_utf8_lossy(&head).into_owned(),
+        other => panic!("no answer head: {other:?}"),
+    };
+    let mut body = Vec::new();
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Binary(piece))) if piece.is_empty() => break,
+            Some(Ok(Message::Binary(piece))) => body.extend_from_slice(&piece),
+            other => panic!("the body broke off: {other:?}"),
+        }
+    }
+    (head, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn request(method: &str, path: &str, token: &str, body: &str) -> Vec<u8> {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn bad_input_on_a_stream_is_refused_and_other_sessions_carry_on() {
+    within(60, async {
+        let yaml = transport_yaml(mysql_port())
+            .replace("tokens: [", "tokens: [other-token-0123456789, ")
+            + "max_request_bytes: 1048576\n";
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let tunnel = Tunnel::start_with(listener, &yaml, &sidecar_yaml(&url, TOKEN)).await;
+        let port = tunnel.transport.port();
+        let mut busy = tunnel.connect().await;
+        // Without a token, no stream.
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let bare = format!("ws://127.0.0.1:{port}/v1/stream").into_client_request().expect("req");
+        let refused = tokio_tungstenite::client_async(bare, tcp).await.expect_err("refused");
+        assert!(refused.to_string().contains("401"), "{refused}");
+
+        let mut ws = raw_stream(port, TOKEN).await;
+        // Garbage, a lying length, a wrong token, a stream inside the stream: each answered.
+        let (status, _) = ask(&mut ws, b"\x00\x01 not a request".to_vec()).await;
+        assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+        let mut lying = request("POST", "/v1/keepalive", TOKEN, "{}");
+        lying.extend_from_slice(b"more");
+        assert!(ask(&mut ws, lying).await.0.starts_with("HTTP/1.1 400"));
+        let (status, _) = ask(&mut ws, request("POST", "/v1/keepalive", "wrong", "{}")).await;
+        assert!(status.starts_with("HTTP/1.1 401"), "{status}");
+        let (status, _) = ask(&mut ws, request("GET", "/v1/stream", TOKEN, "")).await;
+        assert!(status.starts_with("HTTP/1.1 426"), "{status}");
+        // A session opened on the stream answers only its own token.
+        let (head, body) = ask(&mut ws, request("POST", "/v1/relay", TOKEN, "{}")).await;
+        assert!(head.starts_with("HTTP/1.1 201"), "{head} {body}");
+        let session = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-tunnel-session: "))
+            .expect("the session's id")
+            .to_owned();
+        let mut other = raw_stream(port, "other-token-0123456789").await;
+        let ping = "\x01\x00\x00\x00\x0e";
+        let command = format!("/v1/sessions/{session}/command");
+        let (status, _) =
+            ask(&mut other, request("POST", &command, "other-token-0123456789", ping)).await;
+        assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+        let (status, _) =
+            ask(&mut ws, request("DELETE", &format!("/v1/sessions/{session}"), TOKEN, "")).await;
+        assert!(status.starts_with("HTTP/1.1 204"), "{status}");
+        // Still answering after all that.
+        let (status, body) = ask(&mut ws, request("GET", "/v1/health", TOKEN, "")).await;
+        assert!(status.starts_with("HTTP/1.1 200") && body.contains("ok"), "{status} {body}");
+        // A text message, or one over max_request_bytes and a head, closes the stream.
+        ws.send(Message::Text("hello".into())).await.expect("send");
+        assert!(matches!(ws.next().await, None | Some(Ok(Message::Close(_))) | Some(Err(_))));
+        let mut big = raw_stream(port, TOKEN).await;
+        drop(big.send(Message::Binary(vec![b'x'; 2 << 20].into())).await);
+        assert!(matches!(big.next().await, None | Some(Ok(Message::Close(_))) | Some(Err(_))));
+        // The session that ran meanwhile never noticed.
+        let one: Option<u8> = busy.query_first("SELECT 1").await.expect("query");
+        assert_eq!(one, Some(1));
+    })
+    .await;
+}
