@@ -1,6 +1,6 @@
 //! The docs stay true about the code's layout: every file or folder that ARCHITECTURE.md, the
-//! README and docs/ name in backticks (`transport/src/steps.rs`, `relay/`, `digest.rs`) exists
-//! in the tree, as a path or as the end of one.
+//! README, CONTRIBUTING.md and docs/ (subfolders too) name in backticks (`transport/src/steps.rs`,
+//! `relay/`, `digest.rs`) exists in the tree, as a path or as the end of one.
 
 use std::path::{Path, PathBuf};
 
@@ -43,10 +43,11 @@ fn every_file_the_docs_name_exists() {
     let root = root.canonicalize().expect("root");
     let mut tree = Vec::new();
     walk(&root, &root, &mut tree);
-    let mut docs = vec![root.join("ARCHITECTURE.md"), root.join("README.md")];
-    if let Ok(entries) = std::fs::read_dir(root.join("docs")) {
-        docs.extend(entries.flatten().map(|e| e.path()));
-    }
+    let mut docs =
+        vec![root.join("ARCHITECTURE.md"), root.join("README.md"), root.join("CONTRIBUTING.md")];
+    let mut in_docs = Vec::new();
+    walk(&root, &root.join("docs"), &mut in_docs);
+    docs.extend(in_docs.iter().filter(|p| !p.ends_with('/')).map(|p| root.join(p)));
     let mut missing = Vec::new();
     for doc in &docs {
         let text = std::fs::read_to_string(doc).expect("a doc");
