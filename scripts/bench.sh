@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Benchmarks, direct connection vs through the tunnel, measured in the same run:
-#   - sysbench oltp_point_select, 1 thread, text protocol and prepared statements (QPS ratios)
-#   - sysbench oltp_read_only, 1 thread, prepared statements (QPS ratio)
-#   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio tunnel/direct)
-# Two chained socat (a plain two-hop byte relay) are measured in the same rounds, as the
-# floor any two-hop tunnel starts from.
-# Each pair runs ROUNDS times (default 3), alternating; medians are printed, with the CPU time
+# Benchmarks, measured in the same run, interleaved: a direct connection, two chained socat
+# (a plain two-hop byte relay, the floor of any two-hop tunnel), wstunnel (TCP over WebSocket;
+# built from source into a cache directory when missing), the tunnel over requests (one HTTP
+# request per command, `stream: off`) and the tunnel over a WebSocket stream (the default):
+#   - sysbench oltp_point_select, text protocol, 1 and 8 threads (QPS ratios to direct)
+#   - sysbench oltp_read_only, prepared statements, 1 thread (QPS ratio)
+#   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio to direct)
+# Each runs ROUNDS times (default 3); medians are printed, with the CPU time, user and system,
 # the transport and the sidecar spent per query (from /proc/<pid>/stat).
 # BASELINE_BIN=DIR (a directory with other `transport` and `sidecar` binaries, e.g. an older
-# build) and BASELINE_CONFIGS=DIR (their example configs) add a third column, measured
+# build) and BASELINE_CONFIGS=DIR (their example configs) add its columns, measured
 # interleaved in the same run: an A/B comparison of two builds.
 # `--wan [ROUNDS]` runs the network bench instead: the shaping proxy at a 50 ms round trip
 # between a direct client and MariaDB and between the sidecar and the transport (round trips
@@ -48,7 +49,7 @@ fi
 
 SECONDS_PER_RUN=${1:-10}
 ROUNDS=${ROUNDS:-3}
-ensure_packages mariadb-server mariadb-client sysbench
+ensure_packages mariadb-server mariadb-client sysbench socat bc
 cargo build --release --locked
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-bench.XXXXXX")
@@ -63,45 +64,42 @@ trap cleanup EXIT
 
 db_port=$(free_port)
 start_mariadb "$WORK/mariadb" "$db_port"
-transport_port=$(free_port)
-sidecar_port=$(free_port)
-sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
-    -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$transport_port/" \
-    -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
-sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$transport_port/#" \
-    -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sidecar_port/" \
-    -e "s/level: info/level: warn/" configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
-target/release/transport --config "$WORK/transport.yaml" 2>"$WORK/transport.log" &
-PIDS+=($!)
-target/release/sidecar --config "$WORK/sidecar.yaml" 2>"$WORK/sidecar.log" &
-PIDS+=($!)
-TRANSPORT_PID=${PIDS[0]} SIDECAR_PID=${PIDS[1]}
-wait_port "$transport_port"
-wait_port "$sidecar_port"
 
-# A second transport + sidecar from BASELINE_BIN, for an A/B run.
-baseline_port=""
-if [[ -n "${BASELINE_BIN:-}" ]]; then
-    bt_port=$(free_port)
-    baseline_port=$(free_port)
+# One transport; two sidecars on it: one on WebSocket streams (stream: auto, the default),
+# one on a request per command (stream: off, what nginx's defaults allow).
+# start_tunnel BIN_DIR CONFIG_DIR TAG: starts a transport and both sidecars from BIN_DIR, sets
+# PORT_<TAG>_STREAM, PORT_<TAG>_REQUESTS and PID_<TAG>_{TRANSPORT,STREAM,REQUESTS}.
+start_tunnel() {
+    local bin=$1 configs=$2 tag=$3 tport sport rport
+    tport=$(free_port) sport=$(free_port) rport=$(free_port)
     sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
-        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$bt_port/" \
-        -e "s/level: info/level: warn/" "$BASELINE_CONFIGS/transport.example.yaml" >"$WORK/b-transport.yaml"
-    sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$bt_port/#" \
-        -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$baseline_port/" \
-        -e "s/level: info/level: warn/" "$BASELINE_CONFIGS/sidecar.example.yaml" >"$WORK/b-sidecar.yaml"
-    "$BASELINE_BIN/transport" --config "$WORK/b-transport.yaml" 2>"$WORK/b-transport.log" &
+        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$tport/" \
+        -e "s/level: info/level: warn/" "$configs/transport.example.yaml" >"$WORK/$tag-transport.yaml"
+    "$bin/transport" --config "$WORK/$tag-transport.yaml" 2>"$WORK/$tag-transport.log" &
     PIDS+=($!)
-    B_TRANSPORT_PID=$!
-    "$BASELINE_BIN/sidecar" --config "$WORK/b-sidecar.yaml" 2>"$WORK/b-sidecar.log" &
-    PIDS+=($!)
-    B_SIDECAR_PID=$!
-    wait_port "$bt_port"
-    wait_port "$baseline_port"
-fi
+    printf -v "PID_${tag}_TRANSPORT" '%s' $!
+    for carrier in stream requests; do
+        local port=$sport mode=auto
+        [[ $carrier == requests ]] && port=$rport mode=off
+        sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$tport/#" \
+            -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$port/" \
+            -e "s/^  stream: auto/  stream: $mode/" \
+            -e "s/level: info/level: warn/" "$configs/sidecar.example.yaml" >"$WORK/$tag-$carrier.yaml"
+        "$bin/sidecar" --config "$WORK/$tag-$carrier.yaml" 2>"$WORK/$tag-$carrier.log" &
+        PIDS+=($!)
+        printf -v "PID_${tag}_${carrier^^}" '%s' $!
+        printf -v "PORT_${tag}_${carrier^^}" '%s' "$port"
+    done
+    wait_port "$tport"
+    wait_port "$sport"
+    wait_port "$rport"
+}
+start_tunnel target/release configs T
+
+# TARGETS: "name port [transport-pid sidecar-pid]", measured in this order each round.
+TARGETS=("direct $db_port")
 
 # A plain byte relay of two hops, as a model of any two-hop tunnel: two chained socat.
-ensure_packages socat
 socat_port=$(free_port) socat_mid=$(free_port)
 socat TCP-LISTEN:"$socat_mid",bind=127.0.0.1,fork,reuseaddr,nodelay TCP:127.0.0.1:"$db_port",nodelay &
 PIDS+=($!)
@@ -109,18 +107,59 @@ socat TCP-LISTEN:"$socat_port",bind=127.0.0.1,fork,reuseaddr,nodelay TCP:127.0.0
 PIDS+=($!)
 wait_port "$socat_mid"
 wait_port "$socat_port"
+TARGETS+=("socat-2-hops $socat_port")
 
-# CPU seconds (user + system) a process has used so far.
-cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$1/stat"; }
+# wstunnel (TCP over WebSocket, Rust and tokio; not on crates.io): built from its source into
+# a cache directory when missing (WSTUNNEL_SRC: a checkout, else a clone of its GitHub repository
+# at WSTUNNEL_TAG), skipped with a note when that is not possible.
+WSTUNNEL_TAG=${WSTUNNEL_TAG:-v10.6.2}
+WSTUNNEL_DIR=${WSTUNNEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sqltunnel-bench/wstunnel-$WSTUNNEL_TAG}
+if [[ ! -x "$WSTUNNEL_DIR/bin/wstunnel" ]]; then
+    echo "building wstunnel $WSTUNNEL_TAG into $WSTUNNEL_DIR (once, several minutes)"
+    src=${WSTUNNEL_SRC:-$WSTUNNEL_DIR/src}
+    if [[ ! -d "$src" ]]; then
+        git clone --quiet --depth 1 --branch "$WSTUNNEL_TAG" https://github.com/erebe/wstunnel "$src" \
+            >"$WORK/wstunnel-build.log" 2>&1 || true
+    fi
+    if [[ -d "$src" ]] && (cd "$src" && cargo build --quiet --release --locked -p wstunnel-cli) \
+        >>"$WORK/wstunnel-build.log" 2>&1; then
+        mkdir -p "$WSTUNNEL_DIR/bin" && cp "$src/target/release/wstunnel" "$WSTUNNEL_DIR/bin/"
+    else
+        echo "note: wstunnel could not be built, its column is skipped:"
+        tail -3 "$WORK/wstunnel-build.log"
+    fi
+fi
+if [[ -x "$WSTUNNEL_DIR/bin/wstunnel" ]]; then
+    ws_server=$(free_port) ws_client=$(free_port)
+    "$WSTUNNEL_DIR/bin/wstunnel" server --restrict-to "127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server" >"$WORK/wstunnel-server.log" 2>&1 &
+    PIDS+=($!)
+    wait_port "$ws_server"
+    "$WSTUNNEL_DIR/bin/wstunnel" client -L "tcp://127.0.0.1:$ws_client:127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server" >"$WORK/wstunnel-client.log" 2>&1 &
+    PIDS+=($!)
+    wait_port "$ws_client"
+    TARGETS+=("wstunnel $ws_client")
+fi
+TARGETS+=("tunnel-requests $PORT_T_REQUESTS $PID_T_TRANSPORT $PID_T_REQUESTS")
+TARGETS+=("tunnel-stream $PORT_T_STREAM $PID_T_TRANSPORT $PID_T_STREAM")
+
+# A second transport + sidecars from BASELINE_BIN, for an A/B run.
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+    start_tunnel "$BASELINE_BIN" "$BASELINE_CONFIGS" B
+    TARGETS+=("baseline-requests $PORT_B_REQUESTS $PID_B_TRANSPORT $PID_B_REQUESTS")
+    TARGETS+=("baseline-stream $PORT_B_STREAM $PID_B_TRANSPORT $PID_B_STREAM")
+fi
+
+# CPU seconds (user and system) a process has used so far.
+cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
 
 sb() {
-    local test=$1 port=$2 ps=$3 action=$4
+    local test=$1 port=$2 ps=$3 threads=$4 action=$5
     sysbench "$test" --mysql-host=127.0.0.1 --mysql-port="$port" --mysql-user=app \
         --mysql-password=app-pw --mysql-db=tunnel_test --tables=1 --table-size=10000 \
-        --threads=1 --time="$SECONDS_PER_RUN" --db-ps-mode="$ps" "$action"
+        --threads="$threads" --time="$SECONDS_PER_RUN" --db-ps-mode="$ps" "$action"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-qps() { sb "$1" "$2" "$3" run | awk '/queries:/ { gsub(/\(/, "", $3); print $3 }'; }
+qps() { sb "$1" "$2" "$3" "$4" run | awk '/queries:/ { gsub(/\(/, "", $3); print $3 }'; }
 big_select() {
     local port=$1 start end
     start=$(date +%s.%N)
@@ -129,56 +168,87 @@ big_select() {
     end=$(date +%s.%N)
     echo "$end - $start" | bc -l
 }
+# half FILE N: the median of column N of FILE.
+half() { awk -v n="$2" '{ print $n }' "$1" | median; }
+# per_query FILE PID QUERIES BEFORE: appends "user system" microseconds per query since BEFORE.
+per_query() {
+    local hz after
+    hz=$(getconf CLK_TCK)
+    after=$(cpu_ticks "$2")
+    awk -v a="$after" -v b="$4" -v q="$3" -v hz="$hz" 'BEGIN { split(a, x); split(b, y);
+        printf "%.1f %.1f\n", (x[1] - y[1]) * 1e6 / hz / q, (x[2] - y[2]) * 1e6 / hz / q }' >>"$1"
+}
 
-ensure_packages bc
-sb oltp_point_select "$db_port" disable prepare >/dev/null
-WORKLOADS=("oltp_point_select disable" "oltp_point_select auto" "oltp_read_only auto")
+sb oltp_point_select "$db_port" disable 1 prepare >/dev/null
+WORKLOADS=("oltp_point_select disable 1" "oltp_point_select disable 8" "oltp_read_only auto 1")
 for _ in $(seq "$ROUNDS"); do
     for i in "${!WORKLOADS[@]}"; do
-        read -r test ps <<<"${WORKLOADS[$i]}"
-        qps "$test" "$db_port" "$ps" >>"$WORK/qps.$i.direct"
-        t0=$(cpu_seconds "$TRANSPORT_PID") s0=$(cpu_seconds "$SIDECAR_PID")
-        q=$(qps "$test" "$sidecar_port" "$ps")
-        t1=$(cpu_seconds "$TRANSPORT_PID") s1=$(cpu_seconds "$SIDECAR_PID")
-        echo "$q" >>"$WORK/qps.$i.tunnel"
-        echo "($t1 - $t0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.transport"
-        echo "($s1 - $s0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.sidecar"
-        qps "$test" "$socat_port" "$ps" >>"$WORK/qps.$i.socat"
-        if [[ -n "$baseline_port" ]]; then
-            t0=$(cpu_seconds "$B_TRANSPORT_PID") s0=$(cpu_seconds "$B_SIDECAR_PID")
-            q=$(qps "$test" "$baseline_port" "$ps")
-            t1=$(cpu_seconds "$B_TRANSPORT_PID") s1=$(cpu_seconds "$B_SIDECAR_PID")
-            echo "$q" >>"$WORK/qps.$i.baseline"
-            echo "($t1 - $t0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.b-transport"
-            echo "($s1 - $s0) * 1000000 / ($q * $SECONDS_PER_RUN)" | bc -l >>"$WORK/cpu.$i.b-sidecar"
-        fi
+        read -r test ps threads <<<"${WORKLOADS[$i]}"
+        for target in "${TARGETS[@]}"; do
+            read -r name port tpid spid <<<"$target"
+            [[ -n "${tpid:-}" ]] && t0=$(cpu_ticks "$tpid") s0=$(cpu_ticks "$spid")
+            q=$(qps "$test" "$port" "$ps" "$threads")
+            echo "$q" >>"$WORK/qps.$i.$name"
+            if [[ -n "${tpid:-}" ]]; then
+                n=$(echo "$q * $SECONDS_PER_RUN" | bc -l)
+                per_query "$WORK/cpu.$i.$name.transport" "$tpid" "$n" "$t0"
+                per_query "$WORK/cpu.$i.$name.sidecar" "$spid" "$n" "$s0"
+            fi
+            unset tpid spid
+        done
     done
-    big_select "$db_port" >>"$WORK/big.direct"
-    big_select "$sidecar_port" >>"$WORK/big.tunnel"
+    for target in "${TARGETS[@]}"; do
+        read -r name port _ <<<"$target"
+        big_select "$port" >>"$WORK/big.$name"
+    done
 done
 
-bd=$(median <"$WORK/big.direct"); bt=$(median <"$WORK/big.tunnel")
 echo
-echo "sqltunnel benchmark, $ROUNDS rounds of ${SECONDS_PER_RUN}s, medians, 1 thread"
+echo "sqltunnel benchmark: $ROUNDS interleaved rounds of ${SECONDS_PER_RUN}s, medians; ratios to direct"
+printf '%-34s' "workload"
+for target in "${TARGETS[@]}"; do read -r name _ <<<"$target"; printf '%18s' "$name"; done
+echo
 for i in "${!WORKLOADS[@]}"; do
-    read -r test ps <<<"${WORKLOADS[$i]}"
-    qd=$(median <"$WORK/qps.$i.direct"); qt=$(median <"$WORK/qps.$i.tunnel")
-    printf '%-18s ps-mode=%-8s direct %6.0f qps, tunnel %6.0f qps, ratio %.2f   (runs: %s | %s)\n' "$test" "$ps" "$qd" "$qt" \
-        "$(echo "$qt / $qd" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.direct")" "$(paste -sd' ' "$WORK/qps.$i.tunnel")"
-    printf '%-18s CPU per query: transport %.1f us, sidecar %.1f us\n' "" \
-        "$(median <"$WORK/cpu.$i.transport")" "$(median <"$WORK/cpu.$i.sidecar")"
-    qs=$(median <"$WORK/qps.$i.socat")
-    printf '%-18s 2 socat hops %6.0f qps, ratio %.2f; tunnel / 2 socat hops %.2f   (runs: %s)\n' "" "$qs" \
-        "$(echo "$qs / $qd" | bc -l)" "$(echo "$qt / $qs" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.socat")"
-    if [[ -n "$baseline_port" ]]; then
-        qb=$(median <"$WORK/qps.$i.baseline")
-        printf '%-18s baseline build %6.0f qps, ratio %.2f; this build / baseline %.2f   (runs: %s)\n' "" "$qb" \
-            "$(echo "$qb / $qd" | bc -l)" "$(echo "$qt / $qb" | bc -l)" "$(paste -sd' ' "$WORK/qps.$i.baseline")"
-        printf '%-18s baseline CPU per query: transport %.1f us, sidecar %.1f us\n' "" \
-            "$(median <"$WORK/cpu.$i.b-transport")" "$(median <"$WORK/cpu.$i.b-sidecar")"
-    fi
+    read -r test ps threads <<<"${WORKLOADS[$i]}"
+    qd=$(median <"$WORK/qps.$i.direct")
+    printf '%-34s' "$test ps=$ps threads=$threads"
+    for target in "${TARGETS[@]}"; do
+        read -r name _ <<<"$target"
+        printf '%12.2f %5.0fk' "$(echo "$(median <"$WORK/qps.$i.$name") / $qd" | bc -l)" \
+            "$(echo "$(median <"$WORK/qps.$i.$name") / 1000" | bc -l)"
+    done
+    echo
 done
-printf '1M-row SELECT:              direct %.2f s,   tunnel %.2f s,   ratio %.2f (target <= 2.0)\n' "$bd" "$bt" "$(echo "$bt / $bd" | bc -l)"
+bd=$(median <"$WORK/big.direct")
+printf '%-34s' "1M-row SELECT, wall time"
+for target in "${TARGETS[@]}"; do
+    read -r name _ <<<"$target"
+    printf '%12.2f %5.2fs' "$(echo "$(median <"$WORK/big.$name") / $bd" | bc -l)" "$(median <"$WORK/big.$name")"
+done
+echo
+echo
+echo "CPU per query in microseconds, user + system (medians of the rounds):"
+for i in "${!WORKLOADS[@]}"; do
+    read -r test ps threads <<<"${WORKLOADS[$i]}"
+    for target in "${TARGETS[@]}"; do
+        read -r name _ tpid _ <<<"$target"
+        [[ -z "${tpid:-}" ]] && continue
+        printf '  %-34s %-18s transport %5.1f + %5.1f   sidecar %5.1f + %5.1f\n' "$test ps=$ps threads=$threads" "$name" \
+            "$(half "$WORK/cpu.$i.$name.transport" 1)" "$(half "$WORK/cpu.$i.$name.transport" 2)" \
+            "$(half "$WORK/cpu.$i.$name.sidecar" 1)" "$(half "$WORK/cpu.$i.$name.sidecar" 2)"
+        unset tpid
+    done
+done
+for i in "${!WORKLOADS[@]}"; do
+    read -r test ps threads <<<"${WORKLOADS[$i]}"
+    qs=$(median <"$WORK/qps.$i.socat-2-hops")
+    printf '%-34s tunnel-stream / 2 socat hops %.2f, tunnel-requests / 2 socat hops %.2f' "$test ps=$ps threads=$threads" \
+        "$(echo "$(median <"$WORK/qps.$i.tunnel-stream") / $qs" | bc -l)" "$(echo "$(median <"$WORK/qps.$i.tunnel-requests") / $qs" | bc -l)"
+    if [[ -f "$WORK/qps.$i.wstunnel" ]]; then
+        printf ', tunnel-stream / wstunnel %.2f' "$(echo "$(median <"$WORK/qps.$i.tunnel-stream") / $(median <"$WORK/qps.$i.wstunnel")" | bc -l)"
+    fi
+    echo
+done
 echo
 echo "== connection set-up (the sidecar prepares the next relayed session's greeting ahead)"
 cargo bench -p e2e --bench connect --locked -- "$db_port" "$sidecar_port" 300

@@ -70,9 +70,10 @@ async fn large_answers_leave_nothing_behind() {
         for rss in std::iter::once(sequential).chain(bursts) {
             assert!(rss < bound, "RSS {rss} KiB against {start} KiB at the start");
         }
-        // The sidecar keeps up to 16 idle keep-alive connections to the transport.
+        // The sidecar keeps up to 32 idle connections (streams) to the transport, for its next
+        // sessions; the transport closes them after idle_timeout.
         let now = t.transport.open_fds();
-        assert!(now <= fds + 16 + 2, "descriptors: {now} against {fds} at the start");
+        assert!(now <= fds + 32 + 2, "descriptors: {now} against {fds} at the start");
     })
     .await;
 }
