@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use e2e::http::raw_request;
 use e2e::processes::{ProcTunnel, bin_dir, free_port};
-use e2e::{PASSWORD, USER, mysql_port, within};
+use e2e::{PASSWORD, TOKEN, USER, mysql_port, within};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A TCP forwarder to MariaDB that can be stopped (connections refused, open ones cut) and
@@ -108,6 +108,9 @@ async fn readiness_follows_the_database_and_health_does_not() {
         let took = until_ready_is(port, 503).await;
         assert!(took < Duration::from_secs(8), "not ready after {took:?}");
         let (_, text) = get(port, "GET", "/v1/ready").await;
+        assert!(text.contains("not ready") && !text.contains("main"), "no detail without a token: {text}");
+        let detailed = format!("GET /v1/ready HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n");
+        let (_, text) = raw_request(port, &detailed).await;
         assert!(text.contains("\"ready\":false") && text.contains("main"), "{text}");
         assert_eq!(get(port, "GET", "/v1/health").await.0, 200, "still alive");
 

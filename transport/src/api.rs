@@ -32,7 +32,10 @@ pub async fn handle(
     let zstd = state.config().compression && accepts_zstd(req.headers());
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
-        Route::Ready => return ready(&state),
+        Route::Ready => {
+            let detailed = state.tokens().authorize(req.headers()).is_some();
+            return ready(&state, detailed);
+        }
         _ => {}
     }
     let Some(token) = state.tokens().authorize(req.headers()) else {
@@ -142,8 +145,9 @@ pub fn metrics(state: &AppState) -> Response<ResponseBody> {
 }
 
 /// Readiness: 200 when every upstream can be reached (as last probed or dialed), else 503;
-/// 503 too once shutdown has begun.
-fn ready(state: &AppState) -> Response<ResponseBody> {
+/// 503 too once shutdown has begun. Without a token only the status is said: the upstreams'
+/// names and errors are for a caller with a token (or `metrics_listen`).
+fn ready(state: &AppState, detailed: bool) -> Response<ResponseBody> {
     let (all, upstreams) = state.readiness.report(&state.config().upstreams);
     let draining = state.draining.is_cancelled();
     let (status, word) = match (all, draining) {
@@ -151,6 +155,9 @@ fn ready(state: &AppState) -> Response<ResponseBody> {
         (true, false) => (StatusCode::OK, "ready"),
         (false, false) => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
     };
+    if !detailed {
+        return json(status, &serde_json::json!({ "status": word }));
+    }
     let parked = state.sessions.parked_count();
     json(
         status,

@@ -167,7 +167,8 @@ pub async fn upstreams(
     }
     let ready = async {
         let mut conn = connect(target).await?;
-        let (_, body) = get(target, &mut conn, &Route::Ready.path(), "").await?;
+        let authorization = format!("Authorization: {}\r\n", tunnel.authorization());
+        let (_, body) = get(target, &mut conn, &Route::Ready.path(), &authorization).await?;
         serde_json::from_slice::<Ready>(&body).map_err(std::io::Error::other)
     };
     let listed = match tokio::time::timeout(target.connect_timeout * 2, ready).await {
