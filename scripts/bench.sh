@@ -251,7 +251,7 @@ for i in "${!WORKLOADS[@]}"; do
 done
 echo
 echo "== connection set-up (the sidecar prepares the next relayed session's greeting ahead)"
-cargo bench -p e2e --bench connect --locked -- "$db_port" "$sidecar_port" 300
+cargo bench -p e2e --bench connect --locked -- "$db_port" "$PORT_T_STREAM" 300
 echo
 echo "== timing wheel vs DelayQueue vs BinaryHeap"
 cargo bench -p sqltunnel-common --bench wheel --locked -- 10000 1000000

@@ -71,8 +71,11 @@ async fn core_answers_match_direct_through_nginx_defaults() {
         core_scripts_match(&tunnel).await;
         let log = nginx.access_log();
         assert!(log.contains("/db-tunnel/v1/sessions"), "requests went through nginx: {log}");
-        // The upgrade was refused once, then not asked for again (remembered).
-        assert_eq!(log.matches("\"GET /db-tunnel/v1/stream HTTP/1.1\" 426").count(), 1, "{log}");
+        // The upgrade was refused, then not asked for again (remembered): a few at most (the
+        // first connections may ask at once), against every request of the scripts.
+        let refusals = log.matches("\"GET /db-tunnel/v1/stream HTTP/1.1\" 426").count();
+        assert!((1..=4).contains(&refusals), "{refusals} refusals: {log}");
+        assert!(log.matches("/v1/sessions/").count() > 10, "{log}");
     })
     .await;
 }

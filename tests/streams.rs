@@ -41,6 +41,13 @@ async fn sessions_ride_streams_and_answer_as_directly_and_off_keeps_to_requests(
                 let (a, b) = compare_script(&mut d, &mut t, script).await;
                 assert_same_answers(script, &a, &b);
             }
+            // A statement over a stream message's 1 MiB goes as a plain request, and works.
+            let mut t = tunnel.connect().await;
+            let big = format!("SELECT LENGTH('{}')", "x".repeat(3_000_000));
+            let length: Option<u64> = t.query_first(big).await.expect("a 3 MB statement");
+            assert_eq!(length, Some(3_000_000));
+            let one: Option<u8> = t.query_first("SELECT 1").await.expect("and then a small one");
+            assert_eq!(one, Some(1));
             let opened = metric(tunnel.transport.port(), Some(TOKEN), STREAMS_OPENED).await;
             assert_eq!(opened > 0, streams, "stream: {mode}, {opened} streams opened");
         }
@@ -59,20 +66,34 @@ async fn a_client_connecting_in_a_loop_opens_no_new_connection_once_warm() {
             assert_eq!(one, Some(1));
             conn.disconnect().await.expect("quit");
         };
+        // Warm: every affinity bucket (16) has had its streams.
         for _ in 0..40 {
             cycle().await;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        settled(port).await;
         let before = metric(port, Some(TOKEN), CONNECTIONS).await;
         for _ in 0..30 {
             cycle().await;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        // The metrics request itself is one connection.
-        let new = metric(port, Some(TOKEN), CONNECTIONS).await - before - 1;
+        let metrics_requests = settled(port).await + 1;
+        // Each metrics request is a connection of its own.
+        let new = metric(port, Some(TOKEN), CONNECTIONS).await - before - metrics_requests;
         assert_eq!(new, 0, "30 connect-query-quit cycles opened {new} connections");
     })
     .await;
+}
+
+/// Waits until the transport holds only the session the sidecar prepared ahead (the last
+/// client's quit has arrived); answers how many metrics requests (connections) that took.
+async fn settled(port: u16) -> u64 {
+    let start = std::time::Instant::now();
+    let mut asked = 1;
+    while metric(port, Some(TOKEN), "sqltunnel_sessions_open").await > 1 {
+        assert!(start.elapsed() < Duration::from_secs(10), "sessions stay open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        asked += 1;
+    }
+    asked
 }
 
 /// A stream opened by hand with `token`.

@@ -5,6 +5,9 @@ use std::io::IsTerminal;
 
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::Error;
 
@@ -57,19 +60,23 @@ fn parse_filter(what: &str, directives: &str) -> Result<EnvFilter, String> {
             )));
         }
     }
-    let filter = EnvFilter::builder().parse(directives).map_err(|e| bad(e.to_string()))?;
-    // The WebSocket library traces every frame with its payload (tokens, login packets): its
-    // lines stop at info whatever the filter asks, so no secret reaches a log.
-    Ok(SILENCED_BELOW_INFO.iter().fold(filter, |filter, target| {
-        match format!("{target}=info").parse() {
-            Ok(directive) => filter.add_directive(directive),
-            Err(_) => filter,
-        }
-    }))
+    EnvFilter::builder().parse(directives).map_err(|e| bad(e.to_string()))
 }
 
-/// Libraries whose debug and trace lines may carry secrets.
+/// Libraries whose debug and trace lines may carry secrets: the WebSocket library traces every
+/// frame with its payload (tokens, login packets).
 const SILENCED_BELOW_INFO: [&str; 2] = ["tungstenite", "tokio_tungstenite"];
+
+/// False for a line of [`SILENCED_BELOW_INFO`] below info, whatever the filter asks: no
+/// directive, however specific, lets a secret reach a log.
+fn may_log(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() <= tracing::Level::INFO
+        || !SILENCED_BELOW_INFO.iter().any(|t| {
+            meta.target()
+                .strip_prefix(t)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+        })
+}
 
 /// Changes the log filter of the running process (a reloaded `log.level`).
 pub type LevelReload = Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>;
@@ -95,13 +102,21 @@ pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
         LogFormat::Text => {
             let builder = builder.with_filter_reloading();
             let handle = builder.reload_handle();
-            builder.try_init().map_err(|e| Error::Telemetry(e.to_string()))?;
+            builder
+                .finish()
+                .with(filter_fn(may_log))
+                .try_init()
+                .map_err(|e| Error::Telemetry(e.to_string()))?;
             Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()))
         }
         LogFormat::Json => {
             let builder = builder.json().with_filter_reloading();
             let handle = builder.reload_handle();
-            builder.try_init().map_err(|e| Error::Telemetry(e.to_string()))?;
+            builder
+                .finish()
+                .with(filter_fn(may_log))
+                .try_init()
+                .map_err(|e| Error::Telemetry(e.to_string()))?;
             Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()))
         }
     };
@@ -127,5 +142,29 @@ mod tests {
             let e = parse_filter("log.level", bad).err().unwrap_or_default();
             assert!(e.contains("log.level") && e.contains(bad), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn the_websocket_library_never_logs_below_info() {
+        use tracing::Level;
+        use tracing::callsite::Identifier;
+        use tracing::metadata::{Kind, Metadata};
+        struct Site;
+        impl tracing::Callsite for Site {
+            fn set_interest(&self, _: tracing::subscriber::Interest) {}
+            fn metadata(&self) -> &Metadata<'_> {
+                unimplemented!("not asked")
+            }
+        }
+        static SITE: Site = Site;
+        let line = |target: &'static str, level: Level| {
+            let fields = tracing::field::FieldSet::new(&[], Identifier(&SITE));
+            may_log(&Metadata::new("l", target, level, None, None, None, fields, Kind::EVENT))
+        };
+        assert!(!line("tungstenite::protocol", Level::TRACE));
+        assert!(!line("tokio_tungstenite", Level::DEBUG));
+        assert!(line("tungstenite::protocol", Level::INFO));
+        assert!(line("tungstenite_like_crate", Level::TRACE));
+        assert!(line("transport::stream", Level::TRACE));
     }
 }

@@ -122,7 +122,10 @@ async fn dispatch(
     }
     match route {
         Route::OpenRelay => relayed::open(state, req, token).await,
-        Route::Stream => stream::accept(req),
+        Route::Stream => {
+            state.refuse_if_draining()?;
+            stream::accept(req)
+        }
         Route::Login(id) => relayed::step(state, StepKind::Login, &id, token, req).await,
         Route::Command(id) => relayed::step(state, StepKind::Command, &id, token, req).await,
         Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, token, req).await,

@@ -12,7 +12,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -90,17 +90,20 @@ pub async fn run_with_reloads(
             continue;
         };
         state.metrics.connections_accepted.inc();
+        // The connection's place in `max_connections`, handed to its stream if it upgrades.
+        let slot = Arc::new(std::sync::Mutex::new(Some(slot)));
         let state = state.clone();
-        let (streams, stream_closing) = (connection_tasks.clone(), closing.clone());
-        let stream_slots = connections.clone();
+        let (streams, stream_closing, stream_slot) =
+            (connection_tasks.clone(), closing.clone(), slot.clone());
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let (state, streams, closing) =
                 (state.clone(), streams.clone(), stream_closing.clone());
-            let slots = stream_slots.clone();
+            let slot = stream_slot.clone();
             async move {
                 let mut response = api::handle(state.clone(), peer, req.map(BodyExt::boxed)).await;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
-                    streams.spawn(carry_stream(state, peer, upgrading, (slots, closing)));
+                    let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    streams.spawn(carry_stream(state, peer, upgrading, (slot, closing)));
                 }
                 Ok::<_, std::convert::Infallible>(response)
             }
@@ -153,25 +156,21 @@ pub async fn run_with_reloads(
 }
 
 /// Carries an upgraded connection's stream: each message is a request for [`api::handle`].
-/// The stream counts against `max_connections` as its HTTP connection did (whose slot it takes
-/// over once hyper lets go of it).
+/// The stream holds its HTTP connection's place in `max_connections` (`slot`).
 async fn carry_stream(
     state: Arc<AppState>,
     peer: SocketAddr,
     upgrading: stream::Upgrading,
-    (slots, closing): (Arc<Semaphore>, CancellationToken),
+    (_slot, closing): (Option<OwnedSemaphorePermit>, CancellationToken),
 ) {
     let upgraded = match upgrading.0.await {
         Ok(upgraded) => upgraded,
         Err(e) => return debug!(%peer, error = %e, "a stream's upgrade failed"),
     };
-    let Ok(Ok(_slot)) = tokio::time::timeout(FIRST_BYTE, slots.acquire_owned()).await else {
-        return debug!(%peer, "max_connections reached: a stream closed");
-    };
     state.metrics.streams_opened.inc();
     let config = state.config();
     let limits = stream::StreamLimits {
-        max_request_bytes: config.max_request_bytes,
+        max_body: config.max_request_bytes.min(common::wire::MAX_STREAM_BODY),
         idle: config.idle_timeout,
     };
     stream::serve(upgraded, limits, closing, |req| api::handle(state.clone(), peer, req)).await;

@@ -39,8 +39,9 @@ pub struct Upgrading(pub OnUpgrade);
 /// The bounds of one stream.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamLimits {
-    /// Largest request body (`max_request_bytes`); a message is at most this and its head.
-    pub max_request_bytes: usize,
+    /// Largest request body in a message (`max_request_bytes`, at most
+    /// `common::wire::MAX_STREAM_BODY`); a message is at most this and its head.
+    pub max_body: usize,
     /// Longest wait for the next request, or for the sidecar to take an answer's bytes.
     pub idle: Duration,
 }
@@ -99,7 +100,7 @@ pub async fn serve<F, Fut>(
     F: FnMut(Request<RequestBody>) -> Fut,
     Fut: Future<Output = Response<ResponseBody>>,
 {
-    let largest = limits.max_request_bytes.saturating_add(MAX_HEAD_BYTES);
+    let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
     // Reads of 16 KiB (not 128): an idle stream, kept by a sidecar for its next session,
     // costs little.
     let config = WebSocketConfig::default()
@@ -134,7 +135,8 @@ pub async fn serve<F, Fut>(
             return debug!(error = %e, "a stream broke mid-answer");
         }
     }
-    drop(tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await);
+    // Sends the closing handshake (or answers the sidecar's), bounded.
+    drop(tokio::time::timeout(Duration::from_secs(1), SinkExt::close(&mut ws)).await);
 }
 
 /// A request message: its head, parsed as HTTP/1.1, and its body (the rest).

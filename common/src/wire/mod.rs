@@ -22,7 +22,7 @@ pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, TurnEnd, encode_heartbeat, encode_packets, encode_turn,
 };
 pub use route::{Route, SessionEnd};
-pub use stream::{MAX_HEAD_BYTES, NGINX_STREAM_LINES, STREAM_PROTOCOL};
+pub use stream::{MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL};
 
 /// Content type of a streamed frames body.
 pub const FRAMES_CONTENT_TYPE: &str = "application/vnd.sqltunnel.frames";

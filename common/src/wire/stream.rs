@@ -16,6 +16,11 @@
 /// The WebSocket subprotocol both ends name (`Sec-WebSocket-Protocol`).
 pub const STREAM_PROTOCOL: &str = "sqltunnel.v1";
 
+/// Largest request body a stream message carries; a larger one (a statement over 1 MiB)
+/// travels as a plain HTTP request, whose body the transport reads within its
+/// `max_inflight_bytes`. A stream thus holds at most one message of this and a head.
+pub const MAX_STREAM_BODY: usize = 1 << 20;
+
 /// Largest response head the sidecar reads, and request head the transport reads.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 

@@ -11,7 +11,7 @@ use super::line::{Line, fail, ok, warn};
 use crate::Error;
 use crate::config::{SidecarConfig, StreamMode};
 use crate::http::{HttpConn, ResponseHead, upgrade_request};
-use crate::tunnel::{Target, TunnelClient};
+use crate::tunnel::{Target, TunnelClient, refuses_streams};
 
 /// Longest wait for the answer to the body-limit request's head.
 const BODY_LIMIT_WAIT: Duration = Duration::from_secs(5);
@@ -139,6 +139,11 @@ pub async fn carrier(tunnel: &TunnelClient, target: &Target<'_>, mode: StreamMod
                 "stream",
                 "the path passes WebSocket upgrades: sessions ride streams".into(),
             );
+        }
+        Ok(Some((refusal, _))) if !refuses_streams(refusal.status) => {
+            let status = refusal.status_line();
+            let text = format!("the upgrade to a stream was answered {status}, as any request");
+            return fail("stream", format!("{text}. Fix: as for the steps above"));
         }
         Ok(Some((refusal, _))) => refusal.status_line(),
         Err(e) => e.to_string(),

@@ -16,15 +16,16 @@ use common::wire::{
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
-use super::body::{BodyDecoder, Decoded};
-use super::messages;
 use tokio_tungstenite::WebSocketStream;
+
+use super::body::{BodyDecoder, Decoded};
+
 /// The socket: plain TCP for `http://`, TLS for `https://`.
-type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
+pub(super) type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// How requests travel on the connection.
 #[derive(Debug)]
-enum Carrier {
+pub(super) enum Carrier {
     /// One HTTP/1.1 request each.
     Http(Stream),
     /// As messages on the connection upgraded to a WebSocket stream.
@@ -36,7 +37,7 @@ enum Carrier {
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 32;
 /// Largest response head accepted.
-const MAX_HEAD: usize = 16 * 1024;
+const MAX_HEAD: usize = common::wire::MAX_HEAD_BYTES;
 /// The silence limit until the transport has told its heartbeat interval: three times its
 /// default.
 pub const DEFAULT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
@@ -78,15 +79,15 @@ impl ResponseHead {
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]
 pub struct HttpConn {
-    carrier: Carrier,
-    buf: BytesMut,
-    body: BodyDecoder,
+    pub(super) carrier: Carrier,
+    pub(super) buf: BytesMut,
+    pub(super) body: BodyDecoder,
     /// Over a stream: the answer's body has messages still to come.
-    message_body: bool,
-    keep_alive: bool,
+    pub(super) message_body: bool,
+    pub(super) keep_alive: bool,
     /// Longest wait for any byte of an answer (or room to write a request): a transport that
     /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
-    silence_limit: Duration,
+    pub(super) silence_limit: Duration,
 }
 
 impl HttpConn {
@@ -151,7 +152,7 @@ impl HttpConn {
     }
 
     /// Runs one socket operation within the silence limit.
-    async fn within_limit<T>(
+    pub(super) async fn within_limit<T>(
         limit: Duration,
         op: impl std::future::Future<Output = io::Result<T>>,
     ) -> io::Result<T> {
@@ -177,34 +178,6 @@ impl HttpConn {
         matches!(self.carrier, Carrier::Messages(_))
     }
 
-    /// Asks for the upgrade to a stream with `head` (a `GET …/v1/stream` head with
-    /// [`messages::upgrade_request`]'s lines, made with `key`). `None`: requests now travel
-    /// as messages. `Some((head, body))`: the answer was not `101` (a proxy that does not
-    /// pass the upgrade, or an error), and the connection goes on with HTTP when it may.
-    pub async fn upgrade(
-        &mut self,
-        head: &[u8],
-        key: &str,
-    ) -> io::Result<Option<(ResponseHead, Bytes)>> {
-        let answer = self.request(head, b"").await?;
-        if answer.status != 101 {
-            let body = self.body_to_end(64 * 1024).await?;
-            return Ok(Some((answer, body)));
-        }
-        let (accept, protocol) = &answer.upgrade;
-        if !messages::upgrade_accepted(key, accept, protocol) {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "a bad WebSocket upgrade"));
-        }
-        let Carrier::Http(stream) = std::mem::replace(&mut self.carrier, Carrier::Lost) else {
-            return Err(io::Error::other("upgraded twice"));
-        };
-        let read_ahead = self.buf.split().to_vec();
-        let ws = messages::upgraded(stream, read_ahead).await;
-        self.carrier = Carrier::Messages(Box::new(ws));
-        self.keep_alive = true;
-        Ok(None)
-    }
-
     /// Sends a request (head and body in one write when small) and reads the response head.
     /// `Err` with kind `ConnectionAborted` means nothing at all came back: the caller may retry
     /// on a fresh connection when this one was reused.
@@ -213,17 +186,7 @@ impl HttpConn {
         self.body = BodyDecoder::empty();
         let stream = match &mut self.carrier {
             Carrier::Http(stream) => stream,
-            Carrier::Messages(ws) => {
-                let limit = self.silence_limit;
-                let sent = Self::within_limit(limit, messages::send(ws, head, body)).await;
-                match sent {
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
-                    sent => {
-                        sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?
-                    }
-                }
-                return self.read_message_head().await;
-            }
+            Carrier::Messages(_) => return self.message_request(head, body).await,
             Carrier::Lost => return Err(io::Error::other("the connection was lost")),
         };
         let write = async {
@@ -244,25 +207,6 @@ impl HttpConn {
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
         self.read_head().await
-    }
-
-    /// Over a stream: the message holding the answer's head; its body follows in messages.
-    async fn read_message_head(&mut self) -> io::Result<ResponseHead> {
-        let Carrier::Messages(ws) = &mut self.carrier else {
-            return Err(io::Error::other("not a stream"));
-        };
-        let message = Self::within_limit(self.silence_limit, messages::next(ws)).await?;
-        let mut buf = BytesMut::from(&message[..]);
-        let Some(head) = Self::parse_head(&mut buf)? else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a stream answer without a head",
-            ));
-        };
-        self.body = BodyDecoder::empty();
-        self.message_body = true;
-        self.keep_alive = true;
-        Ok(head.0)
     }
 
     async fn read_head(&mut self) -> io::Result<ResponseHead> {
@@ -294,7 +238,9 @@ impl HttpConn {
 
     /// A response head at the start of `buf`, taken from it, with the decoder of its body
     /// and whether the connection stays open after it; `None` while it is incomplete.
-    fn parse_head(buf: &mut BytesMut) -> io::Result<Option<(ResponseHead, BodyDecoder, bool)>> {
+    pub(super) fn parse_head(
+        buf: &mut BytesMut,
+    ) -> io::Result<Option<(ResponseHead, BodyDecoder, bool)>> {
         {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut response = httparse::Response::new(&mut headers);
@@ -358,19 +304,7 @@ impl HttpConn {
     pub async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {
         let stream = match &mut self.carrier {
             Carrier::Http(stream) => stream,
-            Carrier::Messages(_) if !self.message_body => return Ok(None),
-            Carrier::Messages(ws) => {
-                let data = Self::within_limit(self.silence_limit, messages::next(ws)).await;
-                // A stream that ends mid-answer broke (not: nothing came back).
-                let data = data.map_err(|e| match e.kind() {
-                    io::ErrorKind::ConnectionAborted => {
-                        io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
-                    }
-                    _ => e,
-                })?;
-                self.message_body = !data.is_empty();
-                return Ok(self.message_body.then_some(data));
-            }
+            Carrier::Messages(_) => return self.message_body_chunk().await,
             Carrier::Lost => return Err(io::Error::other("the connection was lost")),
         };
         loop {

@@ -1,22 +1,28 @@
-//! The stream carrier's sidecar half (`common::wire` describes it): the WebSocket upgrade's
-//! key and its check, and requests and answers as messages on the upgraded connection.
+//! The stream carrier's sidecar half (`common::wire` describes it): the WebSocket upgrade of a
+//! connection, and requests and answers as messages on it, under the same [`HttpConn`]
+//! interface as plain HTTP, so everything above is carrier-blind.
 
 use std::io;
 
 use base64::Engine;
-use bytes::Bytes;
-use common::wire::STREAM_PROTOCOL;
+use bytes::{Bytes, BytesMut};
+use common::wire::{MAX_HEAD_BYTES, STREAM_PROTOCOL};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-/// Largest answer message taken: a resumed whole answer is at most the transport's resume
-/// window (8 MiB by default), every other piece far less.
-const MAX_MESSAGE: usize = 64 << 20;
+use super::body::BodyDecoder;
+use super::conn::{Carrier, HttpConn, ResponseHead, Stream};
+
+/// Largest message taken from the transport: a response head, or a piece of a body (the
+/// transport sends pieces of at most 4 KiB).
+const MAX_MESSAGE: usize = MAX_HEAD_BYTES + 64 * 1024;
+
+/// Largest error body read from an answer to the upgrade.
+const MAX_REFUSAL_BODY: usize = 64 * 1024;
 
 /// A fresh `Sec-WebSocket-Key` and the header lines that ask for the upgrade with it.
 pub fn upgrade_request() -> (String, String) {
@@ -33,16 +39,94 @@ pub fn upgrade_request() -> (String, String) {
     (key, lines)
 }
 
-/// True when a `101` answer proves the transport took the upgrade asked with `key`.
-pub fn upgrade_accepted(key: &str, accept: &str, protocol: &str) -> bool {
-    accept == derive_accept_key(key.as_bytes()) && protocol == STREAM_PROTOCOL
+impl HttpConn {
+    /// Asks for the upgrade to a stream with `head` (a `GET …/v1/stream` head with
+    /// [`upgrade_request`]'s lines, made with `key`). `None`: requests now travel as
+    /// messages. `Some((head, body))`: the answer was not `101` (a proxy that does not pass
+    /// the upgrade, or an error), and the connection goes on with HTTP when it may. An answer
+    /// that says `101` without proving it is the upgrade asked for is `InvalidData`.
+    pub async fn upgrade(
+        &mut self,
+        head: &[u8],
+        key: &str,
+    ) -> io::Result<Option<(ResponseHead, Bytes)>> {
+        let answer = self.request(head, b"").await?;
+        if answer.status != 101 {
+            let body = self.body_to_end(MAX_REFUSAL_BODY).await?;
+            return Ok(Some((answer, body)));
+        }
+        let (accept, protocol) = &answer.upgrade;
+        if *accept != derive_accept_key(key.as_bytes()) || protocol != STREAM_PROTOCOL {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "a bad WebSocket upgrade"));
+        }
+        let Carrier::Http(stream) = std::mem::replace(&mut self.carrier, Carrier::Lost) else {
+            return Err(io::Error::other("upgraded twice"));
+        };
+        let read_ahead = self.buf.split().to_vec();
+        self.carrier = Carrier::Messages(Box::new(upgraded(stream, read_ahead).await));
+        self.keep_alive = true;
+        Ok(None)
+    }
+
+    /// Over a stream: sends a request as one message and reads the message holding the
+    /// answer's head (its body follows in messages, [`Self::message_body_chunk`]). A stream
+    /// that ends before anything came back is `ConnectionAborted`, as over HTTP (a kept
+    /// stream the transport or a proxy closed while idle: another may be tried).
+    pub(super) async fn message_request(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+    ) -> io::Result<ResponseHead> {
+        let Carrier::Messages(ws) = &mut self.carrier else {
+            return Err(io::Error::other("not a stream"));
+        };
+        match Self::within_limit(self.silence_limit, send(ws, head, body)).await {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
+            sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
+        }
+        let message =
+            Self::within_limit(self.silence_limit, next(ws)).await.map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                    io::Error::new(io::ErrorKind::ConnectionAborted, e)
+                }
+                _ => e,
+            })?;
+        let mut buf = BytesMut::from(&message[..]);
+        let Some((head, _, _)) = Self::parse_head(&mut buf)? else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a stream answer without a head",
+            ));
+        };
+        self.body = BodyDecoder::empty();
+        self.message_body = true;
+        self.keep_alive = true;
+        Ok(head)
+    }
+
+    /// Over a stream: the next piece of the answer's body; `None` at its end (the empty
+    /// message). A stream that ends mid-answer broke (`UnexpectedEof`: resumed).
+    pub(super) async fn message_body_chunk(&mut self) -> io::Result<Option<Bytes>> {
+        let Carrier::Messages(ws) = &mut self.carrier else {
+            return Err(io::Error::other("not a stream"));
+        };
+        if !self.message_body {
+            return Ok(None);
+        }
+        let data =
+            Self::within_limit(self.silence_limit, next(ws)).await.map_err(|e| match e.kind() {
+                io::ErrorKind::ConnectionAborted => {
+                    io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
+                }
+                _ => e,
+            })?;
+        self.message_body = !data.is_empty();
+        Ok(self.message_body.then_some(data))
+    }
 }
 
 /// The upgraded connection, with the bytes already read past the `101` head.
-pub async fn upgraded<S>(stream: S, read_ahead: Vec<u8>) -> WebSocketStream<S>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+async fn upgraded(stream: Stream, read_ahead: Vec<u8>) -> WebSocketStream<Stream> {
     let config = WebSocketConfig::default()
         .read_buffer_size(16 * 1024)
         .max_message_size(Some(MAX_MESSAGE))
@@ -51,22 +135,15 @@ where
 }
 
 /// Sends a request: its head and body in one message.
-pub async fn send<S>(ws: &mut WebSocketStream<S>, head: &[u8], body: &[u8]) -> io::Result<()>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+async fn send(ws: &mut WebSocketStream<Stream>, head: &[u8], body: &[u8]) -> io::Result<()> {
     let mut message = Vec::with_capacity(head.len() + body.len());
     message.extend_from_slice(head);
     message.extend_from_slice(body);
     ws.send(Message::Binary(message.into())).await.map_err(into_io)
 }
 
-/// The next data message. A stream that ends or is closed is `ConnectionAborted` (a kept
-/// stream the transport closed while idle: nothing came back, another may be tried).
-pub async fn next<S>(ws: &mut WebSocketStream<S>) -> io::Result<Bytes>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+/// The next data message. A stream that ends or is closed is `ConnectionAborted`.
+async fn next(ws: &mut WebSocketStream<Stream>) -> io::Result<Bytes> {
     loop {
         match ws.next().await {
             Some(Ok(Message::Binary(data))) => return Ok(data),

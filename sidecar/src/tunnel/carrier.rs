@@ -13,7 +13,11 @@ use tracing::{debug, warn};
 use super::TunnelConn;
 use crate::Error;
 use crate::config::StreamMode;
-use crate::http::{HttpConn, ResponseHead, upgrade_request};
+use crate::http::{HttpConn, upgrade_request};
+
+/// Idle connections and streams kept for the next client sessions (two per affinity bucket),
+/// the oldest let go first.
+const MAX_IDLE: usize = 32;
 
 /// How long `auto` sends plain requests after the path refused a stream.
 const REFUSAL_REMEMBERED: Duration = Duration::from_secs(600);
@@ -45,11 +49,11 @@ impl Streams {
         }
     }
 
-    /// The path answered the upgrade with `answer`: plain requests for a while.
-    fn refused(&self, url: &str, answer: &ResponseHead) {
+    /// The path refused the upgrade (`answer`: what it said): plain requests for a while.
+    fn refused(&self, url: &str, answer: &str) {
         let until = Instant::now() + REFUSAL_REMEMBERED;
         *self.refused_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
-        let status = answer.status_line();
+        let status = answer;
         if self.logged.swap(true, Ordering::Relaxed) {
             debug!(%url, %status, "the path still refuses streams: requests are used");
         } else {
@@ -62,13 +66,20 @@ impl Streams {
     }
 }
 
+/// True when an answer to the upgrade other than `101` is the path (or a transport without
+/// streams) saying no: a 4xx but 401. A 401 or a 5xx (a proxy whose transport is down) is
+/// what any request would have met: an error.
+pub fn refuses_streams(status: u16) -> bool {
+    (400..500).contains(&status) && status != 401
+}
+
 impl TunnelConn {
     /// A new connection to the transport, upgraded to a stream when `transport.stream` wants
-    /// one and the path allows it.
-    pub(super) async fn open_connection(&self) -> Result<HttpConn, Error> {
+    /// one, the path allows it and the request is not `plain` (too large for a message).
+    pub(super) async fn open_connection(&self, plain: bool) -> Result<HttpConn, Error> {
         let ep = &self.endpoint;
         let mut conn = self.connect().await?;
-        if !ep.streams.wanted() {
+        if plain || !ep.streams.wanted() {
             return Ok(conn);
         }
         conn.set_silence_limit(Duration::from_millis(ep.silence_limit_ms.load(Ordering::Relaxed)));
@@ -78,33 +89,59 @@ impl TunnelConn {
             self.authorization, self.affinity
         );
         let head = ep.target().request_head("GET", &Route::Stream.path(), 0, &headers);
-        let (refusal, body) = match conn.upgrade(head.as_bytes(), &key).await {
-            Ok(None) => return Ok(conn),
-            Ok(Some(refusal)) => refusal,
-            Err(e) => return Err(self.failed(&e)),
-        };
         let url = ep.url.clone();
-        // A 4xx is the path (or a transport without streams) saying no; a 401 or a 5xx (a
-        // proxy whose transport is down) is what any request would have met.
-        match (refusal.status, ep.streams.mode) {
-            (401 | 500.. | ..=399, _) => return Err(self.error_of(&refusal, &body, 0)),
-            (_, StreamMode::On) => {
-                let detail = format!(
-                    ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
-                );
-                return Err(Error::BadAnswer { url, status: refusal.status_line(), detail });
+        let (refusal, body) = match (conn.upgrade(head.as_bytes(), &key).await, ep.streams.mode) {
+            (Ok(None), _) => return Ok(conn),
+            (Ok(Some(refusal)), _) => refusal,
+            (Err(e), StreamMode::On) => return Err(self.failed(&e)),
+            // Under `auto`: a middlebox that answers 101 without the upgrade is a refusal; an
+            // upgrade that broke off is tried as a plain connection this once; silence is
+            // silence.
+            (Err(e), StreamMode::Auto | StreamMode::Off) => {
+                match e.kind() {
+                    std::io::ErrorKind::TimedOut => return Err(self.failed(&e)),
+                    std::io::ErrorKind::InvalidData => ep.streams.refused(&url, &e.to_string()),
+                    _ => debug!(error = %e, "an upgrade to a stream failed: a plain connection"),
+                }
+                return self.connect().await;
             }
-            _ => ep.streams.refused(&url, &refusal),
+        };
+        if !refuses_streams(refusal.status) {
+            return Err(self.error_of(&refusal, &body, 0));
         }
+        if ep.streams.mode == StreamMode::On {
+            let detail = format!(
+                ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
+            );
+            return Err(Error::BadAnswer { url, status: refusal.status_line(), detail });
+        }
+        ep.streams.refused(&url, &refusal.status_line());
         if conn.reusable() { Ok(conn) } else { self.connect().await }
     }
 
-    /// The newest idle connection this one may use: plain HTTP, or a stream of its affinity.
-    pub(super) fn idle_connection(&self) -> Option<HttpConn> {
+    /// The newest idle connection this one may use: plain HTTP, or (unless `plain`) a stream
+    /// of its affinity.
+    pub(super) fn idle_connection(&self, plain: bool) -> Option<HttpConn> {
         let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let usable = |tied: &Option<String>| tied.as_ref().is_none_or(|a| *a == self.affinity);
+        let usable = |tied: &Option<String>| match tied {
+            None => true,
+            Some(affinity) => !plain && *affinity == self.affinity,
+        };
         let at = idle.iter().rposition(|(tied, _)| usable(tied))?;
         Some(idle.remove(at).1)
+    }
+
+    /// Hands its connection, when clean, to the next client session: a stream to one of the
+    /// same affinity only (a hashing proxy tied the stream to one transport).
+    pub(super) fn give_back(&mut self) {
+        if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
+            let tied = conn.is_stream().then(|| self.affinity.clone());
+            let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() >= MAX_IDLE {
+                idle.remove(0);
+            }
+            idle.push((tied, conn));
+        }
     }
 
     /// A new HTTP connection to the transport (or through its proxy).

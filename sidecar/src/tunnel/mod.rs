@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::wire::{
     AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
-    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, PACKETS_CONTENT_TYPE, Route,
-    SESSION_HEADER, STEP_HEADER, StreamDecompressor, ZSTD,
+    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, MAX_STREAM_BODY, PACKETS_CONTENT_TYPE,
+    Route, SESSION_HEADER, STEP_HEADER, StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
@@ -22,12 +22,9 @@ mod control;
 mod endpoint;
 mod resend;
 
+pub use carrier::refuses_streams;
 use endpoint::Endpoint;
 pub use endpoint::{Target, TunnelClient};
-
-/// Idle HTTP connections and streams kept for the next client sessions (two per affinity
-/// bucket), the oldest let go first.
-const MAX_IDLE_HTTP: usize = 32;
 
 /// Largest error or control body read from the transport.
 const MAX_CONTROL_BODY: usize = 64 * 1024;
@@ -138,7 +135,7 @@ impl TunnelConn {
     /// Sends one request; returns the head and the connection once a 2xx head has been read.
     async fn send(&mut self, req: Outgoing<'_>) -> Result<(ResponseHead, &mut HttpConn), Error> {
         let Outgoing { method, path, content_type, session, body, extra_headers, tries } = req;
-        let ep = &self.endpoint;
+        let ep = self.endpoint.clone();
         let mut headers = format!(
             "Authorization: {}\r\nContent-Type: {content_type}\r\n{AFFINITY_HEADER}: {}\r\n",
             self.authorization, self.affinity
@@ -151,13 +148,19 @@ impl TunnelConn {
         }
         headers.push_str(extra_headers);
         let head = ep.target().request_head(method, path, body.len(), &headers);
+        // A body too large for a stream message travels as a plain request: the stream waits
+        // in the idle pool for the next session.
+        let plain = body.len() > MAX_STREAM_BODY;
+        if plain && self.http.as_ref().is_some_and(HttpConn::is_stream) {
+            self.give_back();
+        }
         if self.http.is_none() {
-            self.http = self.idle_connection();
+            self.http = self.idle_connection(plain);
         }
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
-                self.http = Some(self.open_connection().await?);
+                self.http = Some(self.open_connection(plain).await?);
             }
             let Some(conn) = self.http.as_mut() else { break };
             conn.set_silence_limit(Duration::from_millis(
@@ -298,17 +301,8 @@ impl TunnelConn {
 }
 
 impl Drop for TunnelConn {
-    /// Hands a clean keep-alive connection to the next client session: a stream to one of the
-    /// same affinity only (a hashing proxy tied the stream to one transport).
     fn drop(&mut self) {
-        if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
-            let tied = conn.is_stream().then(|| self.affinity.clone());
-            let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() >= MAX_IDLE_HTTP {
-                idle.remove(0);
-            }
-            idle.push((tied, conn));
-        }
+        self.give_back();
     }
 }
 

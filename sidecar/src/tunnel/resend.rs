@@ -66,8 +66,8 @@ impl TunnelConn {
                         self.endpoint.url
                     )));
                 }
-                Err(e @ Error::BadAnswer { .. }) if e.to_string().contains("HTTP 50") => {
-                    last = e.to_string();
+                Err(Error::BadAnswer { url, status, detail }) if status.starts_with("50") => {
+                    last = Error::BadAnswer { url, status, detail }.to_string();
                 }
                 Err(e) => return Err(e),
             }
