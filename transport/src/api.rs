@@ -14,6 +14,7 @@ use tracing::{Instrument, info};
 use crate::Error;
 use crate::auth::TokenId;
 use crate::body::ResponseBody;
+use crate::client_addr::client_ip;
 use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
 use crate::relayed::StepKind;
 use crate::state::AppState;
@@ -40,7 +41,8 @@ pub async fn handle(
     }
     let Some(token) = state.tokens().authorize(req.headers()) else {
         state.metrics.unauthorized.inc();
-        let answer_at = state.refusals.refuse(peer.ip());
+        let client = client_ip(peer.ip(), req.headers(), &state.config().trusted_proxies);
+        let answer_at = state.refusals.refuse(client);
         tokio::time::sleep_until(answer_at.into()).await;
         return error_response(&Error::Unauthorized);
     };

@@ -19,6 +19,9 @@ pub struct TransportConfig {
     pub listen: SocketAddr,
     /// Also serve `GET /metrics` here, without a token (keep it off the address nginx reaches).
     pub metrics_listen: Option<SocketAddr>,
+    /// Proxies in front (nginx): a request from one of these addresses or blocks is taken to
+    /// come from the client it names in `X-Forwarded-For` / `X-Real-IP`.
+    pub trusted_proxies: Vec<crate::client_addr::Cidr>,
     /// Bearer tokens accepted from sidecars (several, so they can be rotated).
     pub tokens: Vec<Secret>,
     /// Name of an environment variable holding one more token.
@@ -93,6 +96,7 @@ impl Default for TransportConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             metrics_listen: None,
+            trusted_proxies: Vec::new(),
             tokens: Vec::new(),
             token_env: None,
             token_file: None,

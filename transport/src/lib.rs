@@ -1,7 +1,7 @@
 //! sqltunnel transport: an HTTP server that holds one relayed upstream MySQL connection per
 //! client session and streams each answer back as binary frames.
 //!
-//! Layers, lowest first: `config`, `error`, `auth` → `relay` (the upstream leg at packet
+//! Layers, lowest first: `client_addr`, `config`, `error`, `auth` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
 //! within the budget all sessions share) → `session` → `state` → `body`, `http`, `stream` (the
 //! WebSocket carrier) → `relayed` (a session's endpoints) → `api`
@@ -12,6 +12,7 @@ pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod churn;
+pub mod client_addr;
 pub mod command_log;
 pub mod config;
 pub mod ending;
