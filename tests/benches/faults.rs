@@ -28,6 +28,11 @@ async fn main() {
         let plan = RunPlan { faults, clients: 4, operations, compressed, passthrough, stream };
         let report = run(plan).await;
         println!("{}: {}", plan.describe(), report.summary(seed));
+        println!(
+            "  resident now {} KiB, peak so far {} KiB",
+            status_kib("self", "VmRSS:").unwrap_or(0),
+            status_kib("self", "VmHWM:").unwrap_or(0)
+        );
         let failures = report.failures();
         if !failures.is_empty() {
             println!("{failures}");

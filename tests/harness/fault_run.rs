@@ -62,6 +62,9 @@ pub struct Report {
     pub garbled: Vec<String>,
     /// Acknowledged writes missing from the database, or present twice.
     pub writes_lost_or_doubled: Vec<String>,
+    /// What the transport still held once the clients had quit and the faults stopped,
+    /// beyond what a sidecar keeps for its next sessions (streams stuck on dead connections).
+    pub left_behind: Vec<String>,
     /// Answer bytes that passed the proxy towards the sidecar.
     pub bytes_down: u64,
     /// How long the run took.
@@ -91,6 +94,7 @@ impl Report {
             ("client errors", &self.client_errors),
             ("garbled answers", &self.garbled),
             ("writes lost or doubled", &self.writes_lost_or_doubled),
+            ("left behind", &self.left_behind),
         ] {
             if !list.is_empty() {
                 let _ =
@@ -157,6 +161,7 @@ pub async fn run(plan: RunPlan) -> Report {
         report.garbled.extend(outcome.garbled.iter().cloned());
     }
     report.writes_lost_or_doubled = check_writes(&table, &outcomes).await;
+    report.left_behind = left_behind(tunnel.transport.port()).await;
     report.cuts = proxy.counts.cuts();
     report.stalls = proxy.counts.stalls.load(Ordering::Relaxed);
     report.bytes_down = proxy.counts.down_bytes.load(Ordering::Relaxed);
@@ -164,6 +169,23 @@ pub async fn run(plan: RunPlan) -> Report {
     drop(tunnel);
     drop(std::fs::remove_dir_all(&files));
     report
+}
+
+/// Streams the transport still holds beyond a sidecar's idle pool (32), 10 s after the clients
+/// quit: a stream whose answer was taken over by a resume must end, not wait forever.
+async fn left_behind(port: u16) -> Vec<String> {
+    const IDLE_POOL: u64 = 32;
+    let started = Instant::now();
+    loop {
+        let open = crate::http::metric(port, Some(crate::TOKEN), "sqltunnel_streams_open").await;
+        if open <= IDLE_POOL {
+            return Vec::new();
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            return vec![format!("{open} streams open, more than a sidecar keeps ({IDLE_POOL})")];
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Creates the run's tables (named by its tag); answers their common prefix.

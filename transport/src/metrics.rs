@@ -32,6 +32,8 @@ pub struct Metrics {
     pub sessions_parked: Counter,
     /// Sessions parked now.
     pub parked_sessions: Gauge,
+    /// Streams open now (a sidecar's busy and idle ones).
+    pub streams_open: Gauge,
     /// Sessions opened.
     pub sessions_opened: Counter,
     /// Sessions closed because their sidecar went silent.
@@ -105,6 +107,7 @@ impl Metrics {
             resume_bytes: Gauge::default(),
             sessions_parked: Counter::default(),
             parked_sessions: Gauge::default(),
+            streams_open: Gauge::default(),
             sessions_opened: Counter::default(),
             sessions_expired: Counter::default(),
             sessions_ended_by_upstream: Counter::default(),
@@ -130,6 +133,7 @@ impl Metrics {
         };
         r.register("sessions_open", "Sessions open", m.sessions_open.clone());
         r.register("parked_sessions", "Sessions parked now", m.parked_sessions.clone());
+        r.register("streams_open", "WebSocket streams open now", m.streams_open.clone());
         r.register(
             "resume_bytes",
             "Answer bytes kept for resumes (bounded by max_resume_bytes)",

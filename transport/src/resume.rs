@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 use common::wire::AnswerDigest;
@@ -74,6 +74,9 @@ enum Live {
         turn: Box<Turn>,
         /// Who streams it.
         owner: u64,
+        /// The owner's task while it waits for the turn: woken when a resume takes the turn
+        /// over, so that it ends (its response may be stuck on a connection nobody reads).
+        waiting: Option<Waker>,
     },
 }
 
@@ -232,7 +235,7 @@ impl Resumable {
     pub fn attach(&self, turn: Box<Turn>) -> u64 {
         let mut state = lock(&self.state);
         let owner = state.new_owner();
-        state.live = Live::Running { turn, owner };
+        state.live = Live::Running { turn, owner, waiting: None };
         owner
     }
 
@@ -241,13 +244,18 @@ impl Resumable {
     pub fn poll_turn(&self, owner: u64, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         let window = self.window.load(Ordering::Relaxed);
         let mut state = lock(&self.state);
-        let Live::Running { turn, owner: current } = &mut state.live else {
+        let Live::Running { turn, owner: current, waiting } = &mut state.live else {
             return Poll::Ready(None);
         };
         if *current != owner {
             return Poll::Ready(None);
         }
-        let chunk = std::task::ready!(turn.poll_chunk(cx));
+        let Poll::Ready(chunk) = turn.poll_chunk(cx) else {
+            if !waiting.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waiting = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        };
         let finished = turn.is_finished();
         if let Some(chunk) = &chunk {
             state.record(chunk, window);
@@ -332,9 +340,14 @@ impl Resumable {
         if matches!(state.live, Live::Running { .. }) {
             let (missed, before) = missed(&state, from)?;
             let owner = state.new_owner();
-            if let Live::Running { owner: current, .. } = &mut state.live {
+            let mut replaced = None;
+            if let Live::Running { owner: current, waiting, .. } = &mut state.live {
                 *current = owner;
+                replaced = waiting.take();
             }
+            drop(state);
+            // The previous owner ends now, not at a next chunk it will never be woken for.
+            replaced.map(Waker::wake);
             return Ok(Resumed::Streamed { owner, missed, before });
         }
         if !state.complete {

@@ -173,7 +173,9 @@ async fn carry_stream(
         max_body: config.max_request_bytes.min(common::wire::MAX_STREAM_BODY),
         idle: config.idle_timeout,
     };
+    state.metrics.streams_open.inc();
     stream::serve(upgraded, limits, closing, |req| api::handle(state.clone(), peer, req)).await;
+    state.metrics.streams_open.dec();
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.
