@@ -347,7 +347,9 @@ impl Resumable {
             }
             drop(state);
             // The previous owner ends now, not at a next chunk it will never be woken for.
-            replaced.map(Waker::wake);
+            if let Some(previous) = replaced {
+                previous.wake();
+            }
             return Ok(Resumed::Streamed { owner, missed, before });
         }
         if !state.complete {
