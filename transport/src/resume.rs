@@ -353,7 +353,9 @@ impl Resumable {
             return Ok(Resumed::Streamed { owner, missed, before });
         }
         if !state.complete {
-            return Err(Error::StepRefused(format!("step {step} has no answer to resume")));
+            // Begun and not answered yet: its turn may be being set up (the upstream written
+            // to), which the caller can tell (`steps::resume`); busy until then.
+            return Err(Error::SessionBusy);
         }
         missed(&state, from).map(|(m, before)| Resumed::Whole(state.status, m, before))
     }

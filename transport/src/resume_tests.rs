@@ -24,6 +24,16 @@ fn steps_run_in_order_and_once() {
 }
 
 #[test]
+fn a_step_begun_and_not_yet_answered_is_busy_not_lost() {
+    let r = Resumable::default();
+    assert!(r.begin(1).is_ok());
+    // Its turn is being set up: a resume arriving now is told to come again.
+    assert!(matches!(r.resume(1, 0), Err(Error::SessionBusy)));
+    r.record_whole(StatusCode::OK, &Bytes::from_static(b"answer"));
+    assert_eq!(resumed_bytes(&r, 1, 0), Ok(Bytes::from_static(b"answer")));
+}
+
+#[test]
 fn a_whole_answer_resumes_from_any_byte() {
     let r = Resumable::default();
     assert!(r.begin(1).is_ok());

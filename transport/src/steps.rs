@@ -73,7 +73,15 @@ pub async fn resume(
 ) -> Result<Response<ResponseBody>, Error> {
     let id = session.id.as_str();
     debug!(session = %session_label(id), step, from, "a step resumed");
-    Ok(match session.resume.resume(step, from)? {
+    let resumed = match session.resume.resume(step, from) {
+        // A step whose turn is being set up is resumed when it runs (the sidecar tries again);
+        // one that nothing answers any more cannot be.
+        Err(Error::SessionBusy) if !session.has_turn() => {
+            return Err(Error::StepRefused(format!("step {step} has no answer to resume")));
+        }
+        other => other?,
+    };
+    Ok(match resumed {
         Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
         Resumed::Whole(status, bytes, before) => {
             resumed_from(frames(status, ResponseBody::from(bytes), Some(id)), before)
