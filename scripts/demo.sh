@@ -46,19 +46,31 @@ target/release/sidecar --config "$WORK/sidecar.yaml" 2>"$WORK/sidecar.log" &
 PIDS+=($!)
 wait_port "$sidecar_port"
 
-cat <<INFO
-
-sqltunnel is running.
-  Host:     127.0.0.1
-  Port:     $sidecar_port
-  User:     app
+if [[ -z "${SQLTUNNEL_UPSTREAM:-}" ]]; then
+    login="  User:     app
   Password: app-pw
   Database: tunnel_test
 
   mariadb -h127.0.0.1 -P$sidecar_port -uapp -papp-pw tunnel_test
 
-Any other database user logs in with its own password (auth.mode: passthrough); in DBeaver
-set the driver property allowPublicKeyRetrieval=true (or enable SSL).
+Any other user of this MariaDB logs in with its own password (auth.mode: passthrough)."
+else
+    login="  User and password: your own account on $upstream (auth.mode: passthrough: the
+  login goes to that server, which decides)
+
+  mariadb -h127.0.0.1 -P$sidecar_port -u<user> -p"
+fi
+cat <<INFO
+
+sqltunnel is running.
+  Host:     127.0.0.1 (not localhost, which some clients take for a Unix socket)
+  Port:     $sidecar_port
+$login
+
+DBeaver: either driver, default settings, SSL off (the sidecar offers SSL only with
+client_tls.enabled). A MySQL 8 account on caching_sha2_password without SSL also needs the
+driver property allowPublicKeyRetrieval=true; ed25519 accounts need the MariaDB driver.
+More in docs/clients.md.
 
 Logs: $WORK/transport.log, $WORK/sidecar.log. Press Ctrl-C to stop.
 INFO

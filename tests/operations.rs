@@ -347,3 +347,22 @@ async fn a_laptop_sidecar_runs_from_flags_alone() {
     })
     .await;
 }
+
+#[test]
+fn gen_token_prints_a_token_the_transport_takes() {
+    let out = std::process::Command::new(bin_dir().join("transport"))
+        .arg("gen-token")
+        .env_remove("SQLTUNNEL_CONFIG")
+        .output()
+        .expect("run gen-token");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    let yaml = format!(
+        "listen: 127.0.0.1:{}\ntokens: [{token}]\nupstreams: [{{name: main, address: '127.0.0.1:3306'}}]\n",
+        free_port()
+    );
+    let (ok, stderr) = run("transport", &yaml, None);
+    assert!(ok, "the transport takes it: {stderr}");
+}

@@ -167,6 +167,16 @@ pub struct Subcommand<C> {
     pub run: fn(C) -> ExitCode,
 }
 
+/// A subcommand that needs no configuration (e.g. `transport gen-token`).
+pub struct Tool {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line of help.
+    pub about: &'static str,
+    /// What it does; its exit code is the process's.
+    pub run: fn() -> ExitCode,
+}
+
 /// Parses the command line and runs `serve` until Ctrl-C or SIGTERM. SIGHUP reloads the
 /// config file: the log level is applied here, the rest is handed to the service; a file
 /// that does not load is refused with an error line, and the running configuration stays.
@@ -188,11 +198,33 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
+    main_with_tools(bin, serve, subcommands, &[])
+}
+
+/// [`main_with`], and subcommands that need no configuration.
+pub fn main_with_tools<C, F, Fut, E>(
+    bin: Binary,
+    serve: F,
+    subcommands: &[Subcommand<C>],
+    tools: &[Tool],
+) -> ExitCode
+where
+    C: ServiceConfig + Send + 'static,
+    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: Display,
+{
     let mut command = Cli::command().name(bin.name).version(bin.version).about(bin.about);
     for sub in subcommands {
         command = command.subcommand(clap::Command::new(sub.name).about(sub.about));
     }
+    for tool in tools {
+        command = command.subcommand(clap::Command::new(tool.name).about(tool.about));
+    }
     let matches = command.get_matches();
+    if let Some(tool) = tools.iter().find(|t| matches.subcommand_name() == Some(t.name)) {
+        return (tool.run)();
+    }
     let chosen = subcommands.iter().find(|s| matches.subcommand_name() == Some(s.name));
     let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string());
     let result = match chosen {

@@ -44,9 +44,9 @@ pub enum Error {
     /// A command the tunnel does not carry (replication streams).
     #[error("Unknown command")]
     NotRelayed,
-    /// The client wants TLS, which this sidecar does not offer yet.
+    /// The client wants TLS, and the sidecar's `client_tls` is off.
     #[error(
-        "this sqltunnel sidecar does not offer SSL on the client connection; connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl)"
+        "this sqltunnel sidecar does not offer SSL on the client connection (client_tls.enabled is false); connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl) or set client_tls.enabled: true"
     )]
     TlsUnsupported,
     /// The transport could not be reached.

@@ -68,11 +68,40 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A new token: 32 bytes from the operating system's CSPRNG, as 64 hex digits.
+pub fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `transport gen-token`: prints [`new_token`].
+pub fn print_new_token() -> std::process::ExitCode {
+    match new_token() {
+        Ok(token) => {
+            println!("{token}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("transport gen-token: no randomness from the operating system: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;
 
     use super::*;
+
+    #[test]
+    fn new_tokens_are_long_hex_and_distinct() {
+        let (a, b) = (new_token().expect("a token"), new_token().expect("another"));
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, b);
+    }
 
     fn headers(value: &str) -> HeaderMap {
         let mut h = HeaderMap::new();

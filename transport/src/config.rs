@@ -159,7 +159,8 @@ pub struct UpstreamConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamTls {
-    /// PEM CA certificates that sign the server's certificate (default: the bundled web roots).
+    /// PEM CA certificates that sign the server's certificate (default: the operating
+    /// system's trusted roots).
     pub ca_file: Option<std::path::PathBuf>,
     /// Accept a certificate whose name does not match the address (e.g. an IP address).
     pub skip_domain_validation: bool,

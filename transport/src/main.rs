@@ -17,7 +17,17 @@ fn main() -> ExitCode {
         version: env!("CARGO_PKG_VERSION"),
         about: env!("CARGO_PKG_DESCRIPTION"),
     };
-    common::cli::main(bin, |listener, config: transport::TransportConfig, shutdown, reloads| {
-        transport::run_with_reloads(listener, config, shutdown, reloads)
-    })
+    let gen_token = common::cli::Tool {
+        name: "gen-token",
+        about: "Print a new random token (256 bits, hex) for `tokens` and a sidecar's transport.token",
+        run: transport::auth::print_new_token,
+    };
+    common::cli::main_with_tools(
+        bin,
+        |listener, config: transport::TransportConfig, shutdown, reloads| {
+            transport::run_with_reloads(listener, config, shutdown, reloads)
+        },
+        &[],
+        &[gen_token],
+    )
 }

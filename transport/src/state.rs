@@ -89,10 +89,10 @@ impl AppState {
         read(&self.tokens).clone()
     }
 
-    /// Applies a reloaded configuration (SIGHUP): tokens, limits, timeouts and upstreams take
-    /// effect for what comes next; what cannot change in a running process (`listen`, `tls`,
-    /// `worker_threads`, `max_connections`, the log format) keeps its value and is named in
-    /// a warning. Sessions keep their token, and their upstream connection, until they end.
+    /// Applies a reloaded configuration (SIGHUP): tokens, limits, the other timeouts and
+    /// upstreams take effect for what comes next; what is set up once at start (`listen`,
+    /// `tls`, `worker_threads`, `max_connections`, `max_inflight_bytes`, `idle_timeout`,
+    /// `audit`, `metrics_listen`, the log format) keeps its value and is named in a warning. Sessions keep their token, and their upstream connection, until they end.
     pub fn reload(&self, mut new: TransportConfig) {
         let old = self.config();
         let fixed = [
@@ -102,6 +102,9 @@ impl AppState {
             ("max_connections", old.max_connections != new.max_connections),
             ("max_inflight_bytes", old.max_inflight_bytes != new.max_inflight_bytes),
             ("log.format", old.log.format != new.log.format),
+            ("idle_timeout", old.idle_timeout != new.idle_timeout),
+            ("audit", old.audit != new.audit),
+            ("metrics_listen", old.metrics_listen != new.metrics_listen),
         ];
         for (key, _) in fixed.iter().filter(|(_, changed)| *changed) {
             warn!(key, "this setting cannot change in a running transport: restart to apply it");
@@ -110,6 +113,8 @@ impl AppState {
             (old.listen, old.tls.clone(), old.worker_threads);
         (new.max_connections, new.log.format) = (old.max_connections, old.log.format);
         new.max_inflight_bytes = old.max_inflight_bytes;
+        (new.idle_timeout, new.metrics_listen) = (old.idle_timeout, old.metrics_listen);
+        new.audit = old.audit.clone();
         self.resume_budget.set_limit(new.max_resume_bytes);
         *write(&self.tokens) = Arc::new(Tokens::new(new.tokens.clone()));
         lock(&self.upstream_tls).clear();

@@ -1,5 +1,5 @@
 //! TLS on the upstream leg: the server's chain checked against the configured CAs (or the
-//! bundled web roots), its name optionally not (a database reached by IP address).
+//! operating system's trusted roots), its name optionally not (a database reached by IP address).
 
 use std::sync::Arc;
 
