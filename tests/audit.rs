@@ -151,3 +151,41 @@ async fn digest_mode_keeps_no_statement_text() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn sighup_reopens_the_audit_file_after_a_rotation() {
+    within(60, async {
+        let dir = std::env::temp_dir().join(format!("sqltunnel-rotate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("audit.jsonl");
+        let port = e2e::processes::free_port();
+        let yaml = format!(
+            "{}audit:\n  path: {}\n  statements: text\n",
+            e2e::transport_yaml(mysql_port()).replace("127.0.0.1:0", &format!("127.0.0.1:{port}")),
+            path.display()
+        );
+        let transport = e2e::processes::Proc::start("transport", &yaml, "rotate");
+        e2e::processes::wait_port(port).await;
+        let sidecar_yaml = sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let sidecar = Tunnel::start_sidecar(&sidecar_yaml, shutdown.clone()).await;
+        let mut conn = Conn::new(opts(sidecar.port(), Some(DATABASE))).await.expect("login");
+        conn.query_drop("SELECT 'before rotation'").await.expect("query");
+        lines_until(&path, "before rotation").await;
+        // logrotate's default: the file is renamed, then the service told (postrotate).
+        let rotated = dir.join("audit.jsonl.1");
+        std::fs::rename(&path, &rotated).expect("rotate");
+        let reloaded = transport.log_count("configuration reloaded");
+        transport.signal("HUP");
+        transport.log_grows("configuration reloaded", reloaded).await;
+        conn.query_drop("SELECT 'after rotation'").await.expect("query");
+        let fresh = lines_until(&path, "after rotation").await;
+        assert!(fresh.iter().all(|l| l["statement"] != "SELECT 'before rotation'"), "{fresh:#?}");
+        let old = std::fs::read_to_string(&rotated).expect("the rotated file");
+        assert!(old.contains("before rotation") && !old.contains("after rotation"), "{old}");
+        drop(conn);
+        shutdown.cancel();
+        drop(std::fs::remove_dir_all(&dir));
+    })
+    .await;
+}

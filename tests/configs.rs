@@ -146,3 +146,44 @@ fn systemd_units_pass_systemd_analyze_verify() {
     verify_unit("sqltunnel-transport.service", "/usr/local/bin/transport", "transport", false);
     verify_unit("sqltunnel-sidecar.service", "%h/.cargo/bin/sidecar", "sidecar", true);
 }
+
+/// The shipped unit's way of passing tokens: a root-only file of tokens, one per line, named by
+/// `tokens_file` (systemd's `LoadCredential=`), with an audit file in its logs directory.
+#[test]
+fn tokens_come_from_a_file_of_tokens_and_the_audit_from_a_logs_directory() {
+    let dir = std::env::temp_dir().join(format!("sqltunnel-credentials-{}", std::process::id()));
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).expect("dir");
+    let tokens = dir.join("tokens");
+    let example = std::fs::read_to_string(configs_dir().join("transport.example.yaml"))
+        .expect("read example");
+    let config = dir.join("transport.yaml");
+    let with = |tokens_file: &std::path::Path| {
+        let text: String = example
+            .lines()
+            .filter(|l| !l.starts_with("tokens:") && *l != "  - change-me-please")
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let extra = format!(
+            "tokens_file: {}\naudit:\n  path: {}\n",
+            tokens_file.display(),
+            logs.join("audit.jsonl").display()
+        );
+        std::fs::write(&config, format!("{text}{extra}")).expect("write");
+    };
+    std::fs::write(
+        &tokens,
+        "# the team's tokens\nfirst-token-0123456789\n\nsecond-token-0123456789\n",
+    )
+    .expect("tokens");
+    with(&tokens);
+    let (ok, output) = check("transport", &config);
+    assert!(ok, "{output}");
+    std::fs::write(&tokens, "# nobody yet\n").expect("tokens");
+    let (ok, output) = check("transport", &config);
+    assert!(!ok && output.contains("at least one token"), "{output}");
+    with(&dir.join("missing"));
+    let (ok, output) = check("transport", &config);
+    assert!(!ok && output.contains("tokens_file"), "{output}");
+    drop(std::fs::remove_dir_all(&dir));
+}

@@ -5,6 +5,8 @@
 //! line that finds the queue full is dropped and counted.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
@@ -88,21 +90,29 @@ pub struct AuditLog {
     lines: mpsc::Sender<String>,
     statements: StatementLogging,
     dropped: Counter,
+    /// Set by [`Self::reopen`]: the writer opens its file again before the next line.
+    reopen: Arc<AtomicBool>,
 }
 
 impl AuditLog {
     /// Opens the log as `config` says and starts its writer; `dropped` counts lines lost to a
     /// full queue.
     pub fn open(config: &AuditConfig, dropped: Counter) -> std::io::Result<AuditLog> {
-        let mut out: Box<dyn Write + Send> = if config.path == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(&config.path)?;
-            Box::new(std::io::BufWriter::new(file))
-        };
+        let path = config.path.clone();
+        let mut out = output(&path)?;
+        let reopen = Arc::new(AtomicBool::new(false));
+        let asked = reopen.clone();
         let (lines, mut queue) = mpsc::channel::<String>(QUEUE);
         std::thread::Builder::new().name("audit-writer".into()).spawn(move || {
             while let Some(line) = queue.blocking_recv() {
+                if asked.swap(false, Ordering::AcqRel) {
+                    // A file moved away by logrotate: the lines go on in a new one at `path`.
+                    drop(out.flush());
+                    match output(&path) {
+                        Ok(new) => out = new,
+                        Err(e) => warn!(error = %e, %path, "the audit log could not be reopened"),
+                    }
+                }
                 let mut written = out.write_all(line.as_bytes());
                 while let Ok(more) = queue.try_recv() {
                     written = written.and_then(|()| out.write_all(more.as_bytes()));
@@ -112,7 +122,12 @@ impl AuditLog {
                 }
             }
         })?;
-        Ok(AuditLog { lines, statements: config.statements, dropped })
+        Ok(AuditLog { lines, statements: config.statements, dropped, reopen })
+    }
+
+    /// Opens the file again before the next line (SIGHUP, after a log rotation).
+    pub fn reopen(&self) {
+        self.reopen.store(true, Ordering::Release);
     }
 
     /// What of `text` is written, and whether it was cut.
@@ -140,6 +155,15 @@ impl AuditLog {
             self.dropped.inc();
         }
     }
+}
+
+/// Where the lines go: `path` appended to (created if missing), or standard output for `-`.
+fn output(path: &str) -> std::io::Result<Box<dyn Write + Send>> {
+    if path == "-" {
+        return Ok(Box::new(std::io::stdout()));
+    }
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    Ok(Box::new(std::io::BufWriter::new(file)))
 }
 
 /// `now` as RFC 3339 in UTC with milliseconds.

@@ -28,6 +28,9 @@ pub struct TransportConfig {
     pub token_env: Option<String>,
     /// Path of a file holding one more token.
     pub token_file: Option<String>,
+    /// Path of a file of tokens, one per line (blank lines and `#` comments skipped): several
+    /// tokens kept out of this file (systemd's `LoadCredential=`).
+    pub tokens_file: Option<String>,
     /// The only upstream servers sessions may reach.
     pub upstreams: Vec<UpstreamConfig>,
     /// A session not heard from for this long is closed.
@@ -100,6 +103,7 @@ impl Default for TransportConfig {
             tokens: Vec::new(),
             token_env: None,
             token_file: None,
+            tokens_file: None,
             upstreams: Vec::new(),
             session_timeout: Duration::from_secs(30),
             park_timeout: Duration::from_secs(8 * 3600),
@@ -194,8 +198,16 @@ impl TransportConfig {
         )))
     }
 
-    /// Adds the tokens given through `token_env` / `token_file`.
+    /// Adds the tokens given through `token_env` / `token_file` / `tokens_file`.
     pub fn resolve_secrets(&mut self) -> Result<(), Error> {
+        if let Some(path) = &self.tokens_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Error::Config(common::Error::ConfigInvalid(format!("tokens_file {path}: {e}")))
+            })?;
+            let listed =
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+            self.tokens.extend(listed.map(Secret::new));
+        }
         for (env, file) in [(self.token_env.clone(), None), (None, self.token_file.clone())] {
             if let Some(token) = Secret::resolve("token", None, env.as_deref(), file.as_deref())? {
                 self.tokens.push(token);

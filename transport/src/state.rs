@@ -92,7 +92,9 @@ impl AppState {
     /// Applies a reloaded configuration (SIGHUP): tokens, limits, the other timeouts and
     /// upstreams take effect for what comes next; what is set up once at start (`listen`,
     /// `tls`, `worker_threads`, `max_connections`, `max_inflight_bytes`, `idle_timeout`,
-    /// `audit`, `metrics_listen`, the log format) keeps its value and is named in a warning. Sessions keep their token, and their upstream connection, until they end.
+    /// `audit`, `metrics_listen`, the log format) keeps its value and is named in a warning.
+    /// The audit file is opened again (a log rotation moved it). Sessions keep their token,
+    /// and their upstream connection, until they end.
     pub fn reload(&self, mut new: TransportConfig) {
         let old = self.config();
         let fixed = [
@@ -115,6 +117,9 @@ impl AppState {
         new.max_inflight_bytes = old.max_inflight_bytes;
         (new.idle_timeout, new.metrics_listen) = (old.idle_timeout, old.metrics_listen);
         new.audit = old.audit.clone();
+        if let Some(audit) = self.audit.get() {
+            audit.reopen();
+        }
         self.resume_budget.set_limit(new.max_resume_bytes);
         *write(&self.tokens) = Arc::new(Tokens::new(new.tokens.clone()));
         lock(&self.upstream_tls).clear();
