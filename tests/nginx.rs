@@ -60,6 +60,12 @@ async fn core_answers_match_direct_through_the_example_config() {
         assert!(streams.await > 0, "sessions rode streams through nginx");
         let log = nginx.access_log();
         assert!(!log.contains("/v1/sessions/"), "every session request rode a stream: {log}");
+        // The metrics stay inside, even for a token.
+        let metrics = format!(
+            "GET /db-tunnel/metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+        );
+        let (status, text) = e2e::http::raw_request(nginx.port, &metrics).await;
+        assert_eq!(status, 404, "{text}");
     })
     .await;
 }
@@ -351,6 +357,42 @@ async fn sessions_spread_over_two_transports_and_stay_on_theirs() {
         }
         d.query_drop("DROP TABLE scale_probe").await.expect("drop");
         shutdown.cancel();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_example_config_as_shipped_serves_the_tunnel_over_https_only() {
+    within(120, async {
+        let pki = e2e::certs::TestPki::new("nginx-tls");
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let transport_port = listener.local_addr().expect("addr").port();
+        let (https, plain) = (Nginx::port(), Nginx::port());
+        let config = e2e::nginx::example_config_tls(
+            &[transport_port],
+            (https, plain),
+            (&pki.server_cert, &pki.server_key),
+        );
+        let nginx = Nginx::start(&config, https).await;
+        wait_port(plain).await;
+        let url = format!("https://localhost:{https}/db-tunnel/");
+        let tls = format!("  connect_timeout: 2s\n  tls:\n    ca_file: {}\n", pki.ca.display());
+        let sidecar = sidecar_yaml(&url, TOKEN).replace("  connect_timeout: 2s\n", &tls);
+        let tunnel =
+            Tunnel::start_with(listener, &e2e::transport_yaml(mysql_port()), &sidecar).await;
+        core_scripts_match(&tunnel).await;
+        let streams =
+            metric(tunnel.transport.port(), Some(TOKEN), "sqltunnel_streams_opened_total");
+        assert!(streams.await > 0, "sessions rode streams through nginx's TLS");
+        // Plain HTTP is only a redirect to HTTPS, for every path.
+        let (status, text) = e2e::http::raw_request(
+            plain,
+            "GET /db-tunnel/v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(status, 301, "{text}");
+        assert!(text.contains("Location: https://localhost/db-tunnel/v1/health"), "{text}");
+        drop(nginx);
     })
     .await;
 }

@@ -14,17 +14,46 @@ pub struct Nginx {
     dir: PathBuf,
 }
 
-/// The example config shipped in `configs/`, pointed at `transports` and listening on `port`.
+/// The example config shipped in `configs/`, pointed at `transports`, served over plain HTTP
+/// on `port` (its TLS lines and its redirecting server left out): the tests of what nginx does
+/// with the tunnel's requests, which TLS does not change.
 pub fn example_config(transports: &[u16], port: u16) -> String {
+    let text = example_pointed_at(transports);
+    let redirect_start = text.find("# Plain HTTP only").expect("the redirecting server");
+    let tls_start = text.find("server {\n    listen 443 ssl;").expect("the TLS server");
+    let text = format!("{}{}", &text[..redirect_start], &text[tls_start..]);
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("ssl_certificate"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    text.replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port};"))
+}
+
+/// The example config as shipped, TLS included: HTTPS on `port` with `cert` and `key`, the
+/// redirecting server on `plain`.
+pub fn example_config_tls(
+    transports: &[u16],
+    (port, plain): (u16, u16),
+    (cert, key): (&std::path::Path, &std::path::Path),
+) -> String {
+    example_pointed_at(transports)
+        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port} ssl;"))
+        .replace("listen 80;", &format!("listen 127.0.0.1:{plain};"))
+        .replace("/etc/ssl/certs/gateway.example.com.pem", &cert.to_string_lossy())
+        .replace("/etc/ssl/private/gateway.example.com.key", &key.to_string_lossy())
+}
+
+/// The example config with its upstream block naming `transports` (hashed by affinity when
+/// there are several).
+fn example_pointed_at(transports: &[u16]) -> String {
     let text = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs/nginx.example.conf"),
     )
     .expect("configs/nginx.example.conf");
     let servers: String =
         transports.iter().map(|p| format!("server 127.0.0.1:{p};\n    ")).collect();
-    let text = text
-        .replace("server 127.0.0.1:8080;\n    ", &servers)
-        .replace("listen 80;", &format!("listen 127.0.0.1:{port};"));
+    let text = text.replace("server 127.0.0.1:8080;\n    ", &servers);
     if transports.len() > 1 {
         text.replace(
             "# hash $http_x_tunnel_affinity consistent;",
