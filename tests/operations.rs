@@ -129,8 +129,11 @@ async fn readiness_follows_the_database_and_health_does_not() {
 
 /// Runs `bin --check` (or, with `rust_log`, starts it under that filter); returns (ok, stderr).
 fn run(bin: &str, yaml: &str, rust_log: Option<&str>) -> (bool, String) {
-    let path =
-        std::env::temp_dir().join(format!("sqltunnel-ops-{}-{bin}.yaml", std::process::id()));
+    // Tests run at once in this process: each call its own file.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir()
+        .join(format!("sqltunnel-ops-{}-{bin}-{call}.yaml", std::process::id()));
     std::fs::write(&path, yaml).expect("write");
     let mut cmd = std::process::Command::new(bin_dir().join(bin));
     cmd.arg("--config").arg(&path);
