@@ -60,3 +60,106 @@ fn every_file_the_docs_name_exists() {
     }
     assert!(missing.is_empty(), "the docs name what does not exist:\n{}", missing.join("\n"));
 }
+
+/// The keys the table of `## {section}` in `docs/reference/config.md` documents, dotted
+/// (`upstreams[].tls.ca_file`); a row's alternatives (`` `a.b` / `c` ``) share the first one's
+/// parent.
+fn documented_keys(section: &str) -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("docs/reference/config.md")).expect("config.md");
+    let start = text.find(&format!("\n## {section}\n")).expect("the section");
+    let body = &text[start + 1..];
+    let body = &body[..body[3..].find("\n## ").map_or(body.len(), |end| end + 3)];
+    let mut keys = Vec::new();
+    for row in body.lines().filter(|l| l.starts_with("| `")) {
+        let first_cell = row.split('|').nth(1).unwrap_or_default();
+        let names: Vec<&str> = first_cell.split('`').skip(1).step_by(2).collect();
+        let parent = names.first().and_then(|n| n.rsplit_once('.')).map(|(p, _)| p);
+        for name in names {
+            match parent {
+                Some(parent) if !name.contains('.') => keys.push(format!("{parent}.{name}")),
+                _ => keys.push(name.to_owned()),
+            }
+        }
+    }
+    keys
+}
+
+/// A YAML document that sets `key` (dotted, `[]` for a list's entries) to a value no key
+/// takes, so that parsing it says whether the key exists (a wrong value) or not (unknown).
+fn yaml_setting(key: &str) -> String {
+    let parts: Vec<&str> = key.split('.').collect();
+    let (mut out, mut indent, mut inline) = (String::new(), 0, false);
+    for (i, part) in parts.iter().enumerate() {
+        let pad = if inline { String::new() } else { " ".repeat(indent) };
+        inline = false;
+        let (name, list) = part.strip_suffix("[]").map_or((*part, false), |n| (n, true));
+        if i + 1 == parts.len() {
+            out.push_str(&format!("{pad}{name}: [[[]]]\n"));
+        } else if list {
+            out.push_str(&format!("{pad}{name}:\n{}  - ", " ".repeat(indent)));
+            (indent, inline) = (indent + 4, true);
+        } else {
+            out.push_str(&format!("{pad}{name}:\n"));
+            indent += 2;
+        }
+    }
+    out
+}
+
+/// The leaf keys of a parsed YAML document, dotted, `[]` for a list of mappings.
+fn leaf_keys(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                match inner {
+                    serde_json::Value::Object(_) => leaf_keys(inner, &path, out),
+                    serde_json::Value::Array(items) if items.iter().any(|i| i.is_object()) => {
+                        for item in items {
+                            leaf_keys(item, &format!("{path}[]"), out);
+                        }
+                    }
+                    _ => out.push(path),
+                }
+            }
+        }
+        _ => out.push(prefix.to_owned()),
+    }
+}
+
+/// Checks one binary's keys: each documented key exists in its config struct, and each key of
+/// its example config is documented.
+fn keys_match<C: serde::de::DeserializeOwned>(section: &str, example: &str) -> Vec<String> {
+    let exists = |key: &str| match common::config::parse_yaml::<C>(&yaml_setting(key)) {
+        Ok(_) => true,
+        Err(e) => !e.contains("unknown"),
+    };
+    assert!(!exists("zz_not_a_key"), "the check tells a missing key");
+    assert!(!exists("log.zz_not_a_key"), "the check tells a missing nested key");
+    let documented = documented_keys(section);
+    assert!(documented.len() > 10, "{section}: {documented:?}");
+    let mut wrong: Vec<String> = documented
+        .iter()
+        .filter(|k| !exists(k))
+        .map(|k| format!("{section}: `{k}` is documented but not a key"))
+        .collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("configs").join(example)).expect("example");
+    let parsed: serde_json::Value = common::config::parse_yaml(&text).expect("example parses");
+    let mut used = Vec::new();
+    leaf_keys(&parsed, "", &mut used);
+    wrong.extend(
+        used.into_iter()
+            .filter(|k| !documented.contains(k))
+            .map(|k| format!("{example}: `{k}` is not in docs/reference/config.md")),
+    );
+    wrong
+}
+
+#[test]
+fn every_config_key_is_documented_and_every_documented_key_exists() {
+    let mut wrong = keys_match::<transport::TransportConfig>("transport", "transport.example.yaml");
+    wrong.extend(keys_match::<sidecar::SidecarConfig>("sidecar", "sidecar.example.yaml"));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
