@@ -163,3 +163,55 @@ fn every_config_key_is_documented_and_every_documented_key_exists() {
     wrong.extend(keys_match::<sidecar::SidecarConfig>("sidecar", "sidecar.example.yaml"));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Every source file below `dir` (`.rs`), concatenated.
+fn sources(dir: &Path) -> String {
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files
+        .iter()
+        .filter(|f| f.ends_with(".rs"))
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn every_error_code_the_troubleshooting_table_names_can_be_produced() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let table = std::fs::read_to_string(root.join("docs/troubleshooting.md")).expect("doc");
+    let codes_file = std::fs::read_to_string(root.join("common/src/mysql/mod.rs")).expect("codes");
+    let block = &codes_file[codes_file.find("pub mod error_code").expect("error codes")..];
+    // NAME = value, for the codes the tunnel reports itself.
+    let constants: Vec<(&str, &str)> = block
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            Some((name, rest.rsplit_once("= ")?.1.trim_end_matches(';')))
+        })
+        .collect();
+    let code = [root.join("sidecar/src"), root.join("transport/src"), root.join("common/src")]
+        .iter()
+        .map(|dir| sources(dir))
+        .collect::<String>();
+    let mut wrong = Vec::new();
+    let mut rows = 0;
+    for row in table.lines().filter(|l| {
+        l.len() > 6 && l.starts_with("| ") && l[2..6].bytes().all(|b| b.is_ascii_digit())
+    }) {
+        rows += 1;
+        let number = &row[2..6];
+        let used = constants.iter().filter(|(_, value)| *value == number).any(|(name, _)| {
+            code.matches(&format!("code::{name}")).count()
+                + code.matches(&format!("error_code::{name}")).count()
+                > 0
+        });
+        // The server's own errors, relayed, are the database's to produce.
+        let relayed = row.contains("the server's own") || row.contains("from the database");
+        if !used && !relayed {
+            wrong.push(format!("{number}: no code of the tunnel produces it: {row}"));
+        }
+    }
+    assert!(rows >= 10, "the table's rows were found ({rows})");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
