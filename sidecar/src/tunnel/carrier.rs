@@ -53,13 +53,12 @@ impl Streams {
     fn refused(&self, url: &str, answer: &str) {
         let until = Instant::now() + REFUSAL_REMEMBERED;
         *self.refused_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
-        let status = answer;
         if self.logged.swap(true, Ordering::Relaxed) {
-            debug!(%url, %status, "the path still refuses streams: requests are used");
+            debug!(%url, %answer, "the path still refuses streams: requests are used");
         } else {
             warn!(
                 %url,
-                %status,
+                %answer,
                 "the path to the transport does not pass WebSocket upgrades, so each command is one HTTP request (slower); to let streams through nginx, add to the tunnel's location: {NGINX_STREAM_LINES}"
             );
         }

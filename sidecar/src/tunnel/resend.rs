@@ -66,8 +66,9 @@ impl TunnelConn {
                         self.endpoint.url
                     )));
                 }
-                Err(Error::BadAnswer { url, status, detail }) if status.starts_with("50") => {
-                    last = Error::BadAnswer { url, status, detail }.to_string();
+                Err(e) if matches!(&e, Error::BadAnswer { status, .. } if status.starts_with("50")) =>
+                {
+                    last = e.to_string();
                 }
                 Err(e) => return Err(e),
             }
