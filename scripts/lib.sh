@@ -118,9 +118,11 @@ with open(f"{jars}/mysql-connector-j-8.0.33.jar", "wb") as out:
 PY
         rm -f "$dir"/jars/wbjdbc-*.whl
     fi
-    if [[ ! -f "$dir/node/node_modules/mysql2/package.json" ]]; then
+    # mysql2, and oidc-provider: the OpenID Provider the identity tests take tokens from.
+    if [[ ! -f "$dir/node/node_modules/mysql2/package.json" || ! -f "$dir/node/node_modules/oidc-provider/package.json" ]]; then
         command -v npm >/dev/null || ensure_packages nodejs npm
         mkdir -p "$dir/node"
-        (cd "$dir/node" && npm install --silent --no-audit --no-fund --no-save 'mysql2@3' >/dev/null)
+        [[ -f "$dir/node/package.json" ]] || echo '{}' > "$dir/node/package.json"
+        (cd "$dir/node" && npm install --silent --no-audit --no-fund --no-save 'mysql2@3' 'oidc-provider@9' >/dev/null)
     fi
 }

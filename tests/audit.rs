@@ -71,7 +71,7 @@ async fn every_command_of_a_session_is_one_audit_line() {
             let time = line["time"].as_str().unwrap_or_default();
             assert!(time.len() == 24 && time.ends_with('Z') && time.starts_with("20"), "{line}");
             assert_eq!(line["session"].as_str().map(str::len), Some(8), "{line}");
-            assert_eq!(line["token"], "#1", "{line}");
+            assert_eq!(line["identity"], "token#1", "{line}");
             assert_eq!(line["user"], USER, "{line}");
             assert_eq!(line["upstream"], "main", "{line}");
             assert_eq!(line["database"], DATABASE, "{line}");

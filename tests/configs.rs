@@ -181,7 +181,7 @@ fn tokens_come_from_a_file_of_tokens_and_the_audit_from_a_logs_directory() {
     assert!(ok, "{output}");
     std::fs::write(&tokens, "# nobody yet\n").expect("tokens");
     let (ok, output) = check("transport", &config);
-    assert!(!ok && output.contains("at least one token"), "{output}");
+    assert!(!ok && output.contains("must let someone in"), "{output}");
     with(&dir.join("missing"));
     let (ok, output) = check("transport", &config);
     assert!(!ok && output.contains("tokens_file"), "{output}");

@@ -84,6 +84,9 @@ pub struct TransportLink {
     pub token_env: Option<String>,
     /// File holding the token.
     pub token_file: Option<String>,
+    /// A command that prints the token (program and arguments), run again when the token
+    /// expires (a JWT's `exp`) or is refused: an SSO helper, a secrets manager's CLI.
+    pub token_command: Option<Vec<String>>,
     /// Time allowed to connect to the transport.
     #[serde(with = "serde_duration")]
     pub connect_timeout: Duration,
@@ -133,6 +136,7 @@ impl Default for TransportLink {
             token: None,
             token_env: None,
             token_file: None,
+            token_command: None,
             connect_timeout: Duration::from_secs(10),
             tls: ClientTls::default(),
             proxy: None,
@@ -240,6 +244,7 @@ impl SidecarConfig {
         if let Some(var) = &flags.token_env {
             let t = &mut self.transport;
             (t.token, t.token_env, t.token_file) = (None, Some(var.clone()), None);
+            t.token_command = None;
             self.resolve_secrets()?;
         }
         self.validate()
@@ -270,8 +275,22 @@ impl SidecarConfig {
         if url.parse::<http::Uri>().is_err() {
             return invalid(format!("transport.url {url:?} is not a valid URL"));
         }
-        if self.transport.token.is_none() {
-            return invalid("transport.token (or token_env / token_file) is required".into());
+        match (&self.transport.token, &self.transport.token_command) {
+            (None, None) => {
+                return invalid(
+                    "transport.token (or token_env / token_file / token_command) is required"
+                        .into(),
+                );
+            }
+            (Some(_), Some(_)) => {
+                return invalid("set transport.token (or token_env / token_file) or transport.token_command, not both".into());
+            }
+            (None, Some(argv)) if argv.first().is_none_or(String::is_empty) => {
+                return invalid(
+                    "transport.token_command: name a program (a list: [program, args…])".into(),
+                );
+            }
+            _ => {}
         }
         if self.users.is_empty() && !self.passthrough() {
             return invalid(

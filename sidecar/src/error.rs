@@ -68,12 +68,22 @@ pub enum Error {
     },
     /// The transport refused the token (HTTP 401).
     #[error(
-        "the sqltunnel transport at {url} refused the sidecar's token (HTTP 401): check transport.token against the transport's tokens"
+        "the sqltunnel transport at {url} refused the sidecar's token (HTTP 401: {reason}): check transport.token (or token_command) against the transport's identities"
     )]
     TokenRefused {
         /// Base URL.
         url: String,
+        /// What the transport said (an expired token, a wrong audience, …).
+        reason: String,
     },
+    /// `transport.token_command` gave no token.
+    #[error("transport.token_command gave no token: {0}")]
+    TokenCommand(String),
+    /// The transport ended the session: its identity's access was revoked.
+    #[error(
+        "Connection was killed: the sqltunnel transport revoked this identity's access to the upstream"
+    )]
+    AccessRevoked,
     /// A proxy or the transport refused the request size (HTTP 413).
     #[error(
         "the request ({size} bytes) was refused as too large by {url} (HTTP 413): raise nginx's client_max_body_size and the transport's max_request_bytes"
@@ -154,9 +164,11 @@ impl Error {
             | Error::ConnectionBroken { .. }
             | Error::TransportSilent { .. }
             | Error::TokenRefused { .. }
+            | Error::TokenCommand(_)
             | Error::BadAnswer { .. }
             | Error::SessionBusy => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
             Error::ShuttingDown => (code::SERVER_SHUTDOWN, *code::STATE_COMM, msg),
+            Error::AccessRevoked => (code::CONNECTION_KILLED, *b"70100", msg),
             Error::SessionLost | Error::StreamBroken(_) | Error::NotResumed(_) => {
                 (code::CONNECTION_LOST, *code::STATE_COMM, msg)
             }
@@ -183,6 +195,8 @@ impl Error {
             Error::BadAnswer { .. } => "bad_answer",
             Error::Upstream(_) => "upstream",
             Error::SessionLost => "session_lost",
+            Error::AccessRevoked => "access_revoked",
+            Error::TokenCommand(_) => "token_command",
             Error::ShuttingDown => "shutting_down",
             Error::StreamBroken(_) => "stream_broken",
             Error::NotResumed(_) => "not_resumed",

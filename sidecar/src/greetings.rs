@@ -13,7 +13,7 @@ use common::wire::{OpenRelay, TurnEnd};
 use tracing::debug;
 
 use crate::Error;
-use crate::tunnel::TunnelClient;
+use crate::tunnel::{Credential, TunnelClient};
 
 /// How long a prepared greeting may wait for its client.
 pub const FRESH_FOR: Duration = Duration::from_secs(5);
@@ -28,7 +28,7 @@ pub struct Prepared {
     /// The affinity bucket it was opened with (its later requests must use it too).
     pub bucket: usize,
     /// The `Authorization` it was opened with (its later requests must carry it too).
-    pub authorization: Arc<str>,
+    pub authorization: Credential,
     made: Instant,
     /// How long it stays usable: [`FRESH_FOR`], or less when the transport's session timeout
     /// is shorter.

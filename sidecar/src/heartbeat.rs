@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::shared::{AFFINITY_BUCKETS, Shared};
-use crate::tunnel::TunnelConn;
+use crate::tunnel::{Credential, TunnelConn};
 
 /// Sends keep-alives until `shutdown`.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
@@ -38,7 +38,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
 async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
     let every = shared.config.heartbeat_interval;
     let affinity = shared.affinity(bucket);
-    let mut conns: HashMap<Arc<str>, TunnelConn> = HashMap::new();
+    let mut conns: HashMap<Credential, TunnelConn> = HashMap::new();
     let mut registrations = shared.live.registrations();
     loop {
         registrations.mark_unchanged();
@@ -46,7 +46,7 @@ async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
         let groups = shared.live.in_bucket(bucket);
         conns.retain(|authorization, _| groups.contains_key(authorization));
         let current = shared.tunnel.authorization();
-        let (mut gone, mut reset) = (Vec::new(), Vec::new());
+        let (mut gone, mut reset, mut revoked) = (Vec::new(), Vec::new(), Vec::new());
         for (authorization, sessions) in &groups {
             let wait = if *authorization == current { every } else { Duration::ZERO };
             let conn = conns
@@ -56,6 +56,7 @@ async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
                 Ok(answer) => {
                     gone.extend(answer.gone);
                     reset.extend(answer.reset);
+                    revoked.extend(answer.revoked);
                 }
                 Err(e) => debug!(error = %e, "keepalive failed; will retry"),
             }
@@ -63,7 +64,7 @@ async fn keep_bucket_alive(shared: &Shared, bucket: usize) {
         for id in &gone {
             // The transport tells every keep-alive of a token about its sessions that ended:
             // only the one that still has a client here is news.
-            if shared.live.close(id, reset.contains(id)) {
+            if shared.live.close(id, reset.contains(id), revoked.contains(id)) {
                 info!(session = %session_label(id), "the transport no longer has this session; closing its client");
             }
         }

@@ -6,16 +6,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+
+use crate::tunnel::Credential;
 use tokio_util::sync::CancellationToken;
 
 /// A live session: what ends its client connection, its affinity bucket, its `Authorization`.
-type Entry = (Gone, usize, Arc<str>);
+type Entry = (Gone, usize, Credential);
 
 /// Tells a client connection that its session is gone, and how.
 #[derive(Debug, Clone, Default)]
 pub struct Gone {
     token: CancellationToken,
     reset: Arc<AtomicBool>,
+    revoked: Arc<AtomicBool>,
 }
 
 impl Gone {
@@ -27,6 +30,12 @@ impl Gone {
     /// The server reset the connection (rather than closing it in order).
     pub fn was_reset(&self) -> bool {
         self.reset.load(Ordering::Acquire)
+    }
+
+    /// The transport ended the session because its identity's access was revoked: the
+    /// client is told so at its next command.
+    pub fn was_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
     }
 }
 
@@ -45,7 +54,7 @@ impl LiveSessions {
 
     /// Registers a session of affinity bucket `bucket`; the token is cancelled when the
     /// transport reports the session gone.
-    pub fn register(&self, id: &str, bucket: usize, authorization: Arc<str>) -> Gone {
+    pub fn register(&self, id: &str, bucket: usize, authorization: Credential) -> Gone {
         let token = Gone::default();
         self.lock().insert(id.to_owned(), (token.clone(), bucket, authorization));
         self.registered.send_modify(|n| *n += 1);
@@ -64,8 +73,8 @@ impl LiveSessions {
 
     /// Session ids of affinity bucket `bucket`, grouped by the `Authorization` they were
     /// opened with.
-    pub fn in_bucket(&self, bucket: usize) -> HashMap<Arc<str>, Vec<String>> {
-        let mut groups: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+    pub fn in_bucket(&self, bucket: usize) -> HashMap<Credential, Vec<String>> {
+        let mut groups: HashMap<Credential, Vec<String>> = HashMap::new();
         for (id, (_, b, authorization)) in self.lock().iter() {
             if *b == bucket {
                 groups.entry(authorization.clone()).or_default().push(id.clone());
@@ -75,11 +84,13 @@ impl LiveSessions {
     }
 
     /// Ends a session's client connection (the transport no longer has the session): with a
-    /// reset when its server reset the connection, else in order. False when no client of
-    /// this sidecar had it any more (it quit, or another bucket's keep-alive was told first).
-    pub fn close(&self, id: &str, reset: bool) -> bool {
+    /// reset when its server reset the connection, else in order (or after telling the client
+    /// at its next command that its access was revoked). False when no client of this sidecar
+    /// had it any more (it quit, or another bucket's keep-alive was told first).
+    pub fn close(&self, id: &str, reset: bool, revoked: bool) -> bool {
         let Some((gone, ..)) = self.lock().remove(id) else { return false };
         gone.reset.store(reset, Ordering::Release);
+        gone.revoked.store(revoked, Ordering::Release);
         gone.token.cancel();
         true
     }

@@ -12,10 +12,10 @@ use http::{Request, Response, StatusCode};
 use tracing::{Instrument, info};
 
 use crate::Error;
-use crate::auth::TokenId;
 use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
 use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
+use crate::identity::{Caller, IdentityId};
 use crate::relayed::StepKind;
 use crate::state::AppState;
 use crate::{ending, relayed, stream};
@@ -34,27 +34,32 @@ pub async fn handle(
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
         Route::Ready => {
-            let detailed = state.tokens().authorize(req.headers()).is_some();
-            return ready(&state, detailed);
+            let caller = state.identities().authorize(req.headers()).await.ok();
+            return ready(&state, caller.as_deref());
         }
         _ => {}
     }
-    let Some(token) = state.tokens().authorize(req.headers()) else {
-        state.metrics.unauthorized.inc();
-        let client = client_ip(peer.ip(), req.headers(), &state.config().trusted_proxies);
-        let answer_at = state.refusals.refuse(client);
-        tokio::time::sleep_until(answer_at.into()).await;
-        return error_response(&Error::Unauthorized);
+    let caller = match state.identities().authorize(req.headers()).await {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            state.metrics.unauthorized.inc();
+            if refusal.is_suspicious() {
+                let client = client_ip(peer.ip(), req.headers(), &state.config().trusted_proxies);
+                let answer_at = state.refusals.refuse(client);
+                tokio::time::sleep_until(answer_at.into()).await;
+            }
+            return error_response(&Error::Unauthorized(refusal));
+        }
     };
     state.churn.note(req.version(), req.headers(), &state.metrics.requests_closing);
     // Every line logged about a session's request names the session.
     let span = match &route {
         Route::Login(id) | Route::Command(id) | Route::Infile(id) | Route::CloseSession(id) => {
-            tracing::info_span!("session", id = %session_label(id))
+            tracing::info_span!("session", id = %session_label(id), identity = %caller.name)
         }
         _ => tracing::Span::none(),
     };
-    let response = route_authorized(state, req, route, token).instrument(span).await;
+    let response = route_authorized(state, req, route, caller).instrument(span).await;
     if zstd { compress(response) } else { response }
 }
 
@@ -92,9 +97,9 @@ async fn route_authorized(
     state: Arc<AppState>,
     req: Request<RequestBody>,
     route: Route,
-    token: TokenId,
+    caller: Arc<Caller>,
 ) -> Response<ResponseBody> {
-    let result = dispatch(&state, req, route, token).await;
+    let result = dispatch(&state, req, route, &caller).await;
     match result {
         Ok(response) => response,
         // A session ended by the drain is gone because of the shutdown: say so.
@@ -114,7 +119,7 @@ async fn dispatch(
     state: &Arc<AppState>,
     req: Request<RequestBody>,
     route: Route,
-    token: TokenId,
+    caller: &Arc<Caller>,
 ) -> Result<Response<ResponseBody>, Error> {
     let limit = state.config().max_request_bytes;
     let declared = req.headers().get(http::header::CONTENT_LENGTH);
@@ -123,17 +128,17 @@ async fn dispatch(
         return Err(Error::TooLarge { limit });
     }
     match route {
-        Route::OpenRelay => relayed::open(state, req, token).await,
+        Route::OpenRelay => relayed::open(state, req, caller).await,
         Route::Stream => {
             state.refuse_if_draining()?;
             stream::accept(req)
         }
-        Route::Login(id) => relayed::step(state, StepKind::Login, &id, token, req).await,
-        Route::Command(id) => relayed::step(state, StepKind::Command, &id, token, req).await,
-        Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, token, req).await,
-        Route::KeepAlive => keep_alive(state, req, token).await,
+        Route::Login(id) => relayed::step(state, StepKind::Login, &id, &caller.id, req).await,
+        Route::Command(id) => relayed::step(state, StepKind::Command, &id, &caller.id, req).await,
+        Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, &caller.id, req).await,
+        Route::KeepAlive => keep_alive(state, req, &caller.id).await,
         Route::CloseSession(id) => {
-            Ok(close_session(state, &id, token, SessionEnd::from_query(req.uri().query())))
+            Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.uri().query())))
         }
         Route::Metrics => Ok(metrics(state)),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
@@ -151,23 +156,31 @@ pub fn metrics(state: &AppState) -> Response<ResponseBody> {
 
 /// Readiness: 200 when every upstream can be reached (as last probed or dialed), else 503;
 /// 503 too once shutdown has begun. Without a token only the status is said: the upstreams'
-/// names and errors are for a caller with a token (or `metrics_listen`).
-fn ready(state: &AppState, detailed: bool) -> Response<ResponseBody> {
-    let (all, upstreams) = state.readiness.report(&state.config().upstreams);
+/// names and errors are for a caller with a token (or `metrics_listen`), who sees those it may
+/// reach, and who the transport took it for.
+fn ready(state: &AppState, caller: Option<&Caller>) -> Response<ResponseBody> {
+    let (mut all, mut upstreams) = state.readiness.report(&state.config().upstreams);
+    if let Some(caller) = caller {
+        upstreams.retain(|u| caller.access.allows(&u.name));
+        all = upstreams.iter().all(|u| u.ready);
+    }
     let draining = state.draining.is_cancelled();
     let (status, word) = match (all, draining) {
         (_, true) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
         (true, false) => (StatusCode::OK, "ready"),
         (false, false) => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
     };
-    if !detailed {
+    let Some(caller) = caller else {
         return json(status, &serde_json::json!({ "status": word }));
-    }
+    };
     let parked = state.sessions.parked_count();
-    json(
-        status,
-        &serde_json::json!({ "status": word, "upstreams": upstreams, "parked_sessions": parked }),
-    )
+    let body = serde_json::json!({
+        "status": word,
+        "identity": &*caller.name,
+        "upstreams": upstreams,
+        "parked_sessions": parked,
+    });
+    json(status, &body)
 }
 
 /// Marks every listed session of the caller's token as heard from and names those that are
@@ -175,7 +188,7 @@ fn ready(state: &AppState, detailed: bool) -> Response<ResponseBody> {
 async fn keep_alive(
     state: &AppState,
     req: Request<RequestBody>,
-    token: TokenId,
+    owner: &IdentityId,
 ) -> Result<Response<ResponseBody>, Error> {
     let config = state.config();
     let body = read_body(req, MAX_KEEPALIVE_BODY, config.body_timeout).await?;
@@ -191,16 +204,21 @@ async fn keep_alive(
     let since = *news.borrow_and_update();
     loop {
         news.mark_unchanged();
-        let ended = state.ended_since(since, token);
+        let ended = state.ended_since(since, owner);
         let reset: Vec<String> = ended.iter().filter(|e| e.1).map(|e| e.0.clone()).collect();
         let mut gone: Vec<String> = ended.into_iter().map(|e| e.0).collect();
         for id in &list.sessions {
-            if state.sessions.get(id, token).is_err() && !gone.contains(id) {
+            if state.sessions.get(id, owner).is_err() && !gone.contains(id) {
                 gone.push(id.clone());
             }
         }
         if !gone.is_empty() || tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
-            return Ok(json(StatusCode::OK, &KeepAliveAnswer { gone, reset }));
+            let revoked = gone
+                .iter()
+                .filter(|id| matches!(state.session_gone(id, owner), Error::AccessRevoked(_)))
+                .cloned()
+                .collect();
+            return Ok(json(StatusCode::OK, &KeepAliveAnswer { gone, reset, revoked }));
         }
     }
 }
@@ -212,10 +230,10 @@ async fn keep_alive(
 fn close_session(
     state: &Arc<AppState>,
     id: &str,
-    token: TokenId,
+    owner: &IdentityId,
     end: SessionEnd,
 ) -> Response<ResponseBody> {
-    if let Some(session) = state.sessions.remove_owned(id, token) {
+    if let Some(session) = state.sessions.remove_owned(id, owner) {
         info!(session = %session_label(id), ?end, "session closed by client");
         let state = state.clone();
         tokio::spawn(async move {

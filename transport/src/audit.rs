@@ -51,9 +51,10 @@ pub struct Entry {
     pub time: String,
     /// The session (its label, as in the logs).
     pub session: String,
-    /// The token that opened the session: `#n`, its position in `tokens` (those of
-    /// `token_env` and `token_file` follow), or `retired` once a reload removed it.
-    pub token: String,
+    /// The identity that opened the session: a named identity's name, the person an OpenID
+    /// token names, or `token#n` for the n-th plain token (those of `token_env` and
+    /// `token_file` follow).
+    pub identity: String,
     /// The user the session logged in as.
     pub user: Option<String>,
     /// The upstream's name.

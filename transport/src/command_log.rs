@@ -74,10 +74,7 @@ fn audit_entry(state: &AppState, session: &Session, payload: &[u8]) -> Entry {
     let mut entry = Entry {
         time: rfc3339(SystemTime::now()),
         session: session_label(&session.id).to_string(),
-        token: state
-            .tokens()
-            .position(session.token)
-            .map_or_else(|| "retired".into(), |n| format!("#{n}")),
+        identity: session.owner.name.to_string(),
         user: who.user,
         upstream: session.upstream.clone(),
         database: who.database,

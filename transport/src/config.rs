@@ -31,6 +31,10 @@ pub struct TransportConfig {
     /// Path of a file of tokens, one per line (blank lines and `#` comments skipped): several
     /// tokens kept out of this file (systemd's `LoadCredential=`).
     pub tokens_file: Option<String>,
+    /// Named identities: each with its token and the upstreams it may reach.
+    pub identities: Vec<crate::identity::IdentityConfig>,
+    /// JWT bearer tokens of an OpenID Connect issuer.
+    pub oidc: Option<crate::identity::OidcConfig>,
     /// The only upstream servers sessions may reach.
     pub upstreams: Vec<UpstreamConfig>,
     /// A session not heard from for this long is closed.
@@ -104,6 +108,8 @@ impl Default for TransportConfig {
             token_env: None,
             token_file: None,
             tokens_file: None,
+            identities: Vec::new(),
+            oidc: None,
             upstreams: Vec::new(),
             session_timeout: Duration::from_secs(30),
             park_timeout: Duration::from_secs(8 * 3600),
@@ -213,6 +219,9 @@ impl TransportConfig {
                 self.tokens.push(token);
             }
         }
+        for identity in &mut self.identities {
+            identity.resolve()?;
+        }
         for u in &mut self.upstreams {
             let (env, file) = (u.admin_password_env.take(), u.admin_password_file.take());
             let inline = u.admin_password.take();
@@ -225,8 +234,8 @@ impl TransportConfig {
     /// Checks values that parse but make no sense.
     pub fn validate(&self) -> Result<(), Error> {
         let invalid = |m: String| Err(Error::Config(common::Error::ConfigInvalid(m)));
-        if self.tokens.is_empty() {
-            return invalid("`tokens` must list at least one token".into());
+        if self.tokens.is_empty() && self.identities.is_empty() && self.oidc.is_none() {
+            return invalid("`tokens`, `identities` or `oidc` must let someone in".into());
         }
         if self.tokens.iter().any(|t| t.expose().len() < 8) {
             return invalid("every token must be at least 8 characters long".into());
@@ -252,6 +261,12 @@ impl TransportConfig {
                 return invalid(format!("upstreams[{i}]: `admin_password` needs `admin_user`"));
             }
         }
+        let names: Vec<&str> = self.upstreams.iter().map(|u| u.name.as_str()).collect();
+        crate::identity::config::validate(&self.identities, self.oidc.as_ref(), &names)
+            .map_err(|e| Error::Config(common::Error::ConfigInvalid(e)))?;
+        // Reads a `jwks_file` and builds the issuer's TLS settings: what fails here fails now.
+        crate::identity::Identities::new(&self.tokens, &self.identities, self.oidc.as_ref())
+            .map_err(|e| Error::Config(common::Error::ConfigInvalid(e)))?;
         self.log.validate()?;
         if self.session_timeout < Duration::from_secs(1) {
             return invalid("`session_timeout` must be at least 1s".into());

@@ -58,6 +58,26 @@ pub async fn end_expired(state: &AppState, session: &Session) {
     drop(tokio::time::timeout(CLOSE_WAIT, session.take_link()).await);
 }
 
+/// Ends the sessions a reload revoked (their identity is gone, or may no longer reach their
+/// upstream): a running statement is killed, the connection closed, and the sidecar told
+/// (keep-alive news, then `access_revoked` on the session's next request).
+pub fn end_revoked(state: &Arc<AppState>, sessions: Vec<Arc<Session>>) {
+    for session in sessions {
+        warn!(
+            session = %session_label(&session.id),
+            identity = %session.owner.name,
+            upstream = %session.upstream,
+            "session ended: its identity's access was revoked"
+        );
+        state.metrics.sessions_revoked.inc();
+        let state = state.clone();
+        tokio::spawn(async move {
+            end_running(&state, &session).await;
+            state.session_ended(&session.id, &session.owner.id, false);
+        });
+    }
+}
+
 /// Shutdown: no new work is taken; idle sessions end at once; running commands get `grace`
 /// to finish, then are ended as [`end_running`] does.
 pub async fn drain(state: &Arc<AppState>, grace: Duration) {
@@ -66,7 +86,7 @@ pub async fn drain(state: &Arc<AppState>, grace: Duration) {
     let mut closing = JoinSet::new();
     loop {
         for session in state.sessions.remove_idle() {
-            state.session_ended(&session.id, session.token, false);
+            state.session_ended(&session.id, &session.owner.id, false);
             closing.spawn(async move { close_link(&session).await });
         }
         if state.sessions.is_empty() || Instant::now() >= deadline {
@@ -85,7 +105,7 @@ pub async fn drain(state: &Arc<AppState>, grace: Duration) {
         let state = state.clone();
         closing.spawn(async move {
             end_running(&state, &session).await;
-            state.session_ended(&session.id, session.token, false);
+            state.session_ended(&session.id, &session.owner.id, false);
         });
     }
     while closing.join_next().await.is_some() {}

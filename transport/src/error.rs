@@ -12,9 +12,20 @@ pub enum Error {
     /// Socket errors of the HTTP server.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    /// Missing or wrong bearer token.
-    #[error("missing or invalid bearer token")]
-    Unauthorized,
+    /// Missing or refused bearer token, and why.
+    #[error("{}", .0.message())]
+    Unauthorized(crate::identity::Refusal),
+    /// The caller's identity may not reach this upstream.
+    #[error("identity {identity:?} may not reach upstream {upstream:?}")]
+    UpstreamForbidden {
+        /// The upstream asked for.
+        upstream: String,
+        /// Who asked.
+        identity: String,
+    },
+    /// The session ended because its identity lost its access at a reload.
+    #[error("the session of identity {0:?} was ended: its access was revoked")]
+    AccessRevoked(String),
     /// Path or method not served.
     #[error("no such endpoint")]
     NotFound,
@@ -71,7 +82,11 @@ impl Error {
     /// The HTTP status and JSON body a caller sees for this error.
     pub fn to_api(&self) -> (StatusCode, ApiError) {
         let (status, kind) = match self {
-            Error::Unauthorized => (StatusCode::UNAUTHORIZED, ApiErrorKind::Unauthorized),
+            Error::Unauthorized(refusal) => (StatusCode::UNAUTHORIZED, refusal.kind()),
+            Error::UpstreamForbidden { .. } => {
+                (StatusCode::FORBIDDEN, ApiErrorKind::UpstreamForbidden)
+            }
+            Error::AccessRevoked(_) => (StatusCode::FORBIDDEN, ApiErrorKind::AccessRevoked),
             Error::NotFound => (StatusCode::NOT_FOUND, ApiErrorKind::NotFound),
             Error::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, ApiErrorKind::NotFound),
             Error::SessionNotFound => (StatusCode::NOT_FOUND, ApiErrorKind::SessionNotFound),
@@ -102,7 +117,9 @@ impl Error {
     pub fn kind_label(&self) -> &'static str {
         match self {
             Error::Config(_) | Error::Io(_) => "internal",
-            Error::Unauthorized => "unauthorized",
+            Error::Unauthorized(_) => "unauthorized",
+            Error::UpstreamForbidden { .. } => "upstream_forbidden",
+            Error::AccessRevoked(_) => "access_revoked",
             Error::NotFound | Error::MethodNotAllowed => "not_found",
             Error::SessionNotFound => "session_not_found",
             Error::SessionBusy => "session_busy",
@@ -136,6 +153,20 @@ impl Error {
                 (error_code::TOO_MANY_CONNECTIONS, "08004", "Too many connections".into())
             }
             Error::ShuttingDown => (error_code::SERVER_SHUTDOWN, "08S01", self.to_string()),
+            Error::UpstreamForbidden { upstream, identity } => (
+                error_code::ACCESS_DENIED,
+                "28000",
+                format!(
+                    "Access denied: sqltunnel identity '{identity}' may not reach upstream '{upstream}'"
+                ),
+            ),
+            Error::AccessRevoked(identity) => (
+                error_code::CONNECTION_KILLED,
+                "70100",
+                format!(
+                    "Connection was killed: the access of sqltunnel identity '{identity}' was revoked"
+                ),
+            ),
             _ => return None,
         };
         Some(MysqlError { code, sqlstate: sqlstate.into(), message })

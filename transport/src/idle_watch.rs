@@ -40,7 +40,7 @@ pub async fn watch(state: Arc<AppState>, session: Arc<Session>) {
                 Err(e) => format!("failed ({e})"),
             };
             info!(session = %session_label(&session.id), "the upstream connection {how} while idle; session ended");
-            state.session_ended(&session.id, session.token, reset);
+            state.session_ended(&session.id, &session.owner.id, reset);
         }
         return;
     }

@@ -1,7 +1,7 @@
 //! sqltunnel transport: an HTTP server that holds one relayed upstream MySQL connection per
 //! client session and streams each answer back as binary frames.
 //!
-//! Layers, lowest first: `client_addr`, `config`, `error`, `auth` → `relay` (the upstream leg at packet
+//! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
 //! within the budget all sessions share) → `session` → `state` → `body`, `http`, `stream` (the
 //! WebSocket carrier) → `relayed` (a session's endpoints) → `api`
@@ -9,7 +9,6 @@
 
 pub mod api;
 pub mod audit;
-pub mod auth;
 pub mod body;
 pub mod churn;
 pub mod client_addr;
@@ -18,6 +17,7 @@ pub mod config;
 pub mod ending;
 pub mod error;
 pub mod http;
+pub mod identity;
 pub mod idle_watch;
 pub mod metrics;
 pub mod probes;

@@ -20,7 +20,12 @@ fn main() -> ExitCode {
     let gen_token = common::cli::Tool {
         name: "gen-token",
         about: "Print a new random token (256 bits, hex) for `tokens` and a sidecar's transport.token",
-        run: transport::auth::print_new_token,
+        run: transport::identity::tools::print_new_token,
+    };
+    let hash_token = common::cli::Tool {
+        name: "hash-token",
+        about: "Read a token on standard input and print its SHA-256, for an identity's token_sha256",
+        run: transport::identity::tools::print_token_hash,
     };
     common::cli::main_with_tools(
         bin,
@@ -28,6 +33,6 @@ fn main() -> ExitCode {
             transport::run_with_reloads(listener, config, shutdown, reloads)
         },
         &[],
-        &[gen_token],
+        &[gen_token, hash_token],
     )
 }

@@ -60,6 +60,11 @@ pub struct Metrics {
     pub errors: Family<Labels, Counter>,
     /// Requests refused for a bad or missing token.
     pub unauthorized: Counter,
+    /// Sessions opened, by identity: its name when configured by name, otherwise the issuer
+    /// or `token` (bounded by the configuration).
+    pub identity_sessions: Family<Labels, Counter>,
+    /// Sessions ended because a reload took their identity's access away.
+    pub sessions_revoked: Counter,
     /// Connections closed at once because `max_connections` were open.
     pub connections_refused: Counter,
     /// HTTP connections accepted (a proxy that keeps its connections adds none under load).
@@ -121,6 +126,8 @@ impl Metrics {
             answer_bytes: Counter::default(),
             errors: Family::default(),
             unauthorized: Counter::default(),
+            identity_sessions: Family::default(),
+            sessions_revoked: Counter::default(),
             connections_refused: Counter::default(),
             connections_accepted: Counter::default(),
             streams_opened: Counter::default(),
@@ -168,6 +175,11 @@ impl Metrics {
                 &m.pipelined,
             ),
             ("unauthorized", "Requests refused for a bad or missing token", &m.unauthorized),
+            (
+                "sessions_revoked",
+                "Sessions ended because a reload took their identity's access away",
+                &m.sessions_revoked,
+            ),
             (
                 "streams_opened",
                 "Streams opened: WebSocket upgrades, each then carrying one sidecar connection's requests",
@@ -230,6 +242,11 @@ impl Metrics {
             r.register_with_unit(name, help, Unit::Bytes, counter.clone());
         }
         r.register("errors", "Requests answered with an error, by kind", m.errors.clone());
+        r.register(
+            "identity_sessions_opened",
+            "Sessions opened, by identity (named identities by name, an issuer's by the issuer, plain tokens as token)",
+            m.identity_sessions.clone(),
+        );
         r.register(
             "upstream_ready",
             "Whether each upstream can be reached (1) or not (0), as last probed",

@@ -105,7 +105,7 @@ fn may_park(state: &AppState, session: &Session) -> bool {
     {
         return false;
     }
-    let (all, own) = state.sessions.parked(session.token);
+    let (all, own) = state.sessions.parked(&session.owner.id);
     all < config.max_parked_sessions && own < config.max_parked_sessions_per_token
 }
 

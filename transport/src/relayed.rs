@@ -18,11 +18,11 @@ use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::auth::TokenId;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{
     Budget, MAX_CONTROL_BODY, RequestBody, frames, no_content, read_body, read_body_within,
 };
+use crate::identity::{Caller, IdentityId};
 use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
@@ -38,7 +38,7 @@ use crate::{command_log, idle_watch};
 pub async fn open(
     state: &Arc<AppState>,
     req: Request<RequestBody>,
-    token: TokenId,
+    caller: &Arc<Caller>,
 ) -> Result<Response<ResponseBody>, Error> {
     state.refuse_if_draining()?;
     // One view of the configuration for the whole request (a reload may swap it).
@@ -49,7 +49,12 @@ pub async fn open(
     let upstream = config
         .upstream(&open.upstream)
         .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
-    let limits = state.session_limits(token)?;
+    if !caller.access.allows(&upstream.name) {
+        let (upstream, identity) = (upstream.name.clone(), caller.name.to_string());
+        info!(%identity, %upstream, "session refused: the identity may not reach the upstream");
+        return Err(Error::UpstreamForbidden { upstream, identity });
+    }
+    let limits = state.session_limits(caller)?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
     let started = Instant::now();
@@ -72,9 +77,11 @@ pub async fn open(
     session.resume.set_window(config.resume_window);
     session.resume.set_budget(state.resume_budget.clone());
     state.metrics.sessions_opened.inc();
+    let label = vec![("identity".to_owned(), caller.label.to_string())];
+    state.metrics.identity_sessions.get_or_create(&label).inc();
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
-    info!(session = %session_label(&session.id), upstream = %upstream.name, connection_id, "relayed session opened");
+    info!(session = %session_label(&session.id), identity = %caller.name, upstream = %upstream.name, connection_id, "relayed session opened");
     encode_turn(&mut out, TurnEnd::AwaitAuth);
     let mut response =
         frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), Some(&session.id));
@@ -105,11 +112,11 @@ pub async fn step(
     state: &AppState,
     kind: StepKind,
     id: &str,
-    token: TokenId,
+    owner: &IdentityId,
     req: Request<RequestBody>,
 ) -> Result<Response<ResponseBody>, Error> {
     let started = Instant::now();
-    let session = state.sessions.get(id, token)?;
+    let session = state.sessions.get(id, owner).map_err(|_| state.session_gone(id, owner))?;
     let step = match step_request(&req, &session)? {
         Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
         Some(StepRequest::Next(step)) => Some(step),

@@ -50,11 +50,12 @@ pub async fn run_with_reloads(
     mut reloads: Reloads<TransportConfig>,
 ) -> std::io::Result<()> {
     let (reaper_tx, reaper_rx) = tokio::sync::mpsc::unbounded_channel();
-    let state = Arc::new(AppState::new(config, reaper_tx));
+    let state = Arc::new(AppState::new(config, reaper_tx).map_err(std::io::Error::other)?);
     let reloading = state.clone();
     tokio::spawn(async move {
         while let Some(config) = reloads.recv().await {
-            reloading.reload(config);
+            let revoked = reloading.reload(config);
+            crate::ending::end_revoked(&reloading, revoked);
         }
     });
     // HTTP connections: told to finish at shutdown, then waited for (`FLUSH_GRACE`).

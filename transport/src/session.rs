@@ -12,7 +12,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::auth::TokenId;
+use crate::identity::{Caller, IdentityId};
 use crate::relay::RelayLink;
 use crate::relay::turn::{LinkGuard, LinkUse};
 use crate::resume::Resumable;
@@ -22,8 +22,8 @@ use crate::resume::Resumable;
 pub struct Session {
     /// The session id (hex of 128 random bits).
     pub id: String,
-    /// Index of the token that opened it.
-    pub token: TokenId,
+    /// The identity that opened it: only it may use the session.
+    pub owner: Arc<Caller>,
     /// The upstream connection; `None` once closed. Held for the whole of a turn, and by the
     /// idle watcher between turns.
     pub link: Arc<AsyncMutex<Option<RelayLink>>>,
@@ -137,14 +137,14 @@ pub struct Who {
 }
 
 /// Session limits checked when a session is registered.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SessionLimits {
     /// Most sessions in all.
     pub total: usize,
-    /// Most sessions per token.
+    /// Most sessions per identity (`max_sessions_per_token`).
     pub per_token: usize,
-    /// The token opening this one.
-    pub token: TokenId,
+    /// The identity opening this one.
+    pub owner: Arc<Caller>,
 }
 
 /// The table of open sessions.
@@ -174,12 +174,12 @@ impl SessionTable {
         if sessions.len() >= limits.total {
             return Err(Error::TooManySessions(limits.total));
         }
-        if sessions.values().filter(|s| s.token == limits.token).count() >= limits.per_token {
+        if sessions.values().filter(|s| s.owner.id == limits.owner.id).count() >= limits.per_token {
             return Err(Error::TooManySessions(limits.per_token));
         }
         let session = Arc::new(Session {
             id: id.clone(),
-            token: limits.token,
+            owner: limits.owner,
             upstream: upstream.to_owned(),
             connection_id: link.connection_id,
             cut: CancellationToken::new(),
@@ -198,23 +198,23 @@ impl SessionTable {
         Ok(session)
     }
 
-    /// The session with this id, if the token `token` opened it, marked as heard from. Another
-    /// token's session is as unknown as an id never issued.
-    pub fn get(&self, id: &str, token: TokenId) -> Result<Arc<Session>, Error> {
+    /// The session with this id, if the identity `owner` opened it, marked as heard from.
+    /// Another identity's session is as unknown as an id never issued.
+    pub fn get(&self, id: &str, owner: &IdentityId) -> Result<Arc<Session>, Error> {
         let session = lock(&self.sessions)
             .get(id)
-            .filter(|s| s.token == token)
+            .filter(|s| s.owner.id == *owner)
             .cloned()
             .ok_or(Error::SessionNotFound)?;
         session.touch();
         Ok(session)
     }
 
-    /// Sessions parked: in all, and of token `token`.
-    pub fn parked(&self, token: TokenId) -> (usize, usize) {
+    /// Sessions parked: in all, and of the identity `owner`.
+    pub fn parked(&self, owner: &IdentityId) -> (usize, usize) {
         let sessions = lock(&self.sessions);
         let parked = sessions.values().filter(|s| s.is_parked());
-        parked.fold((0, 0), |(all, own), s| (all + 1, own + usize::from(s.token == token)))
+        parked.fold((0, 0), |(all, own), s| (all + 1, own + usize::from(s.owner.id == *owner)))
     }
 
     /// Sessions parked now.
@@ -222,9 +222,14 @@ impl SessionTable {
         lock(&self.sessions).values().filter(|s| s.is_parked()).count()
     }
 
-    /// Sessions opened with token `token`.
-    pub fn count_for_token(&self, token: TokenId) -> usize {
-        lock(&self.sessions).values().filter(|s| s.token == token).count()
+    /// Sessions opened by the identity `owner`.
+    pub fn count_for(&self, owner: &IdentityId) -> usize {
+        lock(&self.sessions).values().filter(|s| s.owner.id == *owner).count()
+    }
+
+    /// Every open session (a reload checks each one's access again).
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions).values().cloned().collect()
     }
 
     /// The session `id`, whoever opened it (for the reaper and shutdown, never for a request).
@@ -242,10 +247,10 @@ impl SessionTable {
         lock(&self.sessions).remove(id)
     }
 
-    /// Removes a session from the table and returns it, if the token `token` opened it.
-    pub fn remove_owned(&self, id: &str, token: TokenId) -> Option<Arc<Session>> {
+    /// Removes a session from the table and returns it, if the identity `owner` opened it.
+    pub fn remove_owned(&self, id: &str, owner: &IdentityId) -> Option<Arc<Session>> {
         let mut sessions = lock(&self.sessions);
-        if sessions.get(id)?.token != token {
+        if sessions.get(id)?.owner.id != *owner {
             return None;
         }
         sessions.remove(id)

@@ -7,8 +7,8 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::auth::{TokenId, Tokens};
 use crate::config::{TransportConfig, UpstreamConfig};
+use crate::identity::{Caller, Identities, IdentityId};
 use crate::refusals::Refusals;
 use crate::relay::link::UpstreamTlsLink;
 use crate::session::{Session, SessionLimits, SessionTable, lock};
@@ -16,10 +16,10 @@ use crate::session::{Session, SessionLimits, SessionTable, lock};
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
 
-/// Sessions their upstream ended: (sequence, id, token, reset), and the latest sequence.
+/// Sessions that ended: (sequence, id, owner, reset), and the latest sequence.
 #[derive(Debug, Default)]
 struct EndedSessions {
-    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, TokenId, bool)>>,
+    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, IdentityId, bool)>>,
     news: tokio::sync::watch::Sender<u64>,
 }
 
@@ -28,8 +28,10 @@ struct EndedSessions {
 pub struct AppState {
     /// The configuration, replaced whole by a reload.
     config: RwLock<Arc<TransportConfig>>,
-    /// Accepted tokens, replaced by a reload.
-    tokens: RwLock<Arc<Tokens>>,
+    /// Who may come in, replaced by a reload.
+    identities: RwLock<Arc<Identities>>,
+    /// Sessions ended because their identity lost its access, with it (bounded).
+    revoked: std::sync::Mutex<std::collections::VecDeque<(String, Arc<Caller>)>>,
     /// Open sessions.
     pub sessions: SessionTable,
     /// Metrics.
@@ -58,14 +60,19 @@ pub struct AppState {
 
 impl AppState {
     /// State for `config`; new sessions are announced on `reaper`.
-    pub fn new(config: TransportConfig, reaper: mpsc::UnboundedSender<Arc<Session>>) -> Self {
-        Self {
+    pub fn new(
+        config: TransportConfig,
+        reaper: mpsc::UnboundedSender<Arc<Session>>,
+    ) -> Result<Self, crate::Error> {
+        let identities = identities_of(&config)?;
+        Ok(Self {
             reaper,
             inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
             resume_budget: Arc::new(crate::resume_budget::ResumeBudget::new(
                 config.max_resume_bytes,
             )),
-            tokens: RwLock::new(Arc::new(Tokens::new(config.tokens.clone()))),
+            identities: RwLock::new(Arc::new(identities)),
+            revoked: std::sync::Mutex::default(),
             config: RwLock::new(Arc::new(config)),
             sessions: SessionTable::default(),
             metrics: crate::metrics::Metrics::new(),
@@ -76,7 +83,7 @@ impl AppState {
             churn: crate::churn::Churn::default(),
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// The configuration in force.
@@ -84,18 +91,19 @@ impl AppState {
         read(&self.config).clone()
     }
 
-    /// The tokens accepted now.
-    pub fn tokens(&self) -> Arc<Tokens> {
-        read(&self.tokens).clone()
+    /// The identities accepted now.
+    pub fn identities(&self) -> Arc<Identities> {
+        read(&self.identities).clone()
     }
 
     /// Applies a reloaded configuration (SIGHUP): tokens, limits, the other timeouts and
     /// upstreams take effect for what comes next; what is set up once at start (`listen`,
     /// `tls`, `worker_threads`, `max_connections`, `max_inflight_bytes`, `idle_timeout`,
     /// `audit`, `metrics_listen`, the log format) keeps its value and is named in a warning.
-    /// The audit file is opened again (a log rotation moved it). Sessions keep their token,
-    /// and their upstream connection, until they end.
-    pub fn reload(&self, mut new: TransportConfig) {
+    /// The audit file is opened again (a log rotation moved it). Returns the sessions whose
+    /// identity is gone or may no longer reach their upstream, taken out of the table: the
+    /// caller ends them ([`crate::revoke`]).
+    pub fn reload(&self, mut new: TransportConfig) -> Vec<Arc<Session>> {
         let old = self.config();
         let fixed = [
             ("listen", old.listen != new.listen),
@@ -121,20 +129,54 @@ impl AppState {
             audit.reopen();
         }
         self.resume_budget.set_limit(new.max_resume_bytes);
-        *write(&self.tokens) = Arc::new(Tokens::new(new.tokens.clone()));
+        let identities = match identities_of(&new) {
+            Ok(identities) => identities,
+            Err(e) => {
+                warn!(error = %e, "reloaded configuration not applied");
+                return Vec::new();
+            }
+        };
+        let count = identities.count();
+        *write(&self.identities) = Arc::new(identities);
         lock(&self.upstream_tls).clear();
-        info!(tokens = new.tokens.len(), upstreams = new.upstreams.len(), "configuration reloaded");
+        info!(identities = count, upstreams = new.upstreams.len(), "configuration reloaded");
         *write(&self.config) = Arc::new(new);
+        let identities = self.identities();
+        let revoked: Vec<Arc<Session>> = self
+            .sessions
+            .all()
+            .into_iter()
+            .filter(|s| !identities.still_allows(&s.owner, &s.upstream))
+            .filter_map(|s| self.sessions.remove(&s.id))
+            .collect();
+        let mut list = lock(&self.revoked);
+        for session in &revoked {
+            if list.len() >= MAX_ENDED {
+                list.pop_front();
+            }
+            list.push_back((session.id.clone(), session.owner.clone()));
+        }
+        revoked
     }
 
-    /// The limits a new session of `token` is checked against; an error when already reached.
-    pub fn session_limits(&self, token: TokenId) -> Result<SessionLimits, crate::Error> {
+    /// [`crate::Error::AccessRevoked`] when a reload revoked session `id` of `owner`, else
+    /// [`crate::Error::SessionNotFound`].
+    pub fn session_gone(&self, id: &str, owner: &IdentityId) -> crate::Error {
+        let revoked = lock(&self.revoked);
+        match revoked.iter().find(|(s, caller)| s == id && caller.id == *owner) {
+            Some((_, caller)) => crate::Error::AccessRevoked(caller.name.to_string()),
+            None => crate::Error::SessionNotFound,
+        }
+    }
+
+    /// The limits a new session of `owner` is checked against; an error when already reached.
+    pub fn session_limits(&self, owner: &Arc<Caller>) -> Result<SessionLimits, crate::Error> {
         let config = self.config();
         let max_sessions = config.max_sessions;
-        let limits =
-            SessionLimits { total: max_sessions, per_token: config.max_sessions_per_token, token };
+        let per_token = config.max_sessions_per_token;
+        let limits = SessionLimits { total: max_sessions, per_token, owner: owner.clone() };
         if self.sessions.len() >= max_sessions
-            || self.sessions.count_for_token(token) >= limits.per_token
+            || self.sessions.count_for(&owner.id) >= limits.per_token
         {
             return Err(crate::Error::TooManySessions(max_sessions));
         }
@@ -146,15 +188,15 @@ impl AppState {
         if self.draining.is_cancelled() { Err(crate::Error::ShuttingDown) } else { Ok(()) }
     }
 
-    /// Records that the upstream ended session `id` of token `token`, and wakes the
-    /// keep-alives waiting for news.
-    pub fn session_ended(&self, id: &str, token: TokenId, reset: bool) {
+    /// Records that session `id` of `owner` ended (its upstream hung up, or the transport
+    /// ended it), and wakes the keep-alives waiting for news.
+    pub fn session_ended(&self, id: &str, owner: &IdentityId, reset: bool) {
         let mut list = lock(&self.ended.list);
         let seq = list.back().map_or(1, |(seq, ..)| seq + 1);
         if list.len() >= MAX_ENDED {
             list.pop_front();
         }
-        list.push_back((seq, id.to_owned(), token, reset));
+        list.push_back((seq, id.to_owned(), owner.clone(), reset));
         drop(list);
         self.ended.news.send_replace(seq);
     }
@@ -164,12 +206,12 @@ impl AppState {
         self.ended.news.subscribe()
     }
 
-    /// Sessions of token `token` the upstream ended after `since`, and whether it reset the
+    /// Sessions of `owner` that ended after `since`, and whether the upstream reset the
     /// connection.
-    pub fn ended_since(&self, since: u64, token: TokenId) -> Vec<(String, bool)> {
+    pub fn ended_since(&self, since: u64, owner: &IdentityId) -> Vec<(String, bool)> {
         let list = lock(&self.ended.list);
         list.iter()
-            .filter(|(seq, _, t, _)| *seq > since && *t == token)
+            .filter(|(seq, _, o, _)| *seq > since && o == owner)
             .map(|(_, id, _, reset)| (id.clone(), *reset))
             .collect()
     }
@@ -187,6 +229,12 @@ impl AppState {
         cache.insert(upstream.name.clone(), tls.clone());
         Ok(tls)
     }
+}
+
+/// The identities of `config`.
+fn identities_of(config: &TransportConfig) -> Result<Identities, crate::Error> {
+    Identities::new(&config.tokens, &config.identities, config.oidc.as_ref())
+        .map_err(|e| crate::Error::Config(common::Error::ConfigInvalid(e)))
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

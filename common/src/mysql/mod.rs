@@ -249,6 +249,8 @@ pub mod error_code {
     pub const CONNECTION_LOST: u16 = 1158;
     /// ER_SERVER_SHUTDOWN: the tunnel is shutting down.
     pub const SERVER_SHUTDOWN: u16 = 1053;
+    /// ER_CONNECTION_KILLED (MariaDB's code): the session was ended by the tunnel.
+    pub const CONNECTION_KILLED: u16 = 1927;
     /// SQLSTATE of access errors.
     pub const STATE_ACCESS: &[u8; 5] = b"28000";
     /// SQLSTATE of communication errors.

@@ -78,6 +78,10 @@ pub struct KeepAliveAnswer {
     /// reset, not an orderly close).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reset: Vec<String>,
+    /// Those of `gone` ended because their identity's access was revoked: the client is told
+    /// so at its next command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revoked: Vec<String>,
 }
 
 /// What kind of failure an [`ApiError`] reports; clients branch on this, not on text.
@@ -106,6 +110,30 @@ pub enum ApiErrorKind {
     StepRefused,
     /// The transport is shutting down or failed internally (503/500).
     Unavailable,
+    /// The bearer token is not a JWT the transport can read, or lacks the person's claim (401).
+    TokenMalformed,
+    /// The JWT is not signed (`alg: none`) (401).
+    TokenUnsigned,
+    /// The JWT is signed with an algorithm not accepted (401).
+    TokenAlgorithm,
+    /// The JWT's signature does not verify (401).
+    TokenBadSignature,
+    /// The JWT names a key the issuer does not publish (401).
+    TokenUnknownKey,
+    /// The issuer's keys could not be fetched (401).
+    TokenKeysUnavailable,
+    /// The JWT has expired (401).
+    TokenExpired,
+    /// The JWT is not valid yet (401).
+    TokenNotYetValid,
+    /// The JWT is for another audience (401).
+    TokenWrongAudience,
+    /// The JWT is from another issuer (401).
+    TokenWrongIssuer,
+    /// The caller's identity may not reach this upstream (403).
+    UpstreamForbidden,
+    /// The session was ended because its identity's access was revoked (403).
+    AccessRevoked,
 }
 
 /// A MySQL error carried inside an [`ApiError`].

@@ -95,28 +95,66 @@ pub fn round_trip(mut times: Vec<Duration>) -> Line {
     )
 }
 
-/// An authenticated request (an empty keep-alive): is the token accepted?
-pub async fn token(tunnel: &TunnelClient, config: &SidecarConfig) -> Line {
-    let source = match (&config.transport.token_env, &config.transport.token_file) {
-        (Some(var), _) => format!("the environment variable {var}"),
-        (None, Some(file)) => format!("the file {file}"),
-        (None, None) => "transport.token".into(),
+/// The `Authorization` header line of the sidecar's requests now (empty when a token command
+/// gives none: the token step says why).
+async fn authorization_line(tunnel: &TunnelClient) -> String {
+    match tunnel.authorization().header().await {
+        Ok(header) => format!("Authorization: {header}\r\n"),
+        Err(_) => String::new(),
+    }
+}
+
+/// An authenticated request (an empty keep-alive): is the token accepted, and who did the
+/// transport take the sidecar for (its `/v1/ready` names the identity and what it may reach)?
+pub async fn token(tunnel: &TunnelClient, target: &Target<'_>, config: &SidecarConfig) -> Line {
+    let link = &config.transport;
+    let source = match (&link.token_env, &link.token_file, &link.token_command) {
+        (Some(var), ..) => format!("the environment variable {var}"),
+        (None, Some(file), _) => format!("the file {file}"),
+        (None, None, Some(argv)) => format!("token_command {}", argv.join(" ")),
+        (None, None, None) => "transport.token".into(),
     };
-    if config.transport.token.as_ref().is_none_or(|t| t.expose().is_empty()) {
+    if link.token_command.is_none() && link.token.as_ref().is_none_or(|t| t.expose().is_empty()) {
         return fail(
             "token",
             format!("no token: {source} is empty. Fix: set it to one of the transport's tokens"),
         );
     }
     match tunnel.connection("check").keep_alive(Vec::new(), Duration::ZERO).await {
-        Ok(_) => ok("token", format!("accepted (from {source})")),
-        Err(Error::TokenRefused { .. }) => fail(
-            "token",
-            format!(
-                "the transport refused the token from {source} (401). Fix: set it to one of the tokens in the transport's `tokens` list"
-            ),
-        ),
-        Err(e) => fail("token", format!("{e}")),
+        Ok(_) => {}
+        Err(Error::TokenRefused { reason, .. }) => {
+            return fail(
+                "token",
+                format!(
+                    "the transport refused the token from {source} (401: {reason}). Fix: use a token of one of the transport's identities"
+                ),
+            );
+        }
+        Err(e) => return fail("token", format!("{e}")),
+    }
+    #[derive(Deserialize)]
+    struct Whoami {
+        identity: Option<String>,
+        #[serde(default)]
+        upstreams: Vec<Named>,
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        name: String,
+    }
+    let asked = async {
+        let mut conn = connect(target).await?;
+        let line = authorization_line(tunnel).await;
+        let (_, body) = get(target, &mut conn, &Route::Ready.path(), &line).await?;
+        serde_json::from_slice::<Whoami>(&body).map_err(std::io::Error::other)
+    };
+    match tokio::time::timeout(target.connect_timeout * 2, asked).await {
+        Ok(Ok(Whoami { identity: Some(who), upstreams })) => {
+            let names: Vec<String> = upstreams.into_iter().map(|u| u.name).collect();
+            let reach = if names.is_empty() { "none".into() } else { names.join(", ") };
+            ok("token", format!("accepted as {who} (from {source}), upstreams: {reach}"))
+        }
+        _ => ok("token", format!("accepted (from {source})")),
     }
 }
 
@@ -127,7 +165,7 @@ pub async fn carrier(tunnel: &TunnelClient, target: &Target<'_>, mode: StreamMod
         return ok("stream", "off (transport.stream): one HTTP request per command".into());
     }
     let (key, lines) = upgrade_request();
-    let headers = format!("Authorization: {}\r\n{lines}", tunnel.authorization());
+    let headers = format!("{}{lines}", authorization_line(tunnel).await);
     let head = target.request_head("GET", &Route::Stream.path(), 0, &headers);
     let upgraded = match connect(target).await {
         Ok(mut conn) => conn.upgrade(head.as_bytes(), &key).await,
@@ -172,7 +210,7 @@ pub async fn upstreams(
     }
     let ready = async {
         let mut conn = connect(target).await?;
-        let authorization = format!("Authorization: {}\r\n", tunnel.authorization());
+        let authorization = authorization_line(tunnel).await;
         let (_, body) = get(target, &mut conn, &Route::Ready.path(), &authorization).await?;
         serde_json::from_slice::<Ready>(&body).map_err(std::io::Error::other)
     };
@@ -255,8 +293,8 @@ async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<Strin
 pub async fn body_limit(tunnel: &TunnelClient, target: &Target<'_>, max_packet: usize) -> Line {
     let mib = max_packet as f64 / f64::from(1 << 20);
     let headers = format!(
-        "Authorization: {}\r\nContent-Type: application/octet-stream\r\nExpect: 100-continue\r\n",
-        tunnel.authorization()
+        "{}Content-Type: application/octet-stream\r\nExpect: 100-continue\r\n",
+        authorization_line(tunnel).await
     );
     let path = Route::Command("sqltunnelcheck".into()).path();
     let head = target.request_head("POST", &path, max_packet, &headers);

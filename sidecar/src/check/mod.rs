@@ -79,7 +79,7 @@ pub async fn check(config: &SidecarConfig, mut show: impl FnMut(&Line)) -> Vec<L
         times.push(start.elapsed());
     }
     note(api::round_trip(times));
-    let token_line = api::token(&tunnel, config).await;
+    let token_line = api::token(&tunnel, &target, config).await;
     if !note(token_line) {
         return lines;
     }

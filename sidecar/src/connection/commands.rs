@@ -59,11 +59,21 @@ impl Connection {
             self.io.reset_seq();
             let read = tokio::select! {
                 biased;
-                () = gone.cancelled() => return Ok(Served::Gone),
+                () = gone.cancelled(), if !gone.was_revoked() => {
+                    if gone.was_revoked() {
+                        // Told at the client's next command, as an answer to it.
+                        continue;
+                    }
+                    return Ok(Served::Gone);
+                }
                 read = self.io.read_raw_within(Some(&budget)) => read?,
                 () = draining.cancelled() => return Ok(Served::Quit),
             };
             let Some((packet, held)) = read else { return Ok(Served::HungUp) };
+            if gone.was_revoked() {
+                self.write_error(&Error::AccessRevoked).await?;
+                return Ok(Served::Gone);
+            }
             if draining.is_cancelled() {
                 // A command that arrives during shutdown is refused, not dropped unanswered.
                 self.write_error(&Error::ShuttingDown).await?;

@@ -74,8 +74,13 @@ pub fn refuses_streams(status: u16) -> bool {
 
 impl TunnelConn {
     /// A new connection to the transport, upgraded to a stream when `transport.stream` wants
-    /// one, the path allows it and the request is not `plain` (too large for a message).
-    pub(super) async fn open_connection(&self, plain: bool) -> Result<HttpConn, Error> {
+    /// one, the path allows it and the request is not `plain` (too large for a message); the
+    /// upgrade carries `authorization`.
+    pub(super) async fn open_connection(
+        &self,
+        plain: bool,
+        authorization: &str,
+    ) -> Result<HttpConn, Error> {
         let ep = &self.endpoint;
         let mut conn = self.connect().await?;
         if plain || !ep.streams.wanted() {
@@ -84,8 +89,8 @@ impl TunnelConn {
         conn.set_silence_limit(Duration::from_millis(ep.silence_limit_ms.load(Ordering::Relaxed)));
         let (key, lines) = upgrade_request();
         let headers = format!(
-            "Authorization: {}\r\n{AFFINITY_HEADER}: {}\r\n{lines}",
-            self.authorization, self.affinity
+            "Authorization: {authorization}\r\n{AFFINITY_HEADER}: {}\r\n{lines}",
+            self.affinity
         );
         let head = ep.target().request_head("GET", &Route::Stream.path(), 0, &headers);
         let url = ep.url.clone();

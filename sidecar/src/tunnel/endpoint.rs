@@ -10,6 +10,7 @@ use common::config::Secret;
 use prometheus_client::metrics::counter::Counter;
 use tokio_rustls::TlsConnector;
 
+use super::{Credential, TokenCommand};
 use crate::Error;
 use crate::config::{Compression, TransportLink};
 use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy};
@@ -25,7 +26,7 @@ pub(super) struct Endpoint {
     pub(super) port: u16,
     pub(super) host_header: String,
     pub(super) prefix: String,
-    pub(super) authorization: std::sync::RwLock<Arc<str>>,
+    pub(super) authorization: std::sync::RwLock<Credential>,
     pub(super) connect_timeout: Duration,
     pub(super) tls: Option<TlsConnector>,
     pub(super) proxy: Option<Proxy>,
@@ -133,8 +134,14 @@ impl TunnelClient {
         if !prefix.ends_with('/') {
             prefix.push('/');
         }
-        let token = link.token.clone().unwrap_or_default();
-        check_token(&token)?;
+        let authorization = match &link.token_command {
+            Some(argv) => Credential::Command(Arc::new(TokenCommand::new(argv.clone()))),
+            None => {
+                let token = link.token.clone().unwrap_or_default();
+                check_token(&token)?;
+                Credential::fixed(&token)
+            }
+        };
         let proxy = Proxy::choose(link.proxy.as_deref(), https, &host, |v| std::env::var(v).ok())
             .map_err(|e| bad(format!("transport.proxy: {e}")))?;
         if let Some(proxy) = &proxy {
@@ -152,7 +159,7 @@ impl TunnelClient {
             port,
             host_header,
             prefix,
-            authorization: std::sync::RwLock::new(bearer(&token)),
+            authorization: std::sync::RwLock::new(authorization),
             connect_timeout: link.connect_timeout,
             tls,
             proxy,
@@ -170,12 +177,12 @@ impl TunnelClient {
     /// Sends `token` from now on (a reloaded configuration).
     pub fn set_token(&self, token: &Secret) -> Result<(), Error> {
         check_token(token)?;
-        *self.0.authorization.write().unwrap_or_else(|p| p.into_inner()) = bearer(token);
+        *self.0.authorization.write().unwrap_or_else(|p| p.into_inner()) = Credential::fixed(token);
         Ok(())
     }
 
-    /// The `Authorization` header value new sessions use.
-    pub fn authorization(&self) -> Arc<str> {
+    /// Where the `Authorization` of new sessions comes from.
+    pub fn authorization(&self) -> Credential {
         self.0.authorization.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -194,10 +201,6 @@ impl TunnelClient {
 fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-fn bearer(token: &Secret) -> Arc<str> {
-    format!("Bearer {}", token.expose()).into()
 }
 
 /// Refuses a token that cannot travel in a header.

@@ -19,8 +19,11 @@ use crate::http::{HttpConn, ResponseHead};
 mod answer;
 mod carrier;
 mod control;
+mod credential;
 mod endpoint;
 mod resend;
+
+pub use credential::{Credential, TokenCommand};
 
 pub use carrier::refuses_streams;
 use endpoint::Endpoint;
@@ -48,7 +51,7 @@ impl TunnelClient {
 
     /// [`Self::connection`] with the `Authorization` a session was opened with: a session
     /// answers only the token that opened it, even after the token is changed by a reload.
-    pub fn connection_as(&self, affinity: &str, authorization: Arc<str>) -> TunnelConn {
+    pub fn connection_as(&self, affinity: &str, authorization: Credential) -> TunnelConn {
         let endpoint = self.0.clone();
         let affinity = affinity.to_owned();
         TunnelConn { endpoint, http: None, affinity, authorization, steps: (String::new(), 0) }
@@ -61,12 +64,13 @@ pub struct TunnelConn {
     endpoint: Arc<Endpoint>,
     http: Option<HttpConn>,
     affinity: String,
-    authorization: Arc<str>,
+    authorization: Credential,
     /// The session of the last step, and its number.
     steps: (String, u64),
 }
 
 /// A request to the transport.
+#[derive(Clone, Copy)]
 struct Outgoing<'a> {
     method: &'a str,
     path: &'a str,
@@ -123,8 +127,8 @@ impl TunnelConn {
         self.endpoint.pipeline.load(Ordering::Relaxed)
     }
 
-    /// The `Authorization` header value its requests carry.
-    pub fn authorization(&self) -> Arc<str> {
+    /// Where the `Authorization` its requests carry comes from.
+    pub fn authorization(&self) -> Credential {
         self.authorization.clone()
     }
 
@@ -133,12 +137,33 @@ impl TunnelConn {
     }
 
     /// Sends one request; returns the head and the connection once a 2xx head has been read.
+    /// A token from `token_command` that the transport refused is asked for again, and the
+    /// request sent once more (a refused request ran nothing).
     async fn send(&mut self, req: Outgoing<'_>) -> Result<(ResponseHead, &mut HttpConn), Error> {
+        let authorization = self.authorization.header().await?;
+        let head = match self.send_once(req, &authorization).await {
+            Err(Error::TokenRefused { .. }) if self.authorization.refused(&authorization) => {
+                let authorization = self.authorization.header().await?;
+                self.send_once(req, &authorization).await?
+            }
+            sent => sent?,
+        };
+        let conn =
+            self.http.as_mut().ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
+        Ok((head, conn))
+    }
+
+    /// [`Self::send`] with this `Authorization`, once; the connection is left in `self.http`.
+    async fn send_once(
+        &mut self,
+        req: Outgoing<'_>,
+        authorization: &str,
+    ) -> Result<ResponseHead, Error> {
         let Outgoing { method, path, content_type, session, body, extra_headers, tries } = req;
         let ep = self.endpoint.clone();
         let mut headers = format!(
-            "Authorization: {}\r\nContent-Type: {content_type}\r\n{AFFINITY_HEADER}: {}\r\n",
-            self.authorization, self.affinity
+            "Authorization: {authorization}\r\nContent-Type: {content_type}\r\n{AFFINITY_HEADER}: {}\r\n",
+            self.affinity
         );
         if let Some(id) = session {
             headers.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
@@ -160,20 +185,14 @@ impl TunnelConn {
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
-                self.http = Some(self.open_connection(plain).await?);
+                self.http = Some(self.open_connection(plain, authorization).await?);
             }
             let Some(conn) = self.http.as_mut() else { break };
             conn.set_silence_limit(Duration::from_millis(
                 ep.silence_limit_ms.load(Ordering::Relaxed),
             ));
             match conn.request(head.as_bytes(), body).await {
-                Ok(response) if (200..300).contains(&response.status) => {
-                    let conn = self
-                        .http
-                        .as_mut()
-                        .ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
-                    return Ok((response, conn));
-                }
+                Ok(response) if (200..300).contains(&response.status) => return Ok(response),
                 Ok(response) => {
                     let err = self.error_from(&response, body.len()).await;
                     return Err(err);
@@ -218,7 +237,10 @@ impl TunnelConn {
         let url = self.endpoint.url.clone();
         let status = response.status_line();
         match (response.status, api) {
-            (401, _) => Error::TokenRefused { url },
+            (401, api) => {
+                let reason = api.map_or_else(|| "no reason given".into(), |a| a.message);
+                Error::TokenRefused { url, reason }
+            }
             (413, _) => Error::RequestTooLarge { url, size },
             (_, Some(ApiError { mysql: Some(mysql), .. })) => Error::Upstream(mysql),
             (_, Some(ApiError { error: ApiErrorKind::SessionNotFound, .. })) => Error::SessionLost,

@@ -1,0 +1,162 @@
+//! Who a request comes from: a bearer token is matched to an identity (a plain token of
+//! `tokens`, a named identity, or a JWT of the OpenID Connect issuer), which says who the
+//! caller is and which upstreams it may reach. Sessions belong to identities, not to tokens'
+//! bytes, so a refreshed token of the same person goes on using its sessions.
+
+pub mod config;
+mod jwks;
+mod oidc;
+mod refusal;
+mod tokens;
+pub mod tools;
+
+use std::sync::Arc;
+
+use common::config::Secret;
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+
+pub use self::config::{ALL_UPSTREAMS, IdentityConfig, OidcConfig};
+pub use self::refusal::Refusal;
+
+/// Which identity a request is: equal for every token of the same person, and stable across
+/// configuration reloads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdentityId(Arc<str>);
+
+/// The upstreams an identity may reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Every configured upstream.
+    All,
+    /// These only.
+    Only(Arc<[String]>),
+}
+
+impl Access {
+    /// The access a list of upstream names grants (`"*"`: all).
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a String>) -> Self {
+        let mut list: Vec<String> = Vec::new();
+        for name in names {
+            if name == ALL_UPSTREAMS {
+                return Access::All;
+            }
+            if !list.contains(name) {
+                list.push(name.clone());
+            }
+        }
+        Access::Only(list.into())
+    }
+
+    /// True when `upstream` may be reached.
+    pub fn allows(&self, upstream: &str) -> bool {
+        match self {
+            Access::All => true,
+            Access::Only(list) => list.iter().any(|u| u == upstream),
+        }
+    }
+}
+
+/// Where an identity comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A plain token of `tokens`: anonymous, every upstream.
+    Token,
+    /// An entry of `identities`.
+    Named,
+    /// A JWT of the OpenID Connect issuer, with the groups it named.
+    Oidc {
+        /// The issuer.
+        issuer: Arc<str>,
+        /// The person's groups, as the token listed them.
+        groups: Arc<[String]>,
+    },
+}
+
+/// Who a request comes from.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Which identity.
+    pub id: IdentityId,
+    /// Its name for people: the audit log and log lines.
+    pub name: Arc<str>,
+    /// Its name for metrics, of bounded cardinality: names configured by name, otherwise the
+    /// issuer or `token`.
+    pub label: Arc<str>,
+    /// What it may reach.
+    pub access: Access,
+    /// Where it comes from.
+    pub origin: Origin,
+}
+
+/// Every identity the transport accepts now; replaced whole by a reload.
+#[derive(Debug)]
+pub struct Identities {
+    tokens: tokens::StaticTokens,
+    oidc: Option<oidc::Oidc>,
+}
+
+impl Identities {
+    /// The identities a configuration names (its secrets resolved): plain `tokens`,
+    /// `identities` and the `oidc` issuer.
+    pub fn new(
+        tokens: &[Secret],
+        identities: &[IdentityConfig],
+        oidc: Option<&OidcConfig>,
+    ) -> Result<Self, String> {
+        let oidc = oidc.map(oidc::Oidc::new).transpose()?;
+        Ok(Self { tokens: tokens::StaticTokens::new(tokens, identities), oidc })
+    }
+
+    /// Who `headers` say the caller is (`Authorization: Bearer …`), or why not.
+    pub async fn authorize(&self, headers: &HeaderMap) -> Result<Arc<Caller>, Refusal> {
+        let presented = headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or(Refusal::Missing)?;
+        if let Some(caller) = self.tokens.find(presented) {
+            return Ok(caller);
+        }
+        match &self.oidc {
+            Some(oidc) if oidc::looks_like_jwt(presented) => oidc.verify(presented).await,
+            _ => Err(Refusal::Unknown),
+        }
+    }
+
+    /// Whether `caller` may still reach `upstream` under this configuration (after a reload):
+    /// its identity still exists and still has that access.
+    pub fn still_allows(&self, caller: &Caller, upstream: &str) -> bool {
+        match &caller.origin {
+            Origin::Token | Origin::Named => {
+                self.tokens.by_id(&caller.id).is_some_and(|now| now.access.allows(upstream))
+            }
+            Origin::Oidc { issuer, groups } => self
+                .oidc
+                .as_ref()
+                .filter(|oidc| oidc.issuer() == &**issuer)
+                .is_some_and(|oidc| oidc.access(groups).allows(upstream)),
+        }
+    }
+
+    /// How many identities are configured (an issuer counts one).
+    pub fn count(&self) -> usize {
+        self.tokens.count() + usize::from(self.oidc.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_lists_allow_only_what_they_name_and_a_star_all() {
+        let names = ["main".to_owned(), "reporting".to_owned(), "main".to_owned()];
+        let some = Access::from_names(&names);
+        assert!(some.allows("main") && some.allows("reporting") && !some.allows("other"));
+        assert_eq!(some, Access::Only(vec!["main".to_owned(), "reporting".to_owned()].into()));
+        let all = Access::from_names(&["main".to_owned(), ALL_UPSTREAMS.to_owned()]);
+        assert!(all.allows("anything"));
+        assert!(!Access::from_names(&[]).allows("main"));
+    }
+}
