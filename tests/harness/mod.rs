@@ -9,7 +9,7 @@ pub mod fault_run;
 pub mod fault_workload;
 pub mod faults;
 pub mod http;
-
+pub mod idp;
 pub mod java;
 pub mod nginx;
 pub mod processes;
