@@ -187,3 +187,27 @@ fn tokens_come_from_a_file_of_tokens_and_the_audit_from_a_logs_directory() {
     assert!(!ok && output.contains("tokens_file"), "{output}");
     drop(std::fs::remove_dir_all(&dir));
 }
+
+#[test]
+fn check_rejects_a_malformed_token_hash_and_an_unknown_upstream() {
+    let example = std::fs::read_to_string(configs_dir().join("transport.identities.example.yaml"))
+        .expect("read example");
+    let hash = example
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token_sha256: "))
+        .expect("a token_sha256 in the example")
+        .to_owned();
+    let cases = [
+        (example.replace(&hash, &hash[1..]), "64 hex digits"),
+        (example.replace(&hash, &format!("{}x", &hash[1..])), "64 hex digits"),
+        (example.replace("upstreams: [reporting]", "upstreams: [nowhere]"), "\"nowhere\""),
+    ];
+    for (i, (text, said)) in cases.into_iter().enumerate() {
+        let bad = std::env::temp_dir()
+            .join(format!("sqltunnel-bad-identity-{i}-{}.yaml", std::process::id()));
+        std::fs::write(&bad, text).expect("write");
+        let (ok, output) = check("transport", &bad);
+        drop(std::fs::remove_file(&bad));
+        assert!(!ok && output.contains(said), "case {i}: {output}");
+    }
+}

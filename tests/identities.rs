@@ -142,6 +142,14 @@ async fn identities_reach_their_upstreams_only_and_lose_their_sessions_when_revo
             "{lines:?}"
         );
 
+        // Sessions are counted by identity name (bounded: configured names only).
+        let (_, _, metrics) = call(transport_port, BOB, "GET", "/metrics", "").await;
+        assert!(
+            metrics.contains(r#"sqltunnel_identity_sessions_opened_total{identity="alice"}"#),
+            "{metrics}"
+        );
+        assert!(!metrics.contains(r#"identity="bob""#), "bob opened none: {metrics}");
+
         // Revocation: alice removed, carol's main taken away; bob untouched.
         let fewer = format!("{bob}{}", carol("reporting"));
         reload(&transport, &transport_yaml(transport_port, &audit, &fewer)).await;

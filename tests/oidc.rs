@@ -181,6 +181,25 @@ async fn provider_tokens_log_in_by_name_and_each_bad_token_has_its_kind() {
         assert!(lines.len() >= 3, "{lines:?}");
         assert!(lines.iter().all(|l| l["identity"] == "alice@example.com"), "{lines:?}");
 
+        // A token of 2 s through token_command: asked for again as it nears its `exp` (or
+        // after the 401 that an expired one meets), the session going on across tokens.
+        let short_port = free_port();
+        let short_yaml =
+            sidecar_with_command(port, short_port, &provider.token_command(alice, SHORT), "main");
+        let short_sidecar = Proc::start("sidecar", &short_yaml, "oidc-short");
+        wait_port(short_port).await;
+        let mut short = Conn::new(opts(short_port, Some(DATABASE))).await.expect("login");
+        let id: Option<u64> = short.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let again: Option<u64> = short
+                .query_first("SELECT CONNECTION_ID()")
+                .await
+                .expect("a query as tokens expire");
+            assert_eq!(again, id, "the same session throughout");
+        }
+        drop(short_sidecar);
+
         // The provider rotates its keys: new tokens are accepted without a restart.
         let provider = provider.rotate_keys(&clients);
         tokio::time::sleep(Duration::from_millis(1100)).await;

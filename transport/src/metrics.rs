@@ -280,7 +280,14 @@ impl Metrics {
         Self { registry, ..m }
     }
 
-    /// Counts an error answer of `kind`.
+    /// Counts a session opened by an identity of metrics label `identity`.
+    pub fn session_opened(&self, identity: &str) {
+        self.sessions_opened.inc();
+        let label = vec![("identity".to_owned(), identity.to_owned())];
+        self.identity_sessions.get_or_create(&label).inc();
+    }
+
+    /// Counts an error of `kind`.
     pub fn error(&self, kind: &str) {
         self.errors.get_or_create(&vec![("kind".into(), kind.into())]).inc();
     }

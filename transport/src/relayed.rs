@@ -76,9 +76,7 @@ pub async fn open(
     let session = state.sessions.insert(link, &upstream.name, limits)?;
     session.resume.set_window(config.resume_window);
     session.resume.set_budget(state.resume_budget.clone());
-    state.metrics.sessions_opened.inc();
-    let label = vec![("identity".to_owned(), caller.label.to_string())];
-    state.metrics.identity_sessions.get_or_create(&label).inc();
+    state.metrics.session_opened(&caller.label);
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));
     info!(session = %session_label(&session.id), identity = %caller.name, upstream = %upstream.name, connection_id, "relayed session opened");
