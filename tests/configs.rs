@@ -211,3 +211,25 @@ fn check_rejects_a_malformed_token_hash_and_an_unknown_upstream() {
         assert!(!ok && output.contains(said), "case {i}: {output}");
     }
 }
+
+#[test]
+fn version_names_the_commit_and_the_target() {
+    let head = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().expect("git");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    for bin in ["sidecar", "transport"] {
+        let out = Command::new(bin_dir().join(bin)).arg("--version").output().expect("--version");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{said}");
+        assert!(
+            said.contains(env!("CARGO_PKG_VERSION")) && said.contains("x86_64-unknown-linux"),
+            "{said}"
+        );
+        // A build from a git checkout names its commit (the binaries may be one commit behind
+        // a test run that committed since; any 12 hex digits do then).
+        let commit = said.split("commit ").nth(1).and_then(|r| r.split(',').next()).unwrap_or("");
+        assert!(
+            commit == head || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{said}"
+        );
+    }
+}

@@ -17,7 +17,7 @@ use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use serde_json::{Value, json};
 
-fn clients() -> [IdpClient; 3] {
+fn clients() -> [IdpClient; 4] {
     [
         IdpClient {
             id: "alice-app",
@@ -30,6 +30,11 @@ fn clients() -> [IdpClient; 3] {
             claims: json!({ "email": "carol@example.com", "groups": ["analysts"] }),
         },
         IdpClient { id: "nobody-app", secret: "nobody-secret", claims: json!({}) },
+        IdpClient {
+            id: "mallory-app",
+            secret: "mallory-secret",
+            claims: json!({ "email": "alice@example.com", "email_verified": false }),
+        },
     ]
 }
 
@@ -80,7 +85,7 @@ fn with_claims(token: &str, edit: impl FnOnce(&mut Value)) -> String {
 async fn provider_tokens_log_in_by_name_and_each_bad_token_has_its_kind() {
     within(120, async {
         let clients = clients();
-        let [alice, carol, nobody] = &clients;
+        let [alice, carol, nobody, mallory] = &clients;
         let provider = Provider::start("main", &clients);
         let port = free_port();
         let audit =
@@ -118,6 +123,7 @@ async fn provider_tokens_log_in_by_name_and_each_bad_token_has_its_kind() {
         let hs256 = URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT"}"#);
         refused_as(port, &format!("{hs256}.{payload}.c2ln"), "token_algorithm").await;
         refused_as(port, &provider.token(nobody, ES256).await, "token_malformed").await;
+        refused_as(port, &provider.token(mallory, ES256).await, "token_malformed").await;
         refused_as(port, "not.a.jwt", "token_malformed").await;
         refused_as(port, "just-a-wrong-token", "unauthorized").await;
         let twin = provider.twin("twin", &clients);

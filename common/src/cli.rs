@@ -142,6 +142,10 @@ macro_rules! service_config {
     };
 }
 
+/// What a binary was built from: `commit <git commit>, <target triple>`.
+pub const BUILD: &str =
+    concat!("commit ", env!("SQLTUNNEL_COMMIT"), ", ", env!("SQLTUNNEL_TARGET"));
+
 /// Name, version and one-line description of a binary (from its Cargo metadata).
 #[derive(Debug, Clone, Copy)]
 pub struct Binary {
@@ -214,7 +218,8 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
-    let mut command = Cli::command().name(bin.name).version(bin.version).about(bin.about);
+    let version = Box::leak(format!("{} ({BUILD})", bin.version).into_boxed_str());
+    let mut command = Cli::command().name(bin.name).version(&*version).about(bin.about);
     for sub in subcommands {
         command = command.subcommand(clap::Command::new(sub.name).about(sub.about));
     }

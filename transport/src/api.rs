@@ -133,10 +133,10 @@ async fn dispatch(
             state.refuse_if_draining()?;
             stream::accept(req)
         }
-        Route::Login(id) => relayed::step(state, StepKind::Login, &id, &caller.id, req).await,
-        Route::Command(id) => relayed::step(state, StepKind::Command, &id, &caller.id, req).await,
-        Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, &caller.id, req).await,
-        Route::KeepAlive => keep_alive(state, req, &caller.id).await,
+        Route::Login(id) => relayed::step(state, StepKind::Login, &id, caller, req).await,
+        Route::Command(id) => relayed::step(state, StepKind::Command, &id, caller, req).await,
+        Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, caller, req).await,
+        Route::KeepAlive => keep_alive(state, req, caller).await,
         Route::CloseSession(id) => {
             Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.uri().query())))
         }
@@ -186,10 +186,11 @@ fn ready(state: &AppState, caller: Option<&Caller>) -> Response<ResponseBody> {
 /// Marks every listed session of the caller's token as heard from and names those that are
 /// gone (another token's sessions are gone, to this caller).
 async fn keep_alive(
-    state: &AppState,
+    state: &Arc<AppState>,
     req: Request<RequestBody>,
-    owner: &IdentityId,
+    caller: &Caller,
 ) -> Result<Response<ResponseBody>, Error> {
+    let owner = &caller.id;
     let config = state.config();
     let body = read_body(req, MAX_KEEPALIVE_BODY, config.body_timeout).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
@@ -200,6 +201,12 @@ async fn keep_alive(
     let deadline = tokio::time::Instant::now() + wait;
     // Sessions opened after the list was made count too: any of this token's the upstream
     // ends meanwhile.
+    // A session the caller may no longer reach ends now, and is reported revoked below.
+    for id in &list.sessions {
+        if let Ok(session) = state.sessions.get(id, owner) {
+            drop(ending::refuse_if_denied(state, caller, &session));
+        }
+    }
     let mut news = state.ended_news();
     let since = *news.borrow_and_update();
     loop {

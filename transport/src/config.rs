@@ -265,7 +265,7 @@ impl TransportConfig {
         crate::identity::config::validate(&self.identities, self.oidc.as_ref(), &names)
             .map_err(|e| Error::Config(common::Error::ConfigInvalid(e)))?;
         // Reads a `jwks_file` and builds the issuer's TLS settings: what fails here fails now.
-        crate::identity::Identities::new(&self.tokens, &self.identities, self.oidc.as_ref())
+        crate::identity::Identities::new(&self.tokens, &self.identities, self.oidc.as_ref(), None)
             .map_err(|e| Error::Config(common::Error::ConfigInvalid(e)))?;
         self.log.validate()?;
         if self.session_timeout < Duration::from_secs(1) {

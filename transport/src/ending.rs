@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::identity::Caller;
 use crate::relay::admin::{admin_login, kill_query};
 use crate::session::{Session, lock};
 use crate::state::AppState;
@@ -76,6 +77,24 @@ pub fn end_revoked(state: &Arc<AppState>, sessions: Vec<Arc<Session>>) {
             state.session_ended(&session.id, &session.owner.id, false);
         });
     }
+}
+
+/// [`crate::Error::AccessRevoked`], and the session ended, when `caller` (as the
+/// configuration in force sees it now) may no longer reach the session's upstream: access is
+/// checked on every request, not only at a reload (a session opened while a reload ran, a
+/// person an identity provider took out of a group).
+pub fn refuse_if_denied(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    session: &Session,
+) -> Result<(), crate::Error> {
+    if caller.access.allows(&session.upstream)
+        && state.identities().still_allows(caller, &session.upstream)
+    {
+        return Ok(());
+    }
+    end_revoked(state, state.revoke(session).into_iter().collect());
+    Err(crate::Error::AccessRevoked(caller.name.to_string()))
 }
 
 /// Shutdown: no new work is taken; idle sessions end at once; running commands get `grace`

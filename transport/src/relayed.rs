@@ -22,7 +22,7 @@ use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{
     Budget, MAX_CONTROL_BODY, RequestBody, frames, no_content, read_body, read_body_within,
 };
-use crate::identity::{Caller, IdentityId};
+use crate::identity::Caller;
 use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
@@ -74,6 +74,8 @@ pub async fn open(
     // Shutdown may have begun while the upstream answered.
     state.refuse_if_draining()?;
     let session = state.sessions.insert(link, &upstream.name, limits)?;
+    // A reload that ran while the upstream answered may have taken this upstream away.
+    crate::ending::refuse_if_denied(state, caller, &session)?;
     session.resume.set_window(config.resume_window);
     session.resume.set_budget(state.resume_budget.clone());
     state.metrics.session_opened(&caller.label);
@@ -107,14 +109,16 @@ pub enum StepKind {
 /// `POST …/v1/sessions/{id}/{login|command|infile}`: the session's next step, or its last one
 /// sent again after a broken connection, answered from what was kept.
 pub async fn step(
-    state: &AppState,
+    state: &Arc<AppState>,
     kind: StepKind,
     id: &str,
-    owner: &IdentityId,
+    caller: &Caller,
     req: Request<RequestBody>,
 ) -> Result<Response<ResponseBody>, Error> {
     let started = Instant::now();
+    let owner = &caller.id;
     let session = state.sessions.get(id, owner).map_err(|_| state.session_gone(id, owner))?;
+    crate::ending::refuse_if_denied(state, caller, &session)?;
     let step = match step_request(&req, &session)? {
         Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
         Some(StepRequest::Next(step)) => Some(step),

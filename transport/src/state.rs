@@ -104,6 +104,19 @@ impl AppState {
     /// identity is gone or may no longer reach their upstream, taken out of the table: the
     /// caller ends them ([`crate::revoke`]).
     pub fn reload(&self, mut new: TransportConfig) -> Vec<Arc<Session>> {
+        let identities = Identities::new(
+            &new.tokens,
+            &new.identities,
+            new.oidc.as_ref(),
+            Some(&self.identities()),
+        );
+        let identities = match identities {
+            Ok(identities) => identities,
+            Err(e) => {
+                warn!(error = %e, "reload refused; the running configuration stays");
+                return Vec::new();
+            }
+        };
         let old = self.config();
         let fixed = [
             ("listen", old.listen != new.listen),
@@ -129,34 +142,29 @@ impl AppState {
             audit.reopen();
         }
         self.resume_budget.set_limit(new.max_resume_bytes);
-        let identities = match identities_of(&new) {
-            Ok(identities) => identities,
-            Err(e) => {
-                warn!(error = %e, "reloaded configuration not applied");
-                return Vec::new();
-            }
-        };
         let count = identities.count();
         *write(&self.identities) = Arc::new(identities);
         lock(&self.upstream_tls).clear();
         info!(identities = count, upstreams = new.upstreams.len(), "configuration reloaded");
         *write(&self.config) = Arc::new(new);
         let identities = self.identities();
-        let revoked: Vec<Arc<Session>> = self
-            .sessions
-            .all()
-            .into_iter()
+        let sessions = self.sessions.all().into_iter();
+        sessions
             .filter(|s| !identities.still_allows(&s.owner, &s.upstream))
-            .filter_map(|s| self.sessions.remove(&s.id))
-            .collect();
+            .filter_map(|s| self.revoke(&s))
+            .collect()
+    }
+
+    /// Takes `session` out of the table because its identity may no longer have it, and
+    /// remembers why for its next request; `None` when it was gone already. The caller ends it.
+    pub fn revoke(&self, session: &Session) -> Option<Arc<Session>> {
+        let session = self.sessions.remove(&session.id)?;
         let mut list = lock(&self.revoked);
-        for session in &revoked {
-            if list.len() >= MAX_ENDED {
-                list.pop_front();
-            }
-            list.push_back((session.id.clone(), session.owner.clone()));
+        if list.len() >= MAX_ENDED {
+            list.pop_front();
         }
-        revoked
+        list.push_back((session.id.clone(), session.owner.clone()));
+        Some(session)
     }
 
     /// [`crate::Error::AccessRevoked`] when a reload revoked session `id` of `owner`, else
@@ -233,7 +241,7 @@ impl AppState {
 
 /// The identities of `config`.
 fn identities_of(config: &TransportConfig) -> Result<Identities, crate::Error> {
-    Identities::new(&config.tokens, &config.identities, config.oidc.as_ref())
+    Identities::new(&config.tokens, &config.identities, config.oidc.as_ref(), None)
         .map_err(|e| crate::Error::Config(common::Error::ConfigInvalid(e)))
 }
 

@@ -21,14 +21,28 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_OUTPUT: u64 = 64 << 10;
 /// A JWT is asked for again this long before its `exp` (or halfway, for a shorter life).
 const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
+/// After the command failed, it is not run again for this long (each request gets the error).
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How long output is still read once the command exited (a process it started may hold the
+/// pipes open).
+const PIPE_GRACE: Duration = Duration::from_secs(1);
 
-/// Where a request's `Authorization` comes from.
-#[derive(Debug, Clone)]
+/// Where a request's `Authorization` comes from. Its `Debug` shows no token.
+#[derive(Clone)]
 pub enum Credential {
     /// A fixed `Bearer …` value.
     Fixed(Arc<str>),
     /// The token command's latest token.
     Command(Arc<TokenCommand>),
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credential::Fixed(_) => f.write_str("Credential::Fixed(***)"),
+            Credential::Command(c) => write!(f, "Credential::Command({:?})", c.argv),
+        }
+    }
 }
 
 impl PartialEq for Credential {
@@ -66,69 +80,118 @@ impl Credential {
         }
     }
 
-    /// The transport refused `header` (401): a token command is asked again next time. True
-    /// when another header may do better.
-    pub fn refused(&self, header: &Arc<str>) -> bool {
+    /// The transport refused `header` (401): a token command is asked again. True when the
+    /// request is worth sending once more (with a token other than the refused one).
+    pub async fn refused(&self, header: &Arc<str>) -> bool {
         match self {
             Credential::Fixed(_) => false,
-            Credential::Command(command) => command.forget(header),
+            Credential::Command(command) => {
+                command.forget(header);
+                command.header().await.is_ok_and(|new| new != *header)
+            }
         }
     }
 }
 
-/// `transport.token_command` and the token it printed last.
-#[derive(Debug)]
+/// The token command's last token.
+struct Token {
+    header: Arc<str>,
+    /// When to ask for a new one (`None`: only after a 401).
+    renew_at: Option<Instant>,
+    /// When it stops being valid (its `exp`), if known: until then it is still sent while a
+    /// new one is asked for.
+    valid_until: Option<Instant>,
+}
+
+/// `transport.token_command` and the token it printed last. Its `Debug` shows no token.
 pub struct TokenCommand {
     argv: Vec<String>,
-    /// The header and when to ask again (`None`: until a 401).
-    current: Mutex<Option<(Arc<str>, Option<Instant>)>>,
+    current: Mutex<Option<Token>>,
+    /// The last failure, and when: the command is not run again for [`RETRY_AFTER`].
+    failed: Mutex<Option<(Instant, String)>>,
     /// One run at a time.
     running: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for TokenCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenCommand").field("argv", &self.argv).finish_non_exhaustive()
+    }
 }
 
 impl TokenCommand {
     /// The command `argv` (program first).
     pub fn new(argv: Vec<String>) -> Self {
-        Self { argv, current: Mutex::new(None), running: tokio::sync::Mutex::new(()) }
+        let running = tokio::sync::Mutex::new(());
+        Self { argv, current: Mutex::new(None), failed: Mutex::new(None), running }
     }
 
-    fn fresh(&self) -> Option<Arc<str>> {
-        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        let (header, until) = current.as_ref()?;
-        until.is_none_or(|t| Instant::now() < t).then(|| header.clone())
+    /// The token to send without asking: fresh, or (`usable`) still valid.
+    fn kept(&self, usable: bool) -> Option<Arc<str>> {
+        let current = lock(&self.current);
+        let token = current.as_ref()?;
+        let now = Instant::now();
+        let fresh = token.renew_at.is_none_or(|t| now < t);
+        let valid = usable && token.valid_until.is_some_and(|t| now < t);
+        (fresh || valid).then(|| token.header.clone())
     }
 
     async fn header(&self) -> Result<Arc<str>, Error> {
-        if let Some(header) = self.fresh() {
+        if let Some(header) = self.kept(false) {
             return Ok(header);
         }
-        let _running = self.running.lock().await;
-        if let Some(header) = self.fresh() {
+        // One caller asks; the others go on with the old token while it is valid.
+        let running = match self.running.try_lock() {
+            Ok(running) => running,
+            Err(_) => match self.kept(true) {
+                Some(header) => return Ok(header),
+                None => self.running.lock().await,
+            },
+        };
+        if let Some(header) = self.kept(false) {
             return Ok(header);
         }
-        let token = self.run().await?;
+        if let Some((at, why)) = lock(&self.failed).as_ref()
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(Error::TokenCommand(why.clone()));
+        }
+        let token = match self.run().await {
+            Ok(token) => token,
+            Err(why) => {
+                *lock(&self.failed) = Some((Instant::now(), why.clone()));
+                return Err(Error::TokenCommand(why));
+            }
+        };
+        drop(running);
         let header: Arc<str> = format!("Bearer {token}").into();
-        let until = jwt_expiry(&token).map(|exp| {
-            let now = SystemTime::now();
-            let left = exp.duration_since(now).unwrap_or_default();
-            Instant::now() + left.saturating_sub(EXPIRY_MARGIN.min(left / 2))
-        });
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some((header.clone(), until));
+        let left =
+            jwt_expiry(&token).map(|exp| exp.duration_since(SystemTime::now()).unwrap_or_default());
+        let now = Instant::now();
+        let token = Token {
+            header: header.clone(),
+            renew_at: left.map(|l| {
+                now.checked_add(l.saturating_sub(EXPIRY_MARGIN.min(l / 2))).unwrap_or(now)
+            }),
+            valid_until: left.and_then(|l| now.checked_add(l)),
+        };
+        *lock(&self.current) = Some(token);
         Ok(header)
     }
 
-    fn forget(&self, header: &Arc<str>) -> bool {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.as_ref().is_some_and(|(h, _)| h == header) {
+    /// Forgets `header` (refused), so the next request asks again.
+    fn forget(&self, header: &Arc<str>) {
+        let mut current = lock(&self.current);
+        if current.as_ref().is_some_and(|t| t.header == *header) {
             *current = None;
         }
-        true
     }
 
-    /// Runs the command; its first line of output is the token.
-    async fn run(&self) -> Result<String, Error> {
-        let failed = |why: String| Error::TokenCommand(why);
-        let (program, args) = self.argv.split_first().ok_or_else(|| failed("empty".into()))?;
+    /// Runs the command; its first line of output is the token. Its output is read while it
+    /// runs (capped); once it has exited, a process it left holding the pipes is not waited
+    /// for beyond a moment.
+    async fn run(&self) -> Result<String, String> {
+        let (program, args) = self.argv.split_first().ok_or("empty command")?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::null())
@@ -136,42 +199,50 @@ impl TokenCommand {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| failed(format!("{program} could not start: {e}")))?;
-        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
-        let ran = async {
-            // Both pipes at once: a command that fills one while the other is read would stall.
-            let (out, err) =
-                tokio::try_join!(read_all(stdout.as_mut()), read_all(stderr.as_mut()))?;
-            Ok::<_, std::io::Error>((child.wait().await?, out, err))
-        };
-        let (status, out, err) = tokio::time::timeout(COMMAND_TIMEOUT, ran)
+            .map_err(|e| format!("{program} could not start: {e}"))?;
+        let (out, err) = (Arc::default(), Arc::default());
+        let mut stdout = tokio::spawn(read_all(child.stdout.take(), Arc::clone(&out)));
+        let mut stderr = tokio::spawn(read_all(child.stderr.take(), Arc::clone(&err)));
+        let status = tokio::time::timeout(COMMAND_TIMEOUT, child.wait())
             .await
-            .map_err(|_| failed(format!("{program} gave no token within {COMMAND_TIMEOUT:?}")))?
-            .map_err(|e| failed(format!("{program}: {e}")))?;
+            .map_err(|_| format!("{program} gave no token within {COMMAND_TIMEOUT:?}"))?
+            .map_err(|e| format!("{program}: {e}"))?;
+        let (out, err) = (collect(&mut stdout, &out).await, collect(&mut stderr, &err).await);
         if !status.success() {
             let said = String::from_utf8_lossy(&err);
             let said = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-            return Err(failed(format!("{program} failed ({status}): {said}")));
+            return Err(format!("{program} failed ({status}): {said}"));
         }
-        let out =
-            String::from_utf8(out).map_err(|_| failed(format!("{program} printed non-UTF-8")))?;
+        let out = String::from_utf8(out).map_err(|_| format!("{program} printed non-UTF-8"))?;
         let token = out.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
         if token.is_empty() || token.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(failed(format!("{program} printed no usable token on its first line")));
+            return Err(format!("{program} printed no usable token on its first line"));
         }
         Ok(token.to_owned())
     }
 }
 
-/// At most [`MAX_OUTPUT`] bytes of a pipe.
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(
-    pipe: Option<&mut R>,
-) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    if let Some(pipe) = pipe {
-        pipe.take(MAX_OUTPUT).read_to_end(&mut bytes).await?;
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a pipe's reader got, waiting at most [`PIPE_GRACE`] after the command exited.
+async fn collect(reader: &mut tokio::task::JoinHandle<()>, read: &Mutex<Vec<u8>>) -> Vec<u8> {
+    if tokio::time::timeout(PIPE_GRACE, &mut *reader).await.is_err() {
+        reader.abort();
     }
-    Ok(bytes)
+    std::mem::take(&mut *lock(read))
+}
+
+/// Reads at most [`MAX_OUTPUT`] bytes of a pipe into `into` (then the pipe is closed: a
+/// command that writes on gets a broken pipe rather than stalling).
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>, into: Arc<Mutex<Vec<u8>>>) {
+    let Some(pipe) = pipe else { return };
+    let mut pipe = pipe.take(MAX_OUTPUT);
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
+        lock(&into).extend_from_slice(&chunk[..n]);
+    }
 }
 
 /// The `exp` of a JWT, read without verifying it (the transport verifies).
@@ -180,7 +251,7 @@ fn jwt_expiry(token: &str) -> Option<SystemTime> {
     let json = URL_SAFE_NO_PAD.decode(payload).ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
     let exp = claims.get("exp")?.as_u64()?;
-    Some(UNIX_EPOCH + Duration::from_secs(exp))
+    UNIX_EPOCH.checked_add(Duration::from_secs(exp))
 }
 
 #[cfg(test)]
@@ -193,6 +264,8 @@ mod tests {
         let jwt = format!("eyJhbGciOiJFUzI1NiJ9.{payload}.c2ln");
         assert_eq!(jwt_expiry(&jwt), Some(UNIX_EPOCH + Duration::from_secs(2_000_000_000)));
         assert_eq!(jwt_expiry("plain-token-123"), None);
+        let huge = URL_SAFE_NO_PAD.encode(br#"{"exp":18446744073709551615}"#);
+        assert_eq!(jwt_expiry(&format!("e30.{huge}.c2ln")), None, "no panic");
     }
 
     #[tokio::test]
@@ -210,12 +283,18 @@ mod tests {
         let first = command.header().await.expect("a token");
         assert_eq!(&*first, "Bearer token-1");
         assert_eq!(command.header().await.expect("again"), first, "reused");
-        assert!(command.refused(&first));
-        assert_eq!(&*command.header().await.expect("a new one"), "Bearer token-2");
+        assert!(command.refused(&first).await, "a new token is worth a try");
+        assert_eq!(&*command.header().await.expect("the new one"), "Bearer token-2");
         let failing =
             TokenCommand::new(vec!["sh".into(), "-c".into(), "echo nope >&2; exit 3".into()]);
         let err = failing.header().await.expect_err("fails");
         assert!(err.to_string().contains("nope"), "{err}");
+        // A command that leaves a process holding its output open is not waited for.
+        let started = Instant::now();
+        let lingering =
+            TokenCommand::new(vec!["sh".into(), "-c".into(), "echo tok-1; sleep 30 &".into()]);
+        assert_eq!(&*lingering.header().await.expect("a token"), "Bearer tok-1");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         drop(std::fs::remove_dir_all(&dir));
     }
 }

@@ -142,7 +142,10 @@ impl TunnelConn {
     async fn send(&mut self, req: Outgoing<'_>) -> Result<(ResponseHead, &mut HttpConn), Error> {
         let authorization = self.authorization.header().await?;
         let head = match self.send_once(req, &authorization).await {
-            Err(Error::TokenRefused { .. }) if self.authorization.refused(&authorization) => {
+            Err(Error::TokenRefused { url, reason }) => {
+                if !self.authorization.refused(&authorization).await {
+                    return Err(Error::TokenRefused { url, reason });
+                }
                 let authorization = self.authorization.header().await?;
                 self.send_once(req, &authorization).await?
             }

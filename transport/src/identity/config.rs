@@ -156,10 +156,16 @@ pub fn validate(
     if oidc.jwks_url.is_some() == oidc.jwks_file.is_some() {
         return Err("oidc: set exactly one of `jwks_url` and `jwks_file`".into());
     }
-    if let Some(url) = &oidc.jwks_url
-        && !(url.starts_with("https://") || url.starts_with("http://"))
-    {
-        return Err(format!("oidc.jwks_url {url:?} must be an http:// or https:// URL"));
+    if let Some(url) = &oidc.jwks_url {
+        jwks_url_ok(url)?;
+    }
+    if oidc.leeway > MAX_LEEWAY {
+        return Err(format!(
+            "oidc.leeway must be at most {MAX_LEEWAY:?}: more accepts expired tokens"
+        ));
+    }
+    if oidc.jwks_min_interval < Duration::from_secs(1) {
+        return Err("oidc.jwks_min_interval must be at least 1s".into());
     }
     if oidc.algorithms.is_empty() {
         return Err(format!("oidc.algorithms: name at least one of {ALGORITHMS:?}"));
@@ -170,6 +176,31 @@ pub fn validate(
     known(&oidc.upstreams, "oidc.upstreams")?;
     for (group, list) in &oidc.groups {
         known(list, &format!("oidc.groups.{group}"))?;
+    }
+    Ok(())
+}
+
+/// The longest clock skew `oidc.leeway` may forgive.
+const MAX_LEEWAY: Duration = Duration::from_secs(300);
+
+/// A key URL must be `https://` (whoever answers it decides which tokens are valid), but for a
+/// provider on this machine; without credentials in it (they would be logged).
+fn jwks_url_ok(url: &str) -> Result<(), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("oidc.jwks_url {url:?}: {e}"))?;
+    let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
+    let loopback =
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => {}
+        Some("http") if loopback => {}
+        _ => {
+            return Err(format!(
+                "oidc.jwks_url {url:?} must be https:// (http:// only for a provider on this machine)"
+            ));
+        }
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err("oidc.jwks_url must not carry credentials".into());
     }
     Ok(())
 }
@@ -237,6 +268,13 @@ mod tests {
         assert!(validate(&twice, None, &["main"]).is_err_and(|e| e.contains("duplicate")));
         let oidc = OidcConfig { issuer: "i".into(), audience: "a".into(), ..OidcConfig::default() };
         assert!(validate(&[], Some(&oidc), &["main"]).is_err_and(|e| e.contains("jwks")));
+        let plain =
+            OidcConfig { jwks_url: Some("http://sso.example.com/keys".into()), ..oidc.clone() };
+        assert!(validate(&[], Some(&plain), &["main"]).is_err_and(|e| e.contains("https")));
+        let local = OidcConfig { jwks_url: Some("http://127.0.0.1:9/keys".into()), ..oidc.clone() };
+        assert_eq!(validate(&[], Some(&local), &["main"]), Ok(()));
+        let lax = OidcConfig { leeway: Duration::from_secs(3600), ..local };
+        assert!(validate(&[], Some(&lax), &["main"]).is_err_and(|e| e.contains("leeway")));
         let bad_alg = OidcConfig {
             jwks_file: Some("k.json".into()),
             algorithms: vec!["HS256".into()],

@@ -17,6 +17,8 @@ use super::OidcConfig;
 const MAX_JWKS_BYTES: usize = 1 << 20;
 /// Longest wait for a fetch, connection to last byte.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Keys older than this are fetched again at the next token (a withdrawn key stops counting).
+const MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// Where the keys come from.
 #[derive(Debug)]
@@ -32,6 +34,10 @@ pub struct KeySet {
     keys: RwLock<Arc<Vec<Jwk>>>,
     /// When the last fetch was tried; one fetch at a time.
     fetching: tokio::sync::Mutex<Option<Instant>>,
+    /// When keys were last fetched.
+    fetched: std::sync::Mutex<Option<Instant>>,
+    /// Counts the key sets fetched.
+    generation: std::sync::atomic::AtomicU64,
     min_interval: Duration,
 }
 
@@ -65,6 +71,8 @@ impl KeySet {
             source,
             keys: RwLock::new(Arc::new(keys)),
             fetching: tokio::sync::Mutex::new(None),
+            fetched: std::sync::Mutex::new(None),
+            generation: std::sync::atomic::AtomicU64::new(0),
             min_interval: config.jwks_min_interval,
         })
     }
@@ -74,10 +82,36 @@ impl KeySet {
         self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Which key set is in force (it changes with each fetch).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Fetches the keys again in the background when they are older than [`MAX_AGE`]: a key
+    /// the issuer withdrew stops counting, and no request waits for the fetch.
+    pub fn refresh_if_old(self: &Arc<Self>) {
+        let fetched = *self.fetched.lock().unwrap_or_else(|p| p.into_inner());
+        if fetched.is_none_or(|at| at.elapsed() <= MAX_AGE) {
+            return;
+        }
+        if let Ok(mut last) = self.fetching.try_lock() {
+            if last.is_some_and(|at| at.elapsed() < self.min_interval) {
+                return;
+            }
+            // Marked as tried now, so the requests until the fetch ends do not start another.
+            *last = Some(Instant::now());
+            drop(last);
+            let keys = self.clone();
+            tokio::spawn(async move { keys.fetch_now().await });
+        }
+    }
+
     /// Fetches the keys again, unless that was tried less than `jwks_min_interval` ago (or a
     /// fetch running meanwhile brought new ones); false when the keys could not be had.
     pub async fn refresh(&self, seen: &Arc<Vec<Jwk>>) -> bool {
-        let Source::Url { uri, tls } = &self.source else { return true };
+        if !matches!(self.source, Source::Url { .. }) {
+            return true;
+        }
         let mut last = self.fetching.lock().await;
         if !Arc::ptr_eq(seen, &self.current()) {
             return true;
@@ -86,16 +120,24 @@ impl KeySet {
             return !seen.is_empty();
         }
         *last = Some(Instant::now());
+        self.fetch_now().await || !seen.is_empty()
+    }
+
+    /// One fetch; true when it brought keys.
+    async fn fetch_now(&self) -> bool {
+        let Source::Url { uri, tls } = &self.source else { return false };
         let fetched = tokio::time::timeout(FETCH_TIMEOUT, fetch(uri, tls.clone())).await;
         match fetched.unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}"))) {
             Ok(keys) => {
                 info!(url = %uri, keys = keys.len(), "fetched the OpenID issuer's keys");
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
+                *self.fetched.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 true
             }
             Err(e) => {
                 warn!(url = %uri, error = %e, "could not fetch the OpenID issuer's keys");
-                !seen.is_empty()
+                false
             }
         }
     }

@@ -103,9 +103,12 @@ impl Identities {
         tokens: &[Secret],
         identities: &[IdentityConfig],
         oidc: Option<&OidcConfig>,
+        previous: Option<&Identities>,
     ) -> Result<Self, String> {
-        let oidc = oidc.map(oidc::Oidc::new).transpose()?;
-        Ok(Self { tokens: tokens::StaticTokens::new(tokens, identities), oidc })
+        // The issuer's keys fetched so far are kept when the reload left their source alone.
+        let kept = previous.and_then(|p| p.oidc.as_ref());
+        let oidc = oidc.map(|config| oidc::Oidc::new(config, kept)).transpose()?;
+        Ok(Self { tokens: tokens::StaticTokens::new(tokens, identities)?, oidc })
     }
 
     /// Who `headers` say the caller is (`Authorization: Bearer …`), or why not.

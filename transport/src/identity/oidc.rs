@@ -23,14 +23,15 @@ const MAX_VERIFIED: usize = 4096;
 /// Most groups taken from one token.
 const MAX_GROUPS: usize = 256;
 
-/// Verified tokens by SHA-256: who each is and its `exp`.
-type Verified = HashMap<[u8; 32], (Arc<Caller>, u64)>;
+/// Verified tokens by SHA-256: who each is, its `exp`, and the generation of the keys that
+/// verified it (new keys, and a withdrawn key's tokens are checked again).
+type Verified = HashMap<[u8; 32], (Arc<Caller>, u64, u64)>;
 
 /// The OpenID Connect issuer the transport trusts.
 #[derive(Debug)]
 pub struct Oidc {
     config: OidcConfig,
-    keys: KeySet,
+    keys: Arc<KeySet>,
     algorithms: Vec<Algorithm>,
     /// SHA-256 of a verified token → who it is and its `exp`.
     verified: Mutex<Verified>,
@@ -42,14 +43,23 @@ pub fn looks_like_jwt(token: &str) -> bool {
 }
 
 impl Oidc {
-    /// The issuer of `config`.
-    pub fn new(config: &OidcConfig) -> Result<Self, String> {
+    /// The issuer of `config`; the keys of `kept` (the issuer before a reload) are kept when
+    /// they come from the same URL.
+    pub fn new(config: &OidcConfig, kept: Option<&Oidc>) -> Result<Self, String> {
         let algorithms = config
             .algorithms
             .iter()
             .map(|a| Algorithm::from_str(a).map_err(|_| format!("oidc.algorithms: {a:?}")))
             .collect::<Result<_, _>>()?;
-        let keys = KeySet::new(config)?;
+        let same_source = |k: &&Oidc| {
+            config.jwks_url.is_some()
+                && (&k.config.jwks_url, &k.config.jwks_ca_file, k.config.jwks_min_interval)
+                    == (&config.jwks_url, &config.jwks_ca_file, config.jwks_min_interval)
+        };
+        let keys = match kept.filter(same_source) {
+            Some(kept) => kept.keys.clone(),
+            None => Arc::new(KeySet::new(config)?),
+        };
         Ok(Self { config: config.clone(), keys, algorithms, verified: Mutex::default() })
     }
 
@@ -68,7 +78,10 @@ impl Oidc {
     pub async fn verify(&self, token: &str) -> Result<Arc<Caller>, Refusal> {
         let hash = sha256(token.as_bytes());
         let leeway = self.config.leeway.as_secs();
-        if let Some((caller, exp)) = self.remembered().get(&hash)
+        self.keys.refresh_if_old();
+        let generation = self.keys.generation();
+        if let Some((caller, exp, seen)) = self.remembered().get(&hash)
+            && *seen == generation
             && get_current_timestamp() <= exp.saturating_add(leeway)
         {
             return Ok(caller.clone());
@@ -89,12 +102,12 @@ impl Oidc {
         let mut verified = self.remembered();
         if verified.len() >= MAX_VERIFIED {
             let now = get_current_timestamp();
-            verified.retain(|_, (_, exp)| now <= exp.saturating_add(leeway));
+            verified.retain(|_, (_, exp, _)| now <= exp.saturating_add(leeway));
             if verified.len() >= MAX_VERIFIED {
                 verified.clear();
             }
         }
-        verified.insert(hash, (caller.clone(), exp));
+        verified.insert(hash, (caller.clone(), exp, self.keys.generation()));
         Ok(caller)
     }
 
@@ -160,6 +173,12 @@ impl Oidc {
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty() && !p.chars().any(char::is_control))
             .ok_or(Refusal::NoIdentity)?;
+        // An address the person typed but never proved is not a name to trust.
+        if self.config.identity_claim == "email"
+            && claims.get("email_verified").and_then(Value::as_bool) == Some(false)
+        {
+            return Err(Refusal::Unverified);
+        }
         let groups: Vec<String> = match claims.get(&self.config.groups_claim) {
             Some(Value::Array(list)) => {
                 list.iter().filter_map(Value::as_str).take(MAX_GROUPS).map(str::to_owned).collect()

@@ -32,6 +32,8 @@ pub enum Refusal {
     WrongIssuer,
     /// Verified, but without the claim that names the person (`oidc.identity_claim`).
     NoIdentity,
+    /// Its `email` is marked not verified (`email_verified: false`).
+    Unverified,
 }
 
 impl Refusal {
@@ -55,6 +57,9 @@ impl Refusal {
             Refusal::NoIdentity => {
                 "the bearer token lacks the claim that names the person (oidc.identity_claim)"
             }
+            Refusal::Unverified => {
+                "the bearer token's email is not verified (email_verified is false)"
+            }
         }
     }
 
@@ -62,7 +67,9 @@ impl Refusal {
     pub fn kind(self) -> ApiErrorKind {
         match self {
             Refusal::Missing | Refusal::Unknown => ApiErrorKind::Unauthorized,
-            Refusal::Malformed | Refusal::NoIdentity => ApiErrorKind::TokenMalformed,
+            Refusal::Malformed | Refusal::NoIdentity | Refusal::Unverified => {
+                ApiErrorKind::TokenMalformed
+            }
             Refusal::Unsigned => ApiErrorKind::TokenUnsigned,
             Refusal::Algorithm => ApiErrorKind::TokenAlgorithm,
             Refusal::BadSignature => ApiErrorKind::TokenBadSignature,

@@ -15,7 +15,8 @@ pub struct StaticTokens(Vec<([u8; 32], Arc<Caller>)>);
 
 impl StaticTokens {
     /// The anonymous `tokens` and the named `identities` (their secrets resolved).
-    pub fn new(tokens: &[Secret], identities: &[IdentityConfig]) -> Self {
+    /// Two entries with the same token are refused: which one a request is would be a guess.
+    pub fn new(tokens: &[Secret], identities: &[IdentityConfig]) -> Result<Self, String> {
         let anonymous = tokens.iter().enumerate().map(|(i, token)| {
             let hash = sha256(token.expose().as_bytes());
             let caller = Caller {
@@ -40,7 +41,13 @@ impl StaticTokens {
             };
             Some((identity.token_hash()?, Arc::new(caller)))
         });
-        Self(anonymous.chain(named).collect())
+        let all: Vec<([u8; 32], Arc<Caller>)> = anonymous.chain(named).collect();
+        for (i, (hash, caller)) in all.iter().enumerate() {
+            if let Some((_, first)) = all[..i].iter().find(|(h, _)| h == hash) {
+                return Err(format!("{} and {} have the same token", first.name, caller.name));
+            }
+        }
+        Ok(Self(all))
     }
 
     /// The identity whose token `presented` is.
@@ -80,7 +87,8 @@ mod tests {
             upstreams: vec!["main".into()],
             ..IdentityConfig::default()
         };
-        let tokens = StaticTokens::new(&[Secret::new("old-token-1")], &[alice]);
+        let tokens = StaticTokens::new(&[Secret::new("old-token-1")], std::slice::from_ref(&alice))
+            .expect("ok");
         let plain = tokens.find("old-token-1").expect("the plain token");
         assert_eq!((&*plain.name, plain.access.clone()), ("token#1", Access::All));
         let named = tokens.find("alice-token-1").expect("alice");
@@ -90,7 +98,10 @@ mod tests {
         assert!(tokens.find("").is_none());
         assert_eq!(tokens.by_id(&named.id).map(|c| &*c.name), Some("alice"));
         // The same token in a new list is the same identity.
-        let again = StaticTokens::new(&[Secret::new("x-token-0"), Secret::new("old-token-1")], &[]);
+        let again = StaticTokens::new(&[Secret::new("x-token-0"), Secret::new("old-token-1")], &[])
+            .expect("ok");
         assert_eq!(again.find("old-token-1").map(|c| c.id.clone()), Some(plain.id.clone()));
+        let twice = StaticTokens::new(&[Secret::new("alice-token-1")], &[alice]);
+        assert!(twice.is_err_and(|e| e.contains("token#1 and alice")));
     }
 }
