@@ -126,3 +126,34 @@ PY
         (cd "$dir/node" && npm install --silent --no-audit --no-fund --no-save 'mysql2@3' 'oidc-provider@9' >/dev/null)
     fi
 }
+
+# The 64-bit Wine loader (Debian's wine64 package).
+wine_loader_path() {
+    local w
+    for w in /usr/lib/wine/wine64 /usr/bin/wine64 /usr/lib/wine/wine /usr/bin/wine; do
+        [[ -x $w ]] && { echo "$w"; return; }
+    done
+    echo "no Wine loader found (apt-get install wine64)" >&2
+    return 1
+}
+
+# Puts the Windows program $1 in directory $2 beside the bcryptprimitives.dll stand-in that
+# Wine 8.0 lacks (tests/wine/bcryptprimitives.c: Rust's std takes its random bytes from it).
+wine_stage() {
+    mkdir -p "$2"
+    cp "$1" "$2/"
+    x86_64-w64-mingw32-gcc -shared -O2 -o "$2/bcryptprimitives.dll" tests/wine/bcryptprimitives.c -ladvapi32
+}
+
+# Runs the Windows program $1 under Wine with the remaining arguments.
+wine_loader() {
+    local dir
+    dir=$(mktemp -d)
+    wine_stage "$1" "$dir"
+    local exe="$dir/$(basename "$1")"
+    shift
+    WINEDEBUG=-all "$(wine_loader_path)" "$exe" "$@"
+    local status=$?
+    rm -rf "$dir"
+    return $status
+}

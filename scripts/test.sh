@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd tinyproxy
+# The other targets: Windows (mingw, run under Wine), static Linux (musl), aarch64 (under qemu).
+ensure_packages gcc-mingw-w64-x86-64 wine64 musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 command -v javac >/dev/null || ensure_packages default-jdk-headless
 CLIENTS="$PWD/target/test-clients"
 echo "== test clients (PyMySQL, mysql-connector-python, node mysql2, Oracle Connector/J) under $CLIENTS"
@@ -22,9 +24,23 @@ cargo build --workspace --locked
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-test.XXXXXX")
 cleanup() {
     stop_mariadb "$WORK/mariadb"
+    # Wine's server for the tests' Windows profile lingers a few seconds after its programs.
+    [[ -d $WORK/wineprefix ]] && WINEPREFIX="$WORK/wineprefix" "$(dirname "$(wine_loader_path)")/wineserver" -k 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+echo "== the other targets (scripts/release.sh, dev profile): Windows, static Linux, aarch64"
+TARGETS=(x86_64-pc-windows-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu)
+scripts/release.sh --profile dev --out "$WORK/dist" "${TARGETS[@]}"
+mkdir -p "$WORK/targets"
+for target in "${TARGETS[@]}"; do ln -s "$PWD/target/$target/debug" "$WORK/targets/$target"; done
+# The Windows sidecar beside the DLL Wine lacks, and a Windows profile made before the tests.
+wine_stage target/x86_64-pc-windows-gnu/debug/sidecar.exe "$WORK/windows"
+export WINEPREFIX="$WORK/wineprefix" SQLTUNNEL_TEST_WINE SQLTUNNEL_TEST_WINDOWS_DIR="$WORK/windows"
+SQLTUNNEL_TEST_WINE=$(wine_loader_path)
+WINEDEBUG=-all "$SQLTUNNEL_TEST_WINE" "$WORK/windows/sidecar.exe" --version
+export SQLTUNNEL_TEST_TARGETS_DIR="$WORK/targets"
 
 MYSQL_PORT=$(free_port)
 echo "== starting MariaDB on 127.0.0.1:$MYSQL_PORT"

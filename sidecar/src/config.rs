@@ -206,14 +206,15 @@ impl SidecarConfig {
     }
 
     /// The config file when `--config` is not given: `sqltunnel/sidecar.yaml` in the user's
-    /// config directory (`$XDG_CONFIG_HOME`, else `~/.config`).
+    /// config directory: `%APPDATA%` on Windows, else `$XDG_CONFIG_HOME` or `~/.config` (on
+    /// macOS too, as for most command-line tools).
     pub fn default_path() -> Option<std::path::PathBuf> {
-        let dir = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|d| !d.is_empty())
+        let set = |var: &str| std::env::var_os(var).filter(|d| !d.is_empty());
+        let windows = if cfg!(windows) { set("APPDATA") } else { None };
+        let dir = windows
+            .or_else(|| set("XDG_CONFIG_HOME"))
             .map(std::path::PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".config"))
-            })?;
+            .or_else(|| set("HOME").map(|h| std::path::PathBuf::from(h).join(".config")))?;
         Some(dir.join("sqltunnel").join("sidecar.yaml"))
     }
 

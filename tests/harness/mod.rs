@@ -16,6 +16,7 @@ pub mod processes;
 pub mod raw;
 pub mod scripts;
 pub mod shaper;
+pub mod wine;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,0 +1,122 @@
+//! The Windows sidecar, cross-compiled for `x86_64-pc-windows-gnu`, runs under Wine in front
+//! of the Linux transport: a Linux `mariadb` client logs in through it, queries, prepares and
+//! loads a LOCAL file; the DBeaver replay with Connector/J answers as directly; the config is
+//! found in `%APPDATA%\sqltunnel\sidecar.yaml` without `--config`; Ctrl-C drains it.
+
+use std::time::Duration;
+
+use e2e::cli::mariadb_async;
+use e2e::java::without_connection_tags;
+use e2e::processes::{free_port, wait_port};
+use e2e::wine::{WindowsSidecar, appdata};
+use e2e::{DATABASE, PASSWORD, TOKEN, USER, mysql_port, opts, sidecar_yaml, within};
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use tokio_util::sync::CancellationToken;
+
+/// A transport in this process on a free port; its URL and what stops it.
+async fn transport() -> (String, CancellationToken) {
+    let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let config: transport::TransportConfig =
+        common::config::parse_yaml(&e2e::transport_yaml(mysql_port())).expect("yaml");
+    let stop = CancellationToken::new();
+    tokio::spawn(transport::run(listener, config, stop.clone()));
+    (url, stop)
+}
+
+/// A sidecar config for the transport at `url`, listening on `port`.
+fn config(url: &str, port: u16) -> String {
+    sidecar_yaml(url, TOKEN).replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
+}
+
+#[tokio::test]
+async fn the_windows_sidecar_under_wine_relays_a_linux_client() {
+    within(240, async {
+        let (url, _stop) = transport().await;
+        let port = free_port();
+        let path = std::env::temp_dir().join(format!("sqltunnel-wine-{}.yaml", std::process::id()));
+        std::fs::write(&path, config(&url, port)).expect("config");
+        let path = path.display().to_string();
+        let mut sidecar = WindowsSidecar::start(&["--config", &path], "relay");
+        wait_port(port).await;
+        let version = sidecar.logged();
+        assert!(version.contains("sidecar listening"), "{version}");
+
+        // The mariadb CLI: a query, a LOAD DATA LOCAL of a file on this machine.
+        let run = mariadb_async(port, USER, PASSWORD, &["-N", "-e", "SELECT 6*7, @@version_comment", DATABASE]).await;
+        assert!(run.success && run.stdout.starts_with("42\t"), "{run:?}");
+        let file = std::env::temp_dir().join(format!("sqltunnel-wine-{}.csv", std::process::id()));
+        let rows: String = (1..=2000).map(|i| format!("{i},row {i}\n")).collect();
+        std::fs::write(&file, rows).expect("csv");
+        let sql = format!(
+            "DROP TABLE IF EXISTS wine_infile; CREATE TABLE wine_infile (id INT, v VARCHAR(20)); LOAD DATA LOCAL INFILE '{}' INTO TABLE wine_infile FIELDS TERMINATED BY ','; SELECT COUNT(*), SUM(id) FROM wine_infile",
+            file.display()
+        );
+        let run = mariadb_async(port, USER, PASSWORD, &["--local-infile=1", "-N", "-e", &sql, DATABASE]).await;
+        assert!(run.success, "{}", run.stderr);
+        assert_eq!(run.stdout.trim(), "2000\t2001000");
+        drop(std::fs::remove_file(&file));
+
+        // Prepared statements (the binary protocol) as directly.
+        let mut through = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
+        let mut direct = Conn::new(opts(mysql_port(), Some(DATABASE))).await.expect("direct");
+        let query = "SELECT ? * 2, CONCAT(?, '!'), ? IS NULL";
+        let params = (21, "hello", None::<i32>);
+        let a: Option<(i64, String, i64)> = through.exec_first(query, params).await.expect("through");
+        let b: Option<(i64, String, i64)> = direct.exec_first(query, params).await.expect("direct");
+        assert_eq!(a, b);
+        assert_eq!(a, Some((42, "hello!".into(), 1)));
+        through.query_drop("DROP TABLE wine_infile").await.expect("drop");
+        drop(through.disconnect().await);
+        drop(direct.disconnect().await);
+
+        // The DBeaver replay with MariaDB's Connector/J, line by line as directly.
+        let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("DbeaverSession")).await.expect("compile");
+        let replay = |port: u16| {
+            let classpath = classpath.clone();
+            async move {
+                let args = [port.to_string(), String::new(), "mariadb".to_owned()];
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let output = e2e::java::run(&classpath, "DbeaverSession", &args).await;
+                assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+                String::from_utf8_lossy(&output.stdout).into_owned()
+            }
+        };
+        let (direct, through) = (replay(mysql_port()).await, replay(port).await);
+        assert!(direct.lines().count() > 50, "{direct}");
+        for (d, t) in direct.lines().zip(through.lines()).filter(|(d, _)| !d.starts_with("cancel:")) {
+            assert_eq!(without_connection_tags(d), without_connection_tags(t));
+        }
+        assert_eq!(direct.lines().count(), through.lines().count());
+
+        // Ctrl-C: the sidecar drains and exits cleanly.
+        let mut idle = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
+        idle.query_drop("DO 1").await.expect("query");
+        assert!(sidecar.ctrl_c(), "a clean exit on Ctrl-C: {}", sidecar.logged());
+        let said = sidecar.logged();
+        assert!(said.contains("sidecar shutting down") && said.contains("sidecar stopped"), "{said}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_windows_sidecar_reads_its_config_from_appdata() {
+    within(60, async {
+        let (url, _stop) = transport().await;
+        let port = free_port();
+        let dir = appdata().join("sqltunnel");
+        std::fs::create_dir_all(&dir).expect("appdata");
+        std::fs::write(dir.join("sidecar.yaml"), config(&url, port)).expect("config");
+        let sidecar = WindowsSidecar::start(&[], "appdata");
+        wait_port(port).await;
+        let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
+        let n: Option<i64> = conn.query_first("SELECT 1").await.expect("query");
+        assert_eq!(n, Some(1));
+        drop(conn);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(sidecar);
+        drop(std::fs::remove_file(dir.join("sidecar.yaml")));
+    })
+    .await;
+}
