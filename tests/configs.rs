@@ -233,3 +233,34 @@ fn version_names_the_commit_and_the_target() {
         );
     }
 }
+
+/// The launchd agent is a valid property list (Python's `plistlib`, the parser of Apple's
+/// format; `plutil -lint` where it exists) that starts the sidecar with its config, at login,
+/// again after a failure, with time to drain.
+#[test]
+fn the_launchd_agent_is_a_valid_property_list() {
+    let path = configs_dir().join("launchd").join("com.sqltunnel.sidecar.plist");
+    let script = r#"
+import json, plistlib, sys
+with open(sys.argv[1], "rb") as f:
+    print(json.dumps(plistlib.load(f)))
+"#;
+    let out = Command::new("python3").arg("-c").arg(script).arg(&path).output().expect("python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plist: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(plist["Label"], "com.sqltunnel.sidecar");
+    let argv: Vec<&str> = plist["ProgramArguments"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(argv[0].ends_with("/sidecar") && argv[1] == "--config", "{argv:?}");
+    assert!(argv[2].ends_with("sqltunnel/sidecar.yaml"), "{argv:?}");
+    assert_eq!(plist["RunAtLoad"], true);
+    assert_eq!(plist["KeepAlive"]["SuccessfulExit"], false);
+    assert!(plist["ExitTimeOut"].as_u64().is_some_and(|s| s >= 10));
+    if let Ok(lint) = Command::new("plutil").arg("-lint").arg(&path).output() {
+        assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stdout));
+    }
+}
