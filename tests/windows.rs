@@ -1,7 +1,8 @@
 //! The Windows sidecar, cross-compiled for `x86_64-pc-windows-gnu`, runs under Wine in front
 //! of the Linux transport: a Linux `mariadb` client logs in through it, queries, prepares and
 //! loads a LOCAL file; the DBeaver replay with Connector/J answers as directly; the config is
-//! found in `%APPDATA%\sqltunnel\sidecar.yaml` without `--config`; Ctrl-C drains it.
+//! found in `%APPDATA%\sqltunnel\sidecar.yaml` without `--config`; Ctrl-C drains it; it
+//! installs, runs, stops and uninstalls as a Windows service (Wine's service manager).
 
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ async fn transport() -> (String, CancellationToken) {
 }
 
 /// A sidecar config for the transport at `url`, listening on `port`.
-fn config(url: &str, port: u16) -> String {
+fn config_text(url: &str, port: u16) -> String {
     sidecar_yaml(url, TOKEN).replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
 }
 
@@ -36,7 +37,7 @@ async fn the_windows_sidecar_under_wine_relays_a_linux_client() {
         let (url, _stop) = transport().await;
         let port = free_port();
         let path = std::env::temp_dir().join(format!("sqltunnel-wine-{}.yaml", std::process::id()));
-        std::fs::write(&path, config(&url, port)).expect("config");
+        std::fs::write(&path, config_text(&url, port)).expect("config");
         let path = path.display().to_string();
         let mut sidecar = WindowsSidecar::start(&["--config", &path], "relay");
         wait_port(port).await;
@@ -107,7 +108,7 @@ async fn the_windows_sidecar_reads_its_config_from_appdata() {
         let port = free_port();
         let dir = appdata().join("sqltunnel");
         std::fs::create_dir_all(&dir).expect("appdata");
-        std::fs::write(dir.join("sidecar.yaml"), config(&url, port)).expect("config");
+        std::fs::write(dir.join("sidecar.yaml"), config_text(&url, port)).expect("config");
         let sidecar = WindowsSidecar::start(&[], "appdata");
         wait_port(port).await;
         let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
@@ -117,6 +118,74 @@ async fn the_windows_sidecar_reads_its_config_from_appdata() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         drop(sidecar);
         drop(std::fs::remove_file(dir.join("sidecar.yaml")));
+    })
+    .await;
+}
+
+/// Runs `sidecar.exe service …` under Wine; its exit success and output.
+fn service(args: &[&str]) -> (bool, String) {
+    let dir = std::path::PathBuf::from(std::env::var("SQLTUNNEL_TEST_WINDOWS_DIR").expect("dir"));
+    let out = std::process::Command::new(std::env::var("SQLTUNNEL_TEST_WINE").expect("wine"))
+        .arg(dir.join("sidecar.exe"))
+        .arg("service")
+        .args(args)
+        .env("WINEDEBUG", "-all")
+        .output()
+        .expect("wine");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), said)
+}
+
+#[tokio::test]
+async fn the_windows_sidecar_installs_runs_and_stops_as_a_service() {
+    within(120, async {
+        let (url, _stop) = transport().await;
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("sqltunnel-service-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let config = dir.join("sidecar.yaml");
+        std::fs::write(&config, config_text(&url, port)).expect("config");
+        let config = config.display().to_string();
+        let _wine = e2e::wine::KeepWineUp::start();
+        // One left by an earlier run that failed half-way goes first.
+        drop(service(&["uninstall"]));
+        let (bad, said) = service(&["install", "--config", "/nonexistent/sidecar.yaml"]);
+        assert!(
+            !bad && said.contains("nonexistent"),
+            "a config that does not load is refused: {said}"
+        );
+        let (ok, said) = service(&["install", "--config", &config]);
+        assert!(ok && said.contains("installed sqltunnel-sidecar"), "{said}");
+        let (ok, said) = service(&["start"]);
+        assert!(ok, "{said}");
+        wait_port(port).await;
+        let mut conn =
+            Conn::new(opts(port, Some(DATABASE))).await.expect("login through the service");
+        let n: Option<i64> = conn.query_first("SELECT 2+2").await.expect("query");
+        assert_eq!(n, Some(4));
+        drop(conn.disconnect().await);
+        let (ok, said) = service(&["stop"]);
+        assert!(ok, "{said}");
+        let started = std::time::Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the service stopped listening");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The drain ends with its last line in the service's log, beside its config.
+        let log = loop {
+            let log = std::fs::read_to_string(dir.join("sidecar.log")).unwrap_or_default();
+            if log.contains("sidecar stopped") || started.elapsed() > Duration::from_secs(30) {
+                break log;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(log.contains("sidecar listening") && log.contains("sidecar stopped"), "{log}");
+        let (ok, said) = service(&["uninstall"]);
+        assert!(ok && said.contains("removed"), "{said}");
+        let (ok, _) = service(&["start"]);
+        assert!(!ok, "no service once removed");
+        drop(std::fs::remove_dir_all(&dir));
     })
     .await;
 }

@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -30,11 +31,13 @@ pub struct LogConfig {
     pub level: String,
     /// `text` or `json`.
     pub format: LogFormat,
+    /// Append logs to this file instead of standard error (a Windows service has none).
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { level: "info".into(), format: LogFormat::Text }
+        Self { level: "info".into(), format: LogFormat::Text, file: None }
     }
 }
 
@@ -93,11 +96,18 @@ pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
     .map_err(Error::Telemetry)?;
     // Colours only on a terminal (log files and journald get plain text), and never with
     // NO_COLOR set.
-    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+    let (writer, terminal) = match &config.file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+            let file =
+                file.map_err(|e| Error::Telemetry(format!("log.file {}: {e}", path.display())))?;
+            (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+        }
+        None => (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal()),
+    };
+    let ansi = terminal && std::env::var_os("NO_COLOR").is_none();
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     let reload: Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync> = match config.format {
         LogFormat::Text => {
             let builder = builder.with_filter_reloading();

@@ -4,7 +4,8 @@
 //! Layers, lowest first: `config`, `error`, `protocol` (packets, handshake fields, the few
 //! packets the sidecar writes itself) → `http` (its own HTTP/1.1 client) → `tunnel` (the
 //! transport's API) → `live`, `greetings`, `client_tls` → `shared` → `connection` (one
-//! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`; `check` (the `sidecar check` command) beside them.
+//! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`; `check` (the `sidecar check` command) and `service` (`sidecar service`,
+//! a Windows service) beside them.
 
 pub mod check;
 pub mod client_tls;
@@ -18,6 +19,9 @@ pub mod live;
 pub mod metrics;
 pub mod protocol;
 pub mod server;
+pub mod service;
+#[cfg(windows)]
+mod service_windows;
 pub mod shared;
 pub mod tunnel;
 

@@ -6,6 +6,12 @@ use std::process::ExitCode;
 use common::cli::Binary;
 
 fn main() -> ExitCode {
+    // `sidecar service …` (a Windows service) reads its own arguments: the service manager
+    // starts `sidecar service run --config PATH`.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "service") {
+        return sidecar::service::main(&args[1..]);
+    }
     let bin = Binary {
         name: env!("CARGO_PKG_NAME"),
         version: env!("CARGO_PKG_VERSION"),
@@ -16,11 +22,17 @@ fn main() -> ExitCode {
         about: "Reach the transport, check the token, list the upstreams with their versions, measure the round trip; one line per step, with the fix for each that fails",
         run: sidecar::check::run,
     };
-    common::cli::main_with(
+    let service = common::cli::Tool {
+        name: "service",
+        about: "Windows: install | uninstall | start | stop the sidecar as a service (install takes --config PATH)",
+        run: || sidecar::service::main(&[]),
+    };
+    common::cli::main_with_tools(
         bin,
         |listener, config: sidecar::SidecarConfig, shutdown, reloads| {
             sidecar::run_with_reloads(listener, config, shutdown, reloads)
         },
         &[check],
+        &[service],
     )
 }

@@ -74,3 +74,30 @@ impl Drop for WindowsSidecar {
         drop(self.child.wait());
     }
 }
+
+/// A Windows program kept waiting (`cmd` reading a pipe held open) so that Wine's service
+/// manager, and the services it started, live on between the test's commands: Wine ends them
+/// when its last program exits. Ended on drop.
+pub struct KeepWineUp(Child);
+
+impl KeepWineUp {
+    /// Starts `cmd` under Wine.
+    pub fn start() -> KeepWineUp {
+        let child = Command::new(env("SQLTUNNEL_TEST_WINE"))
+            .arg("cmd")
+            .env("WINEDEBUG", "-all")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("wine cmd");
+        KeepWineUp(child)
+    }
+}
+
+impl Drop for KeepWineUp {
+    fn drop(&mut self) {
+        drop(self.0.kill());
+        drop(self.0.wait());
+    }
+}

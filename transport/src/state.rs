@@ -125,6 +125,7 @@ impl AppState {
             ("max_connections", old.max_connections != new.max_connections),
             ("max_inflight_bytes", old.max_inflight_bytes != new.max_inflight_bytes),
             ("log.format", old.log.format != new.log.format),
+            ("log.file", old.log.file != new.log.file),
             ("idle_timeout", old.idle_timeout != new.idle_timeout),
             ("audit", old.audit != new.audit),
             ("metrics_listen", old.metrics_listen != new.metrics_listen),
@@ -135,6 +136,7 @@ impl AppState {
         (new.listen, new.tls, new.worker_threads) =
             (old.listen, old.tls.clone(), old.worker_threads);
         (new.max_connections, new.log.format) = (old.max_connections, old.log.format);
+        new.log.file = old.log.file.clone();
         new.max_inflight_bytes = old.max_inflight_bytes;
         (new.idle_timeout, new.metrics_listen) = (old.idle_timeout, old.metrics_listen);
         new.audit = old.audit.clone();
