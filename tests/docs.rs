@@ -31,7 +31,8 @@ fn cited(text: &str) -> Vec<String> {
         .step_by(2)
         // Not paths on a user's machine, nor what a build or the test script makes.
         .filter(|t| !t.contains(' ') && !t.contains('*') && !t.contains("://"))
-        .filter(|t| !t.starts_with('/') && !t.starts_with('~') && !t.starts_with("target/"))
+        .filter(|t| !t.starts_with('/') && !t.starts_with('~') && !t.starts_with('%'))
+        .filter(|t| !t.starts_with("target/") && *t != "dist/")
         .filter(|t| t.ends_with('/') || KINDS.iter().any(|k| t.ends_with(k)))
         .map(str::to_owned)
         .collect()
