@@ -6,6 +6,8 @@
 pub mod config;
 mod jwks;
 mod oidc;
+#[cfg(test)]
+mod oidc_tests;
 mod refusal;
 mod tokens;
 pub mod tools;
