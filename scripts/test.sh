@@ -33,6 +33,8 @@ trap cleanup EXIT
 echo "== the other targets (scripts/release.sh, dev profile): Windows, static Linux, aarch64"
 TARGETS=(x86_64-pc-windows-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu)
 scripts/release.sh --profile dev --out "$WORK/dist" "${TARGETS[@]}"
+# Code that only Windows compiles (the service) is linted as the rest.
+cargo clippy --locked -p sidecar --target x86_64-pc-windows-gnu --all-targets -- -D warnings
 mkdir -p "$WORK/targets"
 for target in "${TARGETS[@]}"; do ln -s "$PWD/target/$target/debug" "$WORK/targets/$target"; done
 # The Windows sidecar beside the DLL Wine lacks, and a Windows profile made before the tests.

@@ -20,8 +20,6 @@ pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod service;
-#[cfg(windows)]
-mod service_windows;
 pub mod shared;
 pub mod tunnel;
 

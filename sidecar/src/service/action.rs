@@ -1,10 +1,5 @@
-//! `sidecar service install|uninstall|start|stop`: the sidecar as a Windows service (through
-//! the `windows-service` crate), with its config path; the service manager runs
-//! `sidecar service run --config PATH`, which serves until the service is stopped and then
-//! drains as on Ctrl-C. Logs go to `log.file`, by default `sidecar.log` beside the config.
-//! Elsewhere the command says which unit to use instead (systemd, launchd).
-
-use std::process::ExitCode;
+//! What `sidecar service …` was asked: the action and its config path, read from the
+//! arguments after `service`.
 
 /// The service's name in the service manager.
 pub const SERVICE_NAME: &str = "sqltunnel-sidecar";
@@ -38,43 +33,6 @@ pub fn parse(args: &[String]) -> Result<Action, String> {
         Some("stop") if args.len() == 1 => Ok(Action::Stop),
         _ => Err("usage: sidecar service install --config PATH | uninstall | start | stop".into()),
     }
-}
-
-/// `sidecar service …` with the arguments after `service`.
-pub fn main(args: &[String]) -> ExitCode {
-    let action = match parse(args) {
-        Ok(action) => action,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(action) {
-        Ok(said) => {
-            if !said.is_empty() {
-                println!("{said}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("sidecar service: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-#[cfg(windows)]
-fn run(action: Action) -> Result<String, String> {
-    crate::service_windows::run(action)
-}
-
-#[cfg(not(windows))]
-fn run(_: Action) -> Result<String, String> {
-    Err(if cfg!(target_os = "macos") {
-        "Windows services only: on macOS use the launchd agent configs/launchd/com.sqltunnel.sidecar.plist".into()
-    } else {
-        "Windows services only: on Linux use the systemd user unit configs/systemd/sqltunnel-sidecar.service".into()
-    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use windows_service::service_control_handler::{self, ServiceControlHandlerResult
 use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
 use windows_service::{define_windows_service, service_dispatcher};
 
-use crate::service::{Action, SERVICE_NAME};
+use super::action::{Action, SERVICE_NAME};
 
 /// The config of the service being run (the service manager calls back without it).
 static CONFIG: OnceLock<PathBuf> = OnceLock::new();
