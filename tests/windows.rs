@@ -2,7 +2,8 @@
 //! of the Linux transport: a Linux `mariadb` client logs in through it, queries, prepares and
 //! loads a LOCAL file; the DBeaver replay with Connector/J answers as directly; the config is
 //! found in `%APPDATA%\sqltunnel\sidecar.yaml` without `--config`; Ctrl-C drains it; it
-//! installs, runs, stops and uninstalls as a Windows service (Wine's service manager).
+//! installs, runs, stops and uninstalls as a Windows service (Wine's service manager); over
+//! HTTPS it trusts its `ca_file` and refuses another CA's certificate, and the system store's.
 
 use std::time::Duration;
 
@@ -186,6 +187,50 @@ async fn the_windows_sidecar_installs_runs_and_stops_as_a_service() {
         let (ok, _) = service(&["start"]);
         assert!(!ok, "no service once removed");
         drop(std::fs::remove_dir_all(&dir));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_windows_sidecar_reaches_an_https_transport_and_refuses_an_untrusted_one() {
+    within(90, async {
+        let pki = e2e::certs::TestPki::new("wine-https");
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("https://{}/", listener.local_addr().expect("addr"));
+        let yaml = format!(
+            "{}tls:\n  cert_file: {}\n  key_file: {}\n",
+            e2e::transport_yaml(mysql_port()),
+            pki.server_cert.display(),
+            pki.server_key.display()
+        );
+        let config: transport::TransportConfig = common::config::parse_yaml(&yaml).expect("yaml");
+        let stop = CancellationToken::new();
+        tokio::spawn(transport::run(listener, config, stop.clone()));
+        // Trusting the test CA; another CA; the system's roots (Windows' certificate store,
+        // read through rustls-native-certs: Wine's holds the host's roots, not the test CA).
+        for (ca, trusted) in [(Some(&pki.ca), true), (Some(&pki.other_ca), false), (None, false)] {
+            let port = free_port();
+            let tls =
+                ca.map(|ca| format!("  tls:\n    ca_file: {}\n", ca.display())).unwrap_or_default();
+            let text = config_text(&url, port).replace("  token:", &format!("{tls}  token:"));
+            let path = std::env::temp_dir()
+                .join(format!("sqltunnel-wine-https-{}-{port}.yaml", std::process::id()));
+            std::fs::write(&path, text).expect("config");
+            let path = path.display().to_string();
+            let sidecar = WindowsSidecar::start(&["--config", &path], &format!("https-{port}"));
+            wait_port(port).await;
+            let login = Conn::new(opts(port, Some(DATABASE))).await;
+            if trusted {
+                let mut conn = login.expect("login over HTTPS");
+                let n: Option<i64> = conn.query_first("SELECT 40 + 2").await.expect("query");
+                assert_eq!(n, Some(42));
+            } else {
+                let said = login.expect_err("an untrusted certificate").to_string();
+                assert!(said.contains("certificate") || said.contains("TLS"), "{said}");
+            }
+            drop(sidecar);
+        }
+        stop.cancel();
     })
     .await;
 }
