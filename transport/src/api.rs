@@ -204,7 +204,7 @@ async fn keep_alive(
     // A session the caller may no longer reach ends now, and is reported revoked below.
     for id in &list.sessions {
         if let Ok(session) = state.sessions.get(id, owner) {
-            drop(ending::refuse_if_denied(state, caller, &session));
+            drop(ending::refuse_if_denied(state, caller, &session, false));
         }
     }
     let mut news = state.ended_news();

@@ -79,18 +79,19 @@ pub fn end_revoked(state: &Arc<AppState>, sessions: Vec<Arc<Session>>) {
     }
 }
 
-/// [`crate::Error::AccessRevoked`], and the session ended, when `caller` (as the
-/// configuration in force sees it now) may no longer reach the session's upstream: access is
-/// checked on every request, not only at a reload (a session opened while a reload ran, a
-/// person an identity provider took out of a group).
+/// [`crate::Error::AccessRevoked`], and the session ended, when `caller` may no longer reach
+/// the session's upstream: access is checked on every request, not only at a reload (a person
+/// an identity provider took out of a group). `caller` was authorised against the
+/// configuration in force when its request came; `recheck` asks the one in force now, for a
+/// request that waited (an open, while the upstream answered: a reload may have run).
 pub fn refuse_if_denied(
     state: &Arc<AppState>,
     caller: &Caller,
     session: &Session,
+    recheck: bool,
 ) -> Result<(), crate::Error> {
-    if caller.access.allows(&session.upstream)
-        && state.identities().still_allows(caller, &session.upstream)
-    {
+    let allowed = caller.access.allows(&session.upstream);
+    if allowed && (!recheck || state.identities().still_allows(caller, &session.upstream)) {
         return Ok(());
     }
     end_revoked(state, state.revoke(session).into_iter().collect());

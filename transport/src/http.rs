@@ -177,3 +177,8 @@ pub fn error_response(err: &Error) -> Response<ResponseBody> {
     }
     json(status, &body)
 }
+
+/// A duration as a header value in milliseconds.
+pub fn millis(d: std::time::Duration) -> HeaderValue {
+    HeaderValue::from(d.as_millis().min(u64::MAX.into()) as u64)
+}

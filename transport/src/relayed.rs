@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{
-    Budget, MAX_CONTROL_BODY, RequestBody, frames, no_content, read_body, read_body_within,
+    Budget, MAX_CONTROL_BODY, RequestBody, frames, millis, no_content, read_body, read_body_within,
 };
 use crate::identity::Caller;
 use crate::relay::handshake::{ClientLeg, login_names};
@@ -75,7 +75,7 @@ pub async fn open(
     state.refuse_if_draining()?;
     let session = state.sessions.insert(link, &upstream.name, limits)?;
     // A reload that ran while the upstream answered may have taken this upstream away.
-    crate::ending::refuse_if_denied(state, caller, &session)?;
+    crate::ending::refuse_if_denied(state, caller, &session, true)?;
     session.resume.set_window(config.resume_window);
     session.resume.set_budget(state.resume_budget.clone());
     state.metrics.session_opened(&caller.label);
@@ -118,7 +118,7 @@ pub async fn step(
     let started = Instant::now();
     let owner = &caller.id;
     let session = state.sessions.get(id, owner).map_err(|_| state.session_gone(id, owner))?;
-    crate::ending::refuse_if_denied(state, caller, &session)?;
+    crate::ending::refuse_if_denied(state, caller, &session, false)?;
     let step = match step_request(&req, &session)? {
         Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
         Some(StepRequest::Next(step)) => Some(step),
@@ -384,11 +384,6 @@ async fn read_big_body(
     let config = state.config();
     let budget = Budget { bytes: &state.inflight, waited: &state.metrics.budget_waits };
     read_body_within(req, config.max_request_bytes, config.body_timeout, Some(budget)).await
-}
-
-/// A duration as a header value in milliseconds.
-fn millis(d: std::time::Duration) -> HeaderValue {
-    HeaderValue::from(d.as_millis().min(u64::MAX.into()) as u64)
 }
 
 /// A turn that ends at once.
