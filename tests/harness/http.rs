@@ -49,3 +49,9 @@ pub async fn metric(port: u16, token: Option<&str>, name: &str) -> u64 {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
+
+/// The upstream names a `/v1/ready` answer lists (those its caller may reach).
+pub fn ready_upstreams(ready: &serde_json::Value) -> Vec<String> {
+    let listed = ready["upstreams"].as_array().map(Vec::as_slice).unwrap_or_default();
+    listed.iter().filter_map(|u| u["name"].as_str().map(str::to_owned)).collect()
+}

@@ -289,7 +289,7 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn new_session_id() -> Result<String, Error> {
     let mut bytes = [0u8; SESSION_ID_BYTES];
     getrandom::fill(&mut bytes).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::identity::config::to_hex(&bytes))
 }
 
 #[cfg(test)]
