@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use common::wire::{HEADER_NAMES, NameAt, STREAM_PROTOCOL, read_answer, request_from_text};
 use e2e::http::metric;
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
 use e2e::{
@@ -102,25 +103,34 @@ async fn raw_stream(port: u16, token: &str) -> WebSocketStream<tokio::net::TcpSt
         format!("ws://127.0.0.1:{port}/v1/stream").into_client_request().expect("request");
     let headers = request.headers_mut();
     headers.insert("authorization", format!("Bearer {token}").parse().expect("header"));
-    headers.insert("sec-websocket-protocol", "sqltunnel.v1".parse().expect("header"));
+    headers.insert("sec-websocket-protocol", STREAM_PROTOCOL.parse().expect("header"));
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
     let (ws, response) = tokio_tungstenite::client_async(request, tcp).await.expect("upgrade");
     assert_eq!(response.status(), 101);
     ws
 }
 
-/// Sends `message` and reads the answer: its head and its body.
+/// Sends `message` and reads the answer: its head (written out as HTTP/1.1 text) and its body.
 async fn ask(
     ws: &mut WebSocketStream<tokio::net::TcpStream>,
     message: Vec<u8>,
 ) -> (String, String) {
     ws.send(Message::Binary(message.into())).await.expect("send");
-    let head = match ws.next().await {
-        Some(Ok(Message::Binary(head))) => String::from_utf8_lossy(&head).into_owned(),
+    let first = match ws.next().await {
+        Some(Ok(Message::Binary(first))) => first,
         other => panic!("no answer head: {other:?}"),
     };
-    let mut body = Vec::new();
-    loop {
+    let answer = read_answer(&first).expect("an answer head");
+    let mut head = format!("HTTP/1.1 {}\r\n", answer.status);
+    for (name, value) in &answer.headers {
+        let name = match name {
+            NameAt::Known(i) => HEADER_NAMES[*i].to_owned(),
+            NameAt::Spelled(at) => String::from_utf8_lossy(&first[at.clone()]).into_owned(),
+        };
+        head.push_str(&format!("{name}: {}\r\n", String::from_utf8_lossy(&first[value.clone()])));
+    }
+    let mut body = first[answer.body].to_vec();
+    while answer.more {
         match ws.next().await {
             Some(Ok(Message::Binary(piece))) if piece.is_empty() => break,
             Some(Ok(Message::Binary(piece))) => body.extend_from_slice(&piece),
@@ -130,12 +140,13 @@ async fn ask(
     (head, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// A request message, made from its HTTP/1.1 text as the sidecar makes them.
 fn request(method: &str, path: &str, token: &str, body: &str) -> Vec<u8> {
-    format!(
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
-    )
-    .into_bytes()
+    );
+    request_from_text(head.as_bytes(), body.as_bytes()).expect("a request message")
 }
 
 #[tokio::test]

@@ -5,13 +5,21 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use bytes::Bytes;
-use common::wire::{MAX_HEAD_BYTES, STREAM_PROTOCOL};
+use std::sync::LazyLock;
+
+use common::wire::{
+    HEADER_NAMES, HeadWriter, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_request,
+};
 use futures_util::{FutureExt, SinkExt, StreamExt};
+use http::header::CONTENT_LENGTH;
 use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, SEC_WEBSOCKET_VERSION};
 use http::header::{SEC_WEBSOCKET_ACCEPT, UPGRADE};
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Body;
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
@@ -27,9 +35,6 @@ use crate::http::RequestBody;
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
-
-/// Most headers a request message may carry.
-const MAX_HEADERS: usize = 32;
 
 /// An accepted upgrade, riding in the `101` answer's extensions to the connection's task,
 /// which carries the stream once hyper hands the socket over.
@@ -58,7 +63,7 @@ pub fn accept(mut req: Request<RequestBody>) -> Result<Response<ResponseBody>, E
         return Err(Error::UpgradeRequired("only WebSocket version 13 is spoken"));
     }
     if !lists(headers, &SEC_WEBSOCKET_PROTOCOL, STREAM_PROTOCOL) {
-        return Err(Error::UpgradeRequired("the subprotocol must be sqltunnel.v1"));
+        return Err(Error::UpgradeRequired("the subprotocol must be sqltunnel.v2"));
     }
     let key = headers
         .get(SEC_WEBSOCKET_KEY)
@@ -109,23 +114,35 @@ pub async fn serve<F, Fut>(
         .max_frame_size(Some(largest));
     let io = TokioIo::new(upgraded);
     let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    // One timer and one wait for the shutdown for the whole stream, not one each message:
+    // the timer, once due, is put off to `idle` after the wait began, unless that has passed.
+    let mut closed = std::pin::pin!(closing.cancelled());
+    let mut idle = std::pin::pin!(tokio::time::sleep(limits.idle));
     loop {
-        let next = tokio::select! {
-            next = tokio::time::timeout(limits.idle, ws.next()) => next,
-            () = closing.cancelled() => break,
+        let waiting_since = Instant::now();
+        let next = loop {
+            tokio::select! {
+                biased;
+                next = ws.next() => break next,
+                () = &mut closed => return close(ws).await,
+                () = &mut idle => {
+                    let due = waiting_since + limits.idle;
+                    if Instant::now() >= due {
+                        debug!("a stream idle for idle_timeout: closed");
+                        return close(ws).await;
+                    }
+                    idle.as_mut().reset(due);
+                }
+            }
         };
         let data = match next {
-            Ok(Some(Ok(Message::Binary(data)))) => data,
-            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => continue,
-            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => break,
-            Ok(Some(Ok(Message::Text(_) | Message::Frame(_)))) => {
+            Some(Ok(Message::Binary(data))) => data,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Ok(Message::Text(_) | Message::Frame(_))) => {
                 return debug!("a stream sent a message that is not binary: closed");
             }
-            Ok(Some(Err(e))) => return debug!(error = %e, "a stream broke"),
-            Err(_) => {
-                debug!("a stream idle for idle_timeout: closed");
-                break;
-            }
+            Some(Err(e)) => return debug!(error = %e, "a stream broke"),
         };
         let response = match parse_request(data) {
             Ok(req) => answer(req).await,
@@ -135,38 +152,60 @@ pub async fn serve<F, Fut>(
             return debug!(error = %e, "a stream broke mid-answer");
         }
     }
-    // Sends the closing handshake (or answers the sidecar's), bounded.
+    close(ws).await;
+}
+
+/// Sends the closing handshake (or answers the sidecar's), bounded.
+async fn close<S>(mut ws: WebSocketStream<S>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     drop(tokio::time::timeout(Duration::from_secs(1), SinkExt::close(&mut ws)).await);
 }
 
-/// A request message: its head, parsed as HTTP/1.1, and its body (the rest).
+/// The header names of `common::wire::HEADER_NAMES`, made once.
+static KNOWN_NAMES: LazyLock<Vec<HeaderName>> =
+    LazyLock::new(|| HEADER_NAMES.iter().map(|name| HeaderName::from_static(name)).collect());
+
+/// A request message: its compact head and its body (the rest), as the request HTTP would
+/// have carried. Header values and the body are slices of the message, not copies.
 fn parse_request(data: Bytes) -> Result<Request<RequestBody>, Error> {
-    let bad = |what: &str| Error::BadRequest(format!("a stream message {what}"));
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut parsed = httparse::Request::new(&mut headers);
-    let head_len = match parsed.parse(&data) {
-        Ok(httparse::Status::Complete(n)) if n <= MAX_HEAD_BYTES => n,
-        Ok(_) => return Err(bad("has no whole request head")),
-        Err(e) => return Err(bad(&format!("is not a request ({e})"))),
-    };
-    let mut builder = Request::builder()
-        .method(parsed.method.unwrap_or_default())
-        .uri(parsed.path.unwrap_or_default());
-    for header in parsed.headers.iter() {
-        builder = builder.header(header.name, header.value);
+    let bad = |what: String| Error::BadRequest(format!("a stream message {what}"));
+    let at = read_request(&data).map_err(|e| bad(format!("is not a request ({e})")))?;
+    if at.body.start > MAX_HEAD_BYTES {
+        return Err(bad("has a head over 16 KiB".into()));
     }
-    let body = data.slice(head_len..);
-    let declared = parsed.headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-length"));
-    if declared.is_some_and(|h| h.value != body.len().to_string().as_bytes()) {
-        return Err(bad("has a body of another length than its Content-Length"));
+    let method =
+        Method::from_bytes(&data[at.method.clone()]).map_err(|_| bad("has a bad method".into()))?;
+    let uri = Uri::from_maybe_shared(data.slice(at.path.clone()))
+        .map_err(|_| bad("has a bad path".into()))?;
+    let mut headers = HeaderMap::with_capacity(at.headers.len());
+    for (name, value) in at.headers {
+        let name = match name {
+            NameAt::Known(i) => KNOWN_NAMES[i].clone(),
+            NameAt::Spelled(name) => HeaderName::from_bytes(&data[name])
+                .map_err(|_| bad("has a bad header name".into()))?,
+        };
+        let value = HeaderValue::from_maybe_shared(data.slice(value))
+            .map_err(|_| bad("has a bad header value".into()))?;
+        headers.append(name, value);
     }
-    let body = Full::new(body).map_err(|never| match never {}).boxed();
-    builder.body(body).map_err(|e| bad(&format!("has a bad head ({e})")))
+    let body = data.slice(at.body);
+    let declared = headers.get(CONTENT_LENGTH);
+    if declared.is_some_and(|v| v.as_bytes() != body.len().to_string().as_bytes()) {
+        return Err(bad("has a body of another length than its Content-Length".into()));
+    }
+    let mut req = Request::new(Full::new(body).map_err(|never| match never {}).boxed());
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
 }
 
-/// Writes an answer: its head, a message per piece of its body (several sent in one write
-/// when they are ready together), and the empty message that ends it. A sidecar that takes
-/// nothing for `idle` is given up.
+/// Writes an answer: its head with as much of its body as is ready and fits in a message
+/// (the whole answer, when small), then, when more follows, a message per piece of the
+/// body (several sent in one write when they are ready together) and the empty message that
+/// ends it. A sidecar that takes nothing for `idle` is given up.
 async fn write_response<S>(
     ws: &mut WebSocketStream<S>,
     response: Response<ResponseBody>,
@@ -176,43 +215,78 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (parts, mut body) = response.into_parts();
-    let mut head = Vec::with_capacity(256);
-    let reason = parts.status.canonical_reason().unwrap_or("");
-    head.extend_from_slice(format!("HTTP/1.1 {} {reason}\r\n", parts.status.as_u16()).as_bytes());
+    let mut data = match body.frame().now_or_never() {
+        Some(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        Some(_) => Bytes::new(),
+        None => Bytes::new(),
+    };
+    let whole = body.is_end_stream() && data.len() <= MAX_MESSAGE_DATA;
+    let first = data.split_to(data.len().min(MAX_MESSAGE_DATA));
+    let mut head = HeadWriter::answer(parts.status.as_u16(), !whole, first.len());
     for (name, value) in &parts.headers {
-        head.extend_from_slice(name.as_str().as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
-        head.extend_from_slice(b"\r\n");
+        head.header(name.as_str(), value.as_bytes()).map_err(|e| WsError::Io(io_error(e)))?;
     }
-    head.extend_from_slice(b"\r\n");
-    within(idle, ws.feed(Message::Binary(head.into()))).await?;
+    let mut message = head.finish().map_err(|e| WsError::Io(io_error(e)))?;
+    message.extend_from_slice(&first);
+    feed(ws, Message::Binary(message.into()), idle).await?;
+    if whole {
+        return flush(ws, idle).await;
+    }
     loop {
-        let frame = match body.frame().now_or_never() {
-            Some(frame) => frame,
-            None => {
-                within(idle, ws.flush()).await?;
-                body.frame().await
-            }
-        };
-        let Some(Ok(frame)) = frame else { break };
-        let Ok(mut data) = frame.into_data() else { continue };
         // A message arrives whole or not at all: pieces of at most MAX_MESSAGE_DATA let an
         // answer progress over connections that break often (and resume from there).
         while !data.is_empty() {
             let piece = data.split_to(data.len().min(MAX_MESSAGE_DATA));
-            within(idle, ws.feed(Message::Binary(piece))).await?;
+            feed(ws, Message::Binary(piece), idle).await?;
         }
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None => {
+                flush(ws, idle).await?;
+                body.frame().await
+            }
+        };
+        let Some(Ok(frame)) = frame else { break };
+        data = frame.into_data().unwrap_or_default();
     }
-    within(idle, ws.feed(Message::Binary(Bytes::new()))).await?;
+    feed(ws, Message::Binary(Bytes::new()), idle).await?;
+    flush(ws, idle).await
+}
+
+/// A head the message format cannot carry (a header of over 64 KiB): the answer is lost.
+fn io_error(e: common::Error) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+}
+
+/// Queues a message; waits (at most `idle`) only when the socket takes nothing.
+async fn feed<S>(
+    ws: &mut WebSocketStream<S>,
+    message: Message,
+    idle: Duration,
+) -> Result<(), WsError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    within(idle, ws.feed(message)).await
+}
+
+/// Sends what is queued; waits (at most `idle`) only when the socket takes nothing.
+async fn flush<S>(ws: &mut WebSocketStream<S>, idle: Duration) -> Result<(), WsError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     within(idle, ws.flush()).await
 }
 
-/// `op`, given up after `idle`.
+/// `op`, given up after `idle`; no timer is set when it completes at once.
 async fn within<T>(
     idle: Duration,
     op: impl Future<Output = Result<T, WsError>>,
 ) -> Result<T, WsError> {
+    let mut op = std::pin::pin!(op);
+    if let Some(done) = (&mut op).now_or_never() {
+        return done;
+    }
     tokio::time::timeout(idle, op)
         .await
         .unwrap_or_else(|_| Err(WsError::Io(std::io::ErrorKind::TimedOut.into())))

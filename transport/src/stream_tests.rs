@@ -17,37 +17,42 @@ fn upgrade_request() -> Request<RequestBody> {
     req
 }
 
+/// A message made from a text head, as the sidecar makes them.
+fn message(head: &[u8], body: &[u8]) -> Bytes {
+    Bytes::from(common::wire::request_from_text(head, body).expect("a head"))
+}
+
 #[test]
 fn a_message_is_a_request_head_and_its_body() {
-    let message = Bytes::from_static(
-        b"POST /db/v1/sessions/ab12/command HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nX-Tunnel-Step: 7\r\n\r\nabc",
+    let message = message(
+        b"POST /db/v1/sessions/ab12/command HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nX-Tunnel-Step: 7\r\nX-Other: o\r\n\r\n",
+        b"abc",
     );
     let req = parse_request(message).expect("a request");
     assert_eq!(req.method(), "POST");
     assert_eq!(req.uri().path(), "/db/v1/sessions/ab12/command");
     assert_eq!(req.headers()["x-tunnel-step"], "7");
+    assert_eq!(req.headers()["x-other"], "o");
     let body = req.into_body().collect().now_or_never().expect("ready").expect("body");
     assert_eq!(body.to_bytes(), Bytes::from_static(b"abc"));
 }
 
 #[test]
 fn garbage_and_lies_are_refused() {
-    for message in [
-        &b"\x00\x01garbage"[..],
-        b"POST /v1/relay HTTP/1.1\r\nHost: x\r\n",
-        b"POST /v1/relay HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc",
-        b"POST /v1/relay HTTP/1.1\r\nContent-Length: 1\r\n\r\nabc",
-        b"",
-    ] {
-        assert!(
-            matches!(parse_request(Bytes::copy_from_slice(message)), Err(Error::BadRequest(_))),
-            "{message:?}"
-        );
+    let lies = [
+        message(b"POST /v1/relay HTTP/1.1\r\nContent-Length: 9\r\n\r\n", b"abc"),
+        message(b"POST /v1/relay HTTP/1.1\r\nContent-Length: 1\r\n\r\n", b"abc"),
+        message(b"P\x01ST /v1/relay HTTP/1.1\r\n\r\n", b""),
+        message(b"POST /v1/re\x7flay HTTP/1.1\r\n\r\n", b""),
+        message(b"POST /v1/relay HTTP/1.1\r\nX-A: \x7f\r\n\r\n", b""),
+        message(b"POST /v1/relay HTTP/1.1\r\nX A: b\r\n\r\n", b""),
+    ];
+    let garbage = [&b"\x00\x01garbage"[..], b"\x00", b""].map(Bytes::from_static);
+    for message in lies.into_iter().chain(garbage) {
+        assert!(matches!(parse_request(message.clone()), Err(Error::BadRequest(_))), "{message:?}");
     }
-    let mut huge = b"POST /v1/relay HTTP/1.1\r\nX: ".to_vec();
-    huge.extend(std::iter::repeat_n(b'a', MAX_HEAD_BYTES));
-    huge.extend_from_slice(b"\r\n\r\n");
-    assert!(parse_request(Bytes::from(huge)).is_err(), "a head over the limit");
+    let huge = format!("POST /v1/relay HTTP/1.1\r\nX-A: {}\r\n\r\n", "a".repeat(MAX_HEAD_BYTES));
+    assert!(parse_request(message(huge.as_bytes(), b"")).is_err(), "a head over the limit");
 }
 
 #[test]

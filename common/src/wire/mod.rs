@@ -8,6 +8,7 @@ mod compression;
 mod control;
 mod digest;
 mod frame;
+mod message;
 mod route;
 mod stream;
 
@@ -20,6 +21,10 @@ pub use control::{
 pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER};
 pub use frame::{
     DEFAULT_MAX_FRAME, Frame, FrameDecoder, TurnEnd, encode_heartbeat, encode_packets, encode_turn,
+};
+pub use message::{
+    AnswerAt, HEADER_NAMES, HeadWriter, HeaderAt, MORE, NameAt, RequestAt, header_code,
+    read_answer, read_request, request_from_text,
 };
 pub use route::{Route, SessionEnd};
 pub use stream::{MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL};

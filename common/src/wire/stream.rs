@@ -2,26 +2,30 @@
 //! messages on one upgraded connection (`GET …/v1/stream`), so a command costs no HTTP
 //! parsing at either end.
 //!
-//! - A request is one binary message: its HTTP/1.1 request head (the same headers as over
-//!   HTTP, `Authorization` included: every request is authenticated) followed by its body.
-//! - Its answer is a binary message holding the response head (status and headers, no
-//!   framing header), then one binary message per piece of the body, then an empty binary
-//!   message: the body's end. The next request may follow.
+//! - A request is one binary message: its method, path and headers in a compact head (the
+//!   same headers as over HTTP, `Authorization` included: every request is authenticated;
+//!   see `message.rs`), followed by its body.
+//! - Its answer is a binary message holding the status, the headers and the body, whole
+//!   when it fits in one message; otherwise the head says more follows, then one binary
+//!   message per piece of the body, then an empty binary message: the body's end. The next
+//!   request may follow.
 //! - Steps, resumes, frames, heartbeats and zstd are those of HTTP: a broken stream is a
 //!   broken connection, and its step is sent again on a new one.
 //!
 //! A proxy that does not pass the upgrade answers the `GET` without `101 Switching
 //! Protocols`; the sidecar then uses plain requests.
 
-/// The WebSocket subprotocol both ends name (`Sec-WebSocket-Protocol`).
-pub const STREAM_PROTOCOL: &str = "sqltunnel.v1";
+/// The WebSocket subprotocol both ends name (`Sec-WebSocket-Protocol`). Version 1 carried
+/// HTTP/1.1 text heads; an end that speaks only one version refuses the other, and the
+/// sidecar then sends plain requests.
+pub const STREAM_PROTOCOL: &str = "sqltunnel.v2";
 
 /// Largest request body a stream message carries; a larger one (a statement over 1 MiB)
 /// travels as a plain HTTP request, whose body the transport reads within its
 /// `max_inflight_bytes`. A stream thus holds at most one message of this and a head.
 pub const MAX_STREAM_BODY: usize = 1 << 20;
 
-/// Largest response head the sidecar reads, and request head the transport reads.
+/// Largest head a stream message may have.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// The nginx lines that let the upgrade through, as logs and `sidecar check` quote them.

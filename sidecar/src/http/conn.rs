@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use common::stream::MaybeTls;
 use common::wire::{
     ANSWER_CRC_HEADER, HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
-    RESUMED_FROM_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
+    RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
 };
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
@@ -70,6 +70,33 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
+    /// The head of an answer with `status`, its headers looked up by `header` (any
+    /// carrier's: HTTP/1.1 text or a stream message).
+    pub(super) fn from_headers<'a>(
+        status: u16,
+        reason: &str,
+        header: impl Fn(&str) -> Option<&'a str>,
+    ) -> Self {
+        let text = |name: &str| header(name).unwrap_or("").to_owned();
+        Self {
+            status,
+            reason: reason.to_owned(),
+            content_type: text("content-type"),
+            content_encoding: text("content-encoding"),
+            session: text(SESSION_HEADER),
+            session_timeout_ms: header(SESSION_TIMEOUT_HEADER).and_then(|v| v.parse().ok()),
+            heartbeat_ms: header(HEARTBEAT_HEADER).and_then(|v| v.parse().ok()),
+            takes_zstd: header(REQUEST_ENCODING_HEADER)
+                .is_some_and(|v| v.split(',').any(|c| c.trim() == ZSTD)),
+            pipeline: header(PIPELINE_HEADER).and_then(|v| v.parse().ok()),
+            resumed: (
+                header(RESUMED_FROM_HEADER).map(str::to_owned),
+                header(ANSWER_CRC_HEADER).map(str::to_owned),
+            ),
+            upgrade: (text("sec-websocket-accept"), text("sec-websocket-protocol")),
+        }
+    }
+
     /// The status code and reason, as errors quote them (`502 Bad Gateway`).
     pub fn status_line(&self) -> String {
         format!("{} {}", self.status, self.reason)
@@ -84,6 +111,8 @@ pub struct HttpConn {
     pub(super) body: BodyDecoder,
     /// Over a stream: the answer's body has messages still to come.
     pub(super) message_body: bool,
+    /// Over a stream: the part of the answer's body its head message carried, not yet read.
+    pub(super) first_piece: Option<Bytes>,
     pub(super) keep_alive: bool,
     /// Longest wait for any byte of an answer (or room to write a request): a transport that
     /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
@@ -141,6 +170,7 @@ impl HttpConn {
             buf: BytesMut::with_capacity(16 * 1024),
             body: BodyDecoder::empty(),
             message_body: false,
+            first_piece: None,
             keep_alive: false,
             silence_limit: DEFAULT_SILENCE_LIMIT,
         })
@@ -249,31 +279,10 @@ impl HttpConn {
             })?;
             if let httparse::Status::Complete(len) = parsed {
                 let status = response.code.unwrap_or(0);
-                let head = ResponseHead {
-                    status,
-                    reason: response.reason.unwrap_or("").to_owned(),
-                    content_type: header(response.headers, "content-type").unwrap_or("").to_owned(),
-                    content_encoding: header(response.headers, "content-encoding")
-                        .unwrap_or("")
-                        .to_owned(),
-                    session: header(response.headers, "x-tunnel-session").unwrap_or("").to_owned(),
-                    session_timeout_ms: header(response.headers, SESSION_TIMEOUT_HEADER)
-                        .and_then(|v| v.parse().ok()),
-                    heartbeat_ms: header(response.headers, HEARTBEAT_HEADER)
-                        .and_then(|v| v.parse().ok()),
-                    takes_zstd: header(response.headers, REQUEST_ENCODING_HEADER)
-                        .is_some_and(|v| v.split(',').any(|c| c.trim() == ZSTD)),
-                    pipeline: header(response.headers, PIPELINE_HEADER)
-                        .and_then(|v| v.parse().ok()),
-                    resumed: (
-                        header(response.headers, RESUMED_FROM_HEADER).map(str::to_owned),
-                        header(response.headers, ANSWER_CRC_HEADER).map(str::to_owned),
-                    ),
-                    upgrade: (
-                        header(response.headers, "sec-websocket-accept").unwrap_or("").to_owned(),
-                        header(response.headers, "sec-websocket-protocol").unwrap_or("").to_owned(),
-                    ),
-                };
+                let reason = response.reason.unwrap_or("");
+                let head = ResponseHead::from_headers(status, reason, |name| {
+                    header(response.headers, name)
+                });
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));
                 let chunked = header(response.headers, "transfer-encoding")

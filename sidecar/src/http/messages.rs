@@ -5,8 +5,10 @@
 use std::io;
 
 use base64::Engine;
-use bytes::{Bytes, BytesMut};
-use common::wire::{MAX_HEAD_BYTES, STREAM_PROTOCOL};
+use bytes::Bytes;
+use common::wire::{
+    HEADER_NAMES, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_answer, request_from_text,
+};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
@@ -69,7 +71,8 @@ impl HttpConn {
     }
 
     /// Over a stream: sends a request as one message and reads the message holding the
-    /// answer's head (its body follows in messages, [`Self::message_body_chunk`]). A stream
+    /// answer's head and the start of its body (the whole answer, when small; the rest
+    /// follows in messages, [`Self::message_body_chunk`]). A stream
     /// that ends before anything came back is `ConnectionAborted`, as over HTTP (a kept
     /// stream the transport or a proxy closed while idle: another may be tried).
     pub(super) async fn message_request(
@@ -91,15 +94,22 @@ impl HttpConn {
                 }
                 _ => e,
             })?;
-        let mut buf = BytesMut::from(&message[..]);
-        let Some((head, _, _)) = Self::parse_head(&mut buf)? else {
-            return Err(io::Error::new(
+        let answer = read_answer(&message).map_err(|e| {
+            io::Error::new(
                 io::ErrorKind::InvalidData,
-                "a stream answer without a head",
-            ));
-        };
+                format!("a stream answer without a head: {e}"),
+            )
+        })?;
+        let head = ResponseHead::from_headers(answer.status, "", |name| {
+            let (_, value) = answer.headers.iter().find(|(at, _)| match at {
+                NameAt::Known(i) => HEADER_NAMES[*i].eq_ignore_ascii_case(name),
+                NameAt::Spelled(at) => message[at.clone()].eq_ignore_ascii_case(name.as_bytes()),
+            })?;
+            std::str::from_utf8(&message[value.clone()]).ok()
+        });
         self.body = BodyDecoder::empty();
-        self.message_body = true;
+        self.message_body = answer.more;
+        self.first_piece = Some(message.slice(answer.body)).filter(|piece| !piece.is_empty());
         self.keep_alive = true;
         Ok(head)
     }
@@ -110,6 +120,9 @@ impl HttpConn {
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
+        if let Some(piece) = self.first_piece.take() {
+            return Ok(Some(piece));
+        }
         if !self.message_body {
             return Ok(None);
         }
@@ -134,11 +147,10 @@ async fn upgraded(stream: Stream, read_ahead: Vec<u8>) -> WebSocketStream<Stream
     WebSocketStream::from_partially_read(stream, read_ahead, Role::Client, Some(config)).await
 }
 
-/// Sends a request: its head and body in one message.
+/// Sends a request (made as HTTP/1.1 text, `head`) and its body as one message.
 async fn send(ws: &mut WebSocketStream<Stream>, head: &[u8], body: &[u8]) -> io::Result<()> {
-    let mut message = Vec::with_capacity(head.len() + body.len());
-    message.extend_from_slice(head);
-    message.extend_from_slice(body);
+    let message = request_from_text(head, body)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     ws.send(Message::Binary(message.into())).await.map_err(into_io)
 }
 
