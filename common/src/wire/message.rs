@@ -125,7 +125,7 @@ impl HeadWriter {
 
     /// Adds a header.
     pub fn header(&mut self, name: &str, value: &[u8]) -> Result<(), Error> {
-        let count = self.buf[self.count_at].checked_add(1).ok_or_else(|| TOO_LARGE)?;
+        let count = self.buf[self.count_at].checked_add(1).ok_or(TOO_LARGE)?;
         let value_len = u16::try_from(value.len()).map_err(|_| TOO_LARGE)?;
         match header_code(name) {
             Some(code) => self.buf.push(code as u8 + 1),
@@ -162,7 +162,7 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<Range<usize>, Error> {
         let start = self.at;
-        let end = start.checked_add(n).filter(|e| *e <= self.end).ok_or_else(|| TRUNCATED)?;
+        let end = start.checked_add(n).filter(|e| *e <= self.end).ok_or(TRUNCATED)?;
         self.at = end;
         Ok(start..end)
     }
@@ -203,7 +203,7 @@ impl Reader<'_> {
 
 /// The head's reader and where the body starts.
 fn head_of(data: &[u8]) -> Result<(Reader<'_>, usize), Error> {
-    let len = data.get(..2).ok_or_else(|| TRUNCATED)?;
+    let len = data.get(..2).ok_or(TRUNCATED)?;
     let end = 2 + usize::from(u16::from_be_bytes([len[0], len[1]]));
     if end > data.len() {
         return Err(TRUNCATED);
@@ -256,7 +256,7 @@ pub fn request_from_text(head: &[u8], body: &[u8]) -> Result<Vec<u8>, Error> {
     let mut writer = HeadWriter::request(method, path, body.len())?;
     for line in lines.take_while(|l| !l.is_empty()) {
         let (name, value) =
-            line.split_once(':').ok_or_else(|| Error::Wire("a header line without a colon"))?;
+            line.split_once(':').ok_or(Error::Wire("a header line without a colon"))?;
         writer.header(name, value.trim().as_bytes())?;
     }
     let mut message = writer.finish()?;
