@@ -130,7 +130,10 @@ async fn ask(
         head.push_str(&format!("{name}: {}\r\n", String::from_utf8_lossy(&first[value.clone()])));
     }
     let mut body = first[answer.body].to_vec();
-    while answer.more {
+    if !answer.more {
+        return (head, String::from_utf8_lossy(&body).into_owned());
+    }
+    loop {
         match ws.next().await {
             Some(Ok(Message::Binary(piece))) if piece.is_empty() => break,
             Some(Ok(Message::Binary(piece))) => body.extend_from_slice(&piece),
