@@ -19,6 +19,7 @@ use tokio_rustls::TlsConnector;
 use tokio_tungstenite::WebSocketStream;
 
 use super::body::{BodyDecoder, Decoded};
+use super::head::RequestHead;
 
 /// The socket: plain TCP for `http://`, TLS for `https://`.
 pub(super) type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
@@ -206,6 +207,18 @@ impl HttpConn {
     /// True when requests travel as messages on a stream.
     pub fn is_stream(&self) -> bool {
         matches!(self.carrier, Carrier::Messages(_))
+    }
+
+    /// Sends a request written by its carrier (HTTP/1.1 text, or a stream message without
+    /// text in between) and reads the response head, as [`Self::request`].
+    pub async fn send(&mut self, head: &RequestHead<'_>, body: &[u8]) -> io::Result<ResponseHead> {
+        match &self.carrier {
+            Carrier::Messages(_) => {
+                let message = head.message(body)?;
+                self.message_exchange(message).await
+            }
+            _ => self.request(head.text(body.len()).as_bytes(), body).await,
+        }
     }
 
     /// Sends a request (head and body in one write when small) and reads the response head.

@@ -80,10 +80,19 @@ impl HttpConn {
         head: &[u8],
         body: &[u8],
     ) -> io::Result<ResponseHead> {
+        let message = request_from_text(head, body)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        self.message_exchange(message).await
+    }
+
+    /// Over a stream: sends a request message and reads the answer's head, as
+    /// [`Self::message_request`].
+    pub(super) async fn message_exchange(&mut self, message: Vec<u8>) -> io::Result<ResponseHead> {
+        self.keep_alive = false;
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
-        match Self::within_limit(self.silence_limit, send(ws, head, body)).await {
+        match Self::within_limit(self.silence_limit, send(ws, message)).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
@@ -147,10 +156,8 @@ async fn upgraded(stream: Stream, read_ahead: Vec<u8>) -> WebSocketStream<Stream
     WebSocketStream::from_partially_read(stream, read_ahead, Role::Client, Some(config)).await
 }
 
-/// Sends a request (made as HTTP/1.1 text, `head`) and its body as one message.
-async fn send(ws: &mut WebSocketStream<Stream>, head: &[u8], body: &[u8]) -> io::Result<()> {
-    let message = request_from_text(head, body)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+/// Sends a request message.
+async fn send(ws: &mut WebSocketStream<Stream>, message: Vec<u8>) -> io::Result<()> {
     ws.send(Message::Binary(message.into())).await.map_err(into_io)
 }
 

@@ -3,10 +3,12 @@
 
 mod body;
 mod conn;
+mod head;
 mod messages;
 mod proxy;
 
 pub use body::{BodyDecoder, Decoded};
 pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
+pub use head::RequestHead;
 pub use messages::upgrade_request;
 pub use proxy::Proxy;

@@ -13,7 +13,7 @@ use tokio_rustls::TlsConnector;
 use super::{Credential, TokenCommand};
 use crate::Error;
 use crate::config::{Compression, TransportLink};
-use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy};
+use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy, RequestHead};
 
 /// Longest a step is sent again after its connection broke (less when the transport's session
 /// timeout is shorter: by then the session is gone).
@@ -73,8 +73,15 @@ pub struct Target<'a> {
     host_header: &'a str,
 }
 
-impl Target<'_> {
-    /// A request head for `path` under the URL's prefix, ending with `extra` header lines.
+impl<'a> Target<'a> {
+    /// The head of a request for `path` under the URL's prefix, its headers to be added.
+    pub fn head(self, method: &'a str, path: &'a str) -> RequestHead<'a> {
+        let (prefix, host) = (self.prefix, self.host_header);
+        RequestHead { method, prefix, path, host, headers: Vec::with_capacity(8) }
+    }
+
+    /// A request head as HTTP/1.1 text for `path` under the URL's prefix, ending with `extra`
+    /// header lines.
     pub fn request_head(
         &self,
         method: &str,
@@ -82,10 +89,10 @@ impl Target<'_> {
         content_length: usize,
         extra: &str,
     ) -> String {
-        format!(
-            "{method} {}{path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {content_length}\r\n{extra}\r\n",
-            self.prefix, self.host_header
-        )
+        let mut text = self.head(method, path).text_lines(content_length);
+        text.push_str(extra);
+        text.push_str("\r\n");
+        text
     }
 }
 

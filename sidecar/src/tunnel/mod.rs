@@ -77,8 +77,8 @@ struct Outgoing<'a> {
     content_type: &'a str,
     session: Option<&'a str>,
     body: &'a [u8],
-    /// Extra header lines.
-    extra_headers: &'a str,
+    /// Extra headers.
+    extra_headers: &'a [(&'static str, String)],
     /// Connections tried: a second when a kept-alive one turns out closed.
     tries: usize,
 }
@@ -88,7 +88,7 @@ impl<'a> Outgoing<'a> {
     /// closed).
     fn control(method: &'a str, path: &'a str, session: Option<&'a str>, body: &'a [u8]) -> Self {
         let content_type = JSON_CONTENT_TYPE;
-        Self { method, path, content_type, session, body, extra_headers: "", tries: 2 }
+        Self { method, path, content_type, session, body, extra_headers: &[], tries: 2 }
     }
 }
 
@@ -99,14 +99,14 @@ struct Pending {
     content_type: &'static str,
     session: String,
     body: bytes::Bytes,
-    /// Extra header lines, the step number's included.
-    extra: String,
+    /// Extra headers, the step number's included.
+    extra: Vec<(&'static str, String)>,
 }
 
 impl Pending {
-    /// The request, with `extra` header lines; tried once (a broken connection is the
-    /// resume's to retry, saying how much of the answer arrived).
-    fn outgoing<'a>(&'a self, extra: &'a str) -> Outgoing<'a> {
+    /// The request, with `extra` headers; tried once (a broken connection is the resume's to
+    /// retry, saying how much of the answer arrived).
+    fn outgoing<'a>(&'a self, extra: &'a [(&'static str, String)]) -> Outgoing<'a> {
         Outgoing {
             method: "POST",
             path: &self.path,
@@ -164,18 +164,20 @@ impl TunnelConn {
     ) -> Result<ResponseHead, Error> {
         let Outgoing { method, path, content_type, session, body, extra_headers, tries } = req;
         let ep = self.endpoint.clone();
-        let mut headers = format!(
-            "Authorization: {authorization}\r\nContent-Type: {content_type}\r\n{AFFINITY_HEADER}: {}\r\n",
-            self.affinity
-        );
+        let affinity = self.affinity.clone();
+        let mut head = ep.target().head(method, path);
+        head.headers.extend([
+            ("Authorization", authorization),
+            ("Content-Type", content_type),
+            (AFFINITY_HEADER, affinity.as_str()),
+        ]);
         if let Some(id) = session {
-            headers.push_str(&format!("{SESSION_HEADER}: {id}\r\n"));
+            head.headers.push((SESSION_HEADER, id));
         }
         if ep.compress {
-            headers.push_str(&format!("Accept-Encoding: {ZSTD}\r\n"));
+            head.headers.push(("Accept-Encoding", ZSTD));
         }
-        headers.push_str(extra_headers);
-        let head = ep.target().request_head(method, path, body.len(), &headers);
+        head.headers.extend(extra_headers.iter().map(|(name, value)| (*name, value.as_str())));
         // A body too large for a stream message travels as a plain request: the stream waits
         // in the idle pool for the next session.
         let plain = body.len() > MAX_STREAM_BODY;
@@ -194,7 +196,7 @@ impl TunnelConn {
             conn.set_silence_limit(Duration::from_millis(
                 ep.silence_limit_ms.load(Ordering::Relaxed),
             ));
-            match conn.request(head.as_bytes(), body).await {
+            match conn.send(&head, body).await {
                 Ok(response) if (200..300).contains(&response.status) => return Ok(response),
                 Ok(response) => {
                     let err = self.error_from(&response, body.len()).await;
@@ -268,36 +270,32 @@ impl TunnelConn {
         step: RelayStep<'_>,
     ) -> Result<FrameStream<'_>, Error> {
         let mut content_type = PACKETS_CONTENT_TYPE;
-        let (path, body, extra) = match step {
-            RelayStep::Login(payload) => {
-                (Route::Login(session.to_owned()).path(), payload, String::new())
-            }
+        let (path, body, mut extra) = match step {
+            RelayStep::Login(payload) => (Route::Login(session.to_owned()).path(), payload, vec![]),
             RelayStep::LoginAs(login) => {
                 let json =
                     serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
                 content_type = JSON_CONTENT_TYPE;
-                (Route::Login(session.to_owned()).path(), Bytes::from(json), String::new())
+                (Route::Login(session.to_owned()).path(), Bytes::from(json), vec![])
             }
             RelayStep::Command(packets) => {
-                (Route::Command(session.to_owned()).path(), packets, String::new())
+                (Route::Command(session.to_owned()).path(), packets, vec![])
             }
             RelayStep::File { packets, last } => (
                 Route::Infile(session.to_owned()).path(),
                 packets,
-                format!("{INFILE_HEADER}: {}\r\n", if last { "end" } else { "more" }),
+                vec![(INFILE_HEADER, if last { "end" } else { "more" }.to_owned())],
             ),
         };
         if self.steps.0 != session {
             self.steps = (session.to_owned(), 0);
         }
         self.steps.1 += 1;
-        let mut extra = format!("{extra}{STEP_HEADER}: {}\r\n", self.steps.1);
+        extra.push((STEP_HEADER, self.steps.1.to_string()));
         let body = match self.compressed(&body) {
             Some(packed) => {
-                extra.push_str(&format!(
-                    "Content-Encoding: {ZSTD}\r\n{DECODED_LENGTH_HEADER}: {}\r\n",
-                    body.len()
-                ));
+                extra.push(("Content-Encoding", ZSTD.to_owned()));
+                extra.push((DECODED_LENGTH_HEADER, body.len().to_string()));
                 packed
             }
             None => body,

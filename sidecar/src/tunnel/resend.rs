@@ -42,7 +42,8 @@ impl TunnelConn {
         let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
         let deadline =
             tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
-        let extra = format!("{}{RESUME_FROM_HEADER}: {from}\r\n", pending.extra);
+        let mut extra = pending.extra.clone();
+        extra.push((RESUME_FROM_HEADER, from.to_string()));
         let mut pause = Duration::from_millis(50);
         let mut last: String;
         loop {
