@@ -3,25 +3,23 @@
 //! HTTP, and the answer written back as messages.
 
 use std::future::Future;
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use bytes::Bytes;
-use std::sync::LazyLock;
-
 use common::wire::{
     HEADER_NAMES, HeadWriter, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_request,
 };
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use http::header::CONTENT_LENGTH;
-use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, SEC_WEBSOCKET_VERSION};
+use http::header::SEC_WEBSOCKET_VERSION;
+use http::header::{CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
 use http::header::{SEC_WEBSOCKET_ACCEPT, UPGRADE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
+use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -217,8 +215,8 @@ where
     let (parts, mut body) = response.into_parts();
     let mut data = match body.frame().now_or_never() {
         Some(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
-        Some(_) => Bytes::new(),
-        None => Bytes::new(),
+        // Not ready yet, or no body: the head goes first, saying more follows unless ended.
+        _ => Bytes::new(),
     };
     let whole = body.is_end_stream() && data.len() <= MAX_MESSAGE_DATA;
     let first = data.split_to(data.len().min(MAX_MESSAGE_DATA));
