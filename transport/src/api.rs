@@ -15,7 +15,7 @@ use crate::Error;
 use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
 use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
-use crate::identity::{Caller, IdentityId};
+use crate::identity::{Caller, IdentityId, LastCaller};
 use crate::relayed::StepKind;
 use crate::state::AppState;
 use crate::{ending, relayed, stream};
@@ -23,11 +23,12 @@ use crate::{ending, relayed, stream};
 /// Largest keepalive body (about 100,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
 
-/// Answers one request.
+/// Answers one request of a connection whose last accepted token is in `last`.
 pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
     req: Request<RequestBody>,
+    last: &LastCaller,
 ) -> Response<ResponseBody> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let zstd = state.config().compression && accepts_zstd(req.headers());
@@ -39,7 +40,7 @@ pub async fn handle(
         }
         _ => {}
     }
-    let caller = match state.identities().authorize(req.headers()).await {
+    let caller = match state.identities().authorize_on(req.headers(), last).await {
         Ok(caller) => caller,
         Err(refusal) => {
             state.metrics.unauthorized.inc();

@@ -9,8 +9,9 @@ use common::wire::{
     DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, SESSION_HEADER, ZSTD,
     decompress_exact,
 };
+use futures_util::FutureExt;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -71,33 +72,45 @@ pub async fn read_body_within(
         None => None,
     };
     let mut body = req.into_body();
-    // Grown as data arrives: a declared length reserves at most 1 MiB up front.
-    let mut all = BytesMut::with_capacity(declared.unwrap_or(0).min(1 << 20));
+    // Grown as data arrives: a declared length reserves at most 1 MiB up front. A body that
+    // comes whole in one frame (a stream message's) is taken as it is, without a copy.
+    let mut all = BytesMut::new();
+    let mut only: Option<Bytes> = None;
     loop {
-        let frame = match tokio::time::timeout(stall, body.frame()).await {
-            Err(_) => return Err(Error::BodyTimeout(stall)),
-            Ok(None) => {
-                let all = match decoded {
-                    Some(len) => decompress_exact(&all, len)
-                        .map_err(|e| Error::BadRequest(format!("a zstd body: {e}")))?,
-                    None => all.freeze(),
-                };
-                if let Some(held) = held.as_mut() {
-                    drop(held.split(held.num_permits().saturating_sub(all.len())));
-                }
-                return Ok((all, held));
-            }
-            Ok(Some(frame)) => {
-                frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?
-            }
+        // A frame already here sets no timer.
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None => match tokio::time::timeout(stall, body.frame()).await {
+                Err(_) => return Err(Error::BodyTimeout(stall)),
+                Ok(frame) => frame,
+            },
         };
-        if let Ok(data) = frame.into_data() {
-            if all.len() + data.len() > limit {
-                return Err(Error::TooLarge { limit });
-            }
-            all.extend_from_slice(&data);
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if all.len() + only.as_ref().map_or(0, Bytes::len) + data.len() > limit {
+            return Err(Error::TooLarge { limit });
         }
+        if all.is_empty() && only.is_none() {
+            only = Some(data);
+            continue;
+        }
+        if let Some(first) = only.take() {
+            all.reserve(declared.unwrap_or(0).min(1 << 20).max(first.len() + data.len()));
+            all.extend_from_slice(&first);
+        }
+        all.extend_from_slice(&data);
     }
+    let all = only.unwrap_or_else(|| all.freeze());
+    let all = match decoded {
+        Some(len) => decompress_exact(&all, len)
+            .map_err(|e| Error::BadRequest(format!("a zstd body: {e}")))?,
+        None => all,
+    };
+    if let Some(held) = held.as_mut() {
+        drop(held.split(held.num_permits().saturating_sub(all.len())));
+    }
+    Ok((all, held))
 }
 
 /// The decoded length of a zstd body (`None` for a plain one); an error for an encoding the
@@ -150,7 +163,9 @@ pub fn frames(
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(FRAMES_CONTENT_TYPE));
     if let Some(v) = session.and_then(|id| HeaderValue::from_str(id).ok()) {
-        response.headers_mut().insert(SESSION_HEADER, v);
+        // (A name made once, not parsed each answer.)
+        static SESSION: HeaderName = HeaderName::from_static(SESSION_HEADER);
+        response.headers_mut().insert(SESSION.clone(), v);
     }
     response
 }

@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use common::cli::Reloads;
 
 use crate::config::TransportConfig;
+use crate::identity::LastCaller;
 use crate::state::AppState;
 use crate::{api, ending, probes, reaper, stream};
 
@@ -96,15 +97,18 @@ pub async fn run_with_reloads(
         let state = state.clone();
         let (streams, stream_closing, stream_slot) =
             (connection_tasks.clone(), closing.clone(), slot.clone());
+        // The connection's last accepted token, handed to its stream too.
+        let last = Arc::new(LastCaller::default());
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let (state, streams, closing) =
                 (state.clone(), streams.clone(), stream_closing.clone());
-            let slot = stream_slot.clone();
+            let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
-                let mut response = api::handle(state.clone(), peer, req.map(BodyExt::boxed)).await;
+                let req = req.map(BodyExt::boxed);
+                let mut response = api::handle(state.clone(), peer, req, &last).await;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
                     let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    streams.spawn(carry_stream(state, peer, upgrading, (slot, closing)));
+                    streams.spawn(carry_stream(state, peer, upgrading, (slot, closing), last));
                 }
                 Ok::<_, std::convert::Infallible>(response)
             }
@@ -163,6 +167,7 @@ async fn carry_stream(
     peer: SocketAddr,
     upgrading: stream::Upgrading,
     (_slot, closing): (Option<OwnedSemaphorePermit>, CancellationToken),
+    last: Arc<LastCaller>,
 ) {
     let upgraded = match upgrading.0.await {
         Ok(upgraded) => upgraded,
@@ -175,7 +180,11 @@ async fn carry_stream(
         idle: config.idle_timeout,
     };
     state.metrics.streams_open.inc();
-    stream::serve(upgraded, limits, closing, |req| api::handle(state.clone(), peer, req)).await;
+    let answer = |req| {
+        let (state, last) = (state.clone(), last.clone());
+        async move { api::handle(state, peer, req, &last).await }
+    };
+    stream::serve(upgraded, limits, closing, answer).await;
     state.metrics.streams_open.dec();
 }
 

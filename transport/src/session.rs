@@ -100,13 +100,14 @@ impl Session {
     }
 
     /// The link for one turn; [`Error::SessionBusy`] while another turn holds it. The idle
-    /// watcher lets go of it at once.
+    /// watcher, when it holds the link, lets go of it at once.
     pub async fn lease(&self) -> Result<LinkGuard, Error> {
         // A new step while one is parked: the sidecar gave the old one up; so is its link.
         self.resume.abandon();
         if self.is_busy() {
             return Err(Error::SessionBusy);
         }
+        self.link_use.turns.fetch_add(1, Ordering::AcqRel);
         self.link_use.wanted.notify_one();
         let guard = self.link.clone().lock_owned().await;
         self.link_use.in_turn.store(true, Ordering::Release);

@@ -8,7 +8,7 @@ use common::wire::{
     ANSWER_CRC_HEADER, AnswerDigest, RESUME_FROM_HEADER, RESUMED_FROM_HEADER, STEP_HEADER,
     session_label,
 };
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use tracing::debug;
 
 use crate::Error;
@@ -22,7 +22,10 @@ pub fn step_request(
     req: &Request<RequestBody>,
     session: &Session,
 ) -> Result<Option<StepRequest>, Error> {
-    let number = |name: &str| -> Result<Option<u64>, Error> {
+    // (Names made once, not parsed each request.)
+    static STEP: HeaderName = HeaderName::from_static(STEP_HEADER);
+    static RESUME_FROM: HeaderName = HeaderName::from_static(RESUME_FROM_HEADER);
+    let number = |name: &HeaderName| -> Result<Option<u64>, Error> {
         match req.headers().get(name) {
             None => Ok(None),
             Some(v) => v
@@ -33,8 +36,8 @@ pub fn step_request(
                 .ok_or_else(|| Error::BadRequest(format!("{name} must be a number"))),
         }
     };
-    let Some(step) = number(STEP_HEADER)? else { return Ok(None) };
-    Ok(Some(match number(RESUME_FROM_HEADER)? {
+    let Some(step) = number(&STEP)? else { return Ok(None) };
+    Ok(Some(match number(&RESUME_FROM)? {
         // Sent again, but it never began here: it runs now.
         Some(0) if step > session.resume.last_step() => StepRequest::Next(step),
         Some(from) => StepRequest::Again { step, from },

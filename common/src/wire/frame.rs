@@ -11,6 +11,10 @@ const TAG_PACKETS: u8 = 9;
 const TAG_TURN: u8 = 10;
 const HEADER_LEN: usize = 5;
 
+/// Bytes of a `Packets` frame around its packets, and of a whole `Turn` frame: room to
+/// reserve for an answer written in one go.
+pub const FRAMING_OVERHEAD: usize = HEADER_LEN * 2 + 1;
+
 /// Default largest frame payload a decoder accepts (a transport sends at most its read buffer,
 /// 64 KiB, per frame; the margin is for future senders).
 pub const DEFAULT_MAX_FRAME: usize = 16 << 20;

@@ -88,7 +88,10 @@ pub struct AnswerAt {
 
 /// The code of a header name (any case), when it has one.
 pub fn header_code(name: &str) -> Option<usize> {
-    HEADER_NAMES.iter().position(|known| known.eq_ignore_ascii_case(name))
+    // Lengths first: most names differ there, and the comparison of bytes is then skipped.
+    HEADER_NAMES
+        .iter()
+        .position(|known| known.len() == name.len() && known.eq_ignore_ascii_case(name))
 }
 
 /// Writes a message's head; the body is appended after [`HeadWriter::finish`].

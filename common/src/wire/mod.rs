@@ -20,7 +20,8 @@ pub use control::{
 };
 pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER};
 pub use frame::{
-    DEFAULT_MAX_FRAME, Frame, FrameDecoder, TurnEnd, encode_heartbeat, encode_packets, encode_turn,
+    DEFAULT_MAX_FRAME, FRAMING_OVERHEAD, Frame, FrameDecoder, TurnEnd, encode_heartbeat,
+    encode_packets, encode_turn,
 };
 pub use message::{
     AnswerAt, HEADER_NAMES, HeadWriter, HeaderAt, MORE, NameAt, RequestAt, header_code,

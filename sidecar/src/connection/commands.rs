@@ -55,11 +55,15 @@ impl Connection {
         let mut room = Vec::new();
         let budget = self.shared.inflight.clone();
         let draining = self.shared.draining.clone();
+        // Waited on between commands, made once for the connection.
+        let mut session_gone = std::pin::pin!(gone.cancelled());
+        let mut shutting_down = std::pin::pin!(draining.cancelled());
         loop {
             self.io.reset_seq();
             let read = tokio::select! {
                 biased;
-                () = gone.cancelled(), if !gone.was_revoked() => {
+                // Not polled again once it completed: a revoked session stays revoked.
+                () = &mut session_gone, if !gone.was_revoked() => {
                     if gone.was_revoked() {
                         // Told at the client's next command, as an answer to it.
                         continue;
@@ -67,7 +71,7 @@ impl Connection {
                     return Ok(Served::Gone);
                 }
                 read = self.io.read_raw_within(Some(&budget)) => read?,
-                () = draining.cancelled() => return Ok(Served::Quit),
+                () = &mut shutting_down => return Ok(Served::Quit),
             };
             let Some((packet, held)) = read else { return Ok(Served::HungUp) };
             if gone.was_revoked() {
@@ -161,7 +165,6 @@ impl Connection {
     /// shutdown grace is over, the transport is asked to end the statement; the rest of its
     /// answer (the server's error, or the transport's 1053) is still relayed, for a while.
     async fn exchange(&mut self, session: &str, step: RelayStep<'_>) -> Result<Next, Error> {
-        let cut = self.shared.cut.clone();
         let shared = self.shared.clone();
         let (bucket, authorization) = (self.bucket, self.tunnel.authorization());
         let relayed = self.relay_exchange(session, step);
@@ -169,7 +172,7 @@ impl Connection {
         tokio::select! {
             biased;
             next = &mut relayed => return next,
-            () = cut.cancelled() => {}
+            () = shared.cut.cancelled() => {}
         }
         let mut ender = shared.tunnel.connection_as(shared.affinity(bucket), authorization);
         let id = session.to_owned();

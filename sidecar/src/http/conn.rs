@@ -187,6 +187,11 @@ impl HttpConn {
         limit: Duration,
         op: impl std::future::Future<Output = io::Result<T>>,
     ) -> io::Result<T> {
+        // An operation done at once (a write the socket took) sets no timer.
+        let mut op = std::pin::pin!(op);
+        if let Some(done) = futures_util::FutureExt::now_or_never(&mut op) {
+            return done;
+        }
         tokio::time::timeout(limit, op).await.unwrap_or_else(|_| {
             Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::io;
 
-use common::wire::HeadWriter;
+use common::wire::{AFFINITY_HEADER, HeadWriter, SESSION_HEADER};
 
 /// A request's method, path and headers.
 #[derive(Debug, Clone)]
@@ -54,7 +54,10 @@ impl RequestHead<'_> {
         path.push_str(self.prefix);
         path.push_str(self.path);
         let mut writer = HeadWriter::request(self.method, &path, body.len()).map_err(invalid)?;
-        for (name, value) in &self.headers {
+        // Headers for the proxies on the way (to route by, to log) stay off: no proxy reads a
+        // stream's messages.
+        let for_proxies = |name: &str| name == AFFINITY_HEADER || name == SESSION_HEADER;
+        for (name, value) in self.headers.iter().filter(|(name, _)| !for_proxies(name)) {
             writer.header(name, value.as_bytes()).map_err(invalid)?;
         }
         let mut message = writer.finish().map_err(invalid)?;

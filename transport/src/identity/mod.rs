@@ -9,6 +9,7 @@ mod oidc;
 #[cfg(test)]
 mod oidc_tests;
 mod refusal;
+mod remembered;
 mod tokens;
 pub mod tools;
 
@@ -20,6 +21,7 @@ use http::header::AUTHORIZATION;
 
 pub use self::config::{ALL_UPSTREAMS, IdentityConfig, OidcConfig};
 pub use self::refusal::Refusal;
+pub use self::remembered::LastCaller;
 
 /// Which identity a request is: equal for every token of the same person, and stable across
 /// configuration reloads.
@@ -115,11 +117,27 @@ impl Identities {
 
     /// Who `headers` say the caller is (`Authorization: Bearer …`), or why not.
     pub async fn authorize(&self, headers: &HeaderMap) -> Result<Arc<Caller>, Refusal> {
-        let presented = headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or(Refusal::Missing)?;
+        self.find(bearer(headers)?).await
+    }
+
+    /// [`Self::authorize`] for a request of a connection whose last static token is in
+    /// `last` (kept there when this one is accepted).
+    pub async fn authorize_on(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        last: &LastCaller,
+    ) -> Result<Arc<Caller>, Refusal> {
+        let presented = bearer(headers)?;
+        if let Some(caller) = last.recall(self, presented) {
+            return Ok(caller);
+        }
+        let caller = self.find(presented).await?;
+        last.keep(self, presented, &caller);
+        Ok(caller)
+    }
+
+    /// The identity of a presented token, or why there is none.
+    async fn find(&self, presented: &str) -> Result<Arc<Caller>, Refusal> {
         if let Some(caller) = self.tokens.find(presented) {
             return Ok(caller);
         }
@@ -148,6 +166,15 @@ impl Identities {
     pub fn count(&self) -> usize {
         self.tokens.count() + usize::from(self.oidc.is_some())
     }
+}
+
+/// The bearer token of `Authorization`.
+fn bearer(headers: &HeaderMap) -> Result<&str, Refusal> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or(Refusal::Missing)
 }
 
 #[cfg(test)]

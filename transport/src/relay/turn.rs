@@ -6,12 +6,12 @@ use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use common::wire::{TurnEnd, encode_heartbeat, encode_packets, encode_turn};
+use bytes::{Buf, Bytes, BytesMut};
+use common::wire::{FRAMING_OVERHEAD, TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -27,6 +27,9 @@ use common::mysql::packets::PacketHead;
 pub struct LinkUse {
     /// A turn holds (or is about to hold) the link.
     pub in_turn: AtomicBool,
+    /// Turns begun so far: the idle watcher takes the link only once it stays the same for a
+    /// while.
+    pub turns: AtomicU64,
     /// A turn (or a close) wants the link: the idle watcher lets go.
     pub wanted: Notify,
     /// A turn let go of the link: the idle watcher may take it again.
@@ -210,7 +213,10 @@ impl Turn {
                 match self.framing.scan(&link.rbuf) {
                     Ok(scan) => {
                         if scan.used > 0 {
-                            encode_packets(&mut out, &link.rbuf.split_to(scan.used));
+                            // One buffer for the packets and the turn's end, when it is here.
+                            out.reserve(scan.used + FRAMING_OVERHEAD);
+                            encode_packets(&mut out, &link.rbuf[..scan.used]);
+                            link.rbuf.advance(scan.used);
                             self.passed += scan.used as u64;
                         }
                         self.report_answered();
