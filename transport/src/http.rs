@@ -13,6 +13,7 @@ use futures_util::FutureExt;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
+use hyper::body::Body;
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
@@ -57,8 +58,12 @@ pub async fn read_body_within(
     stall: Duration,
     budget: Option<Budget<'_>>,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
-    let declared =
-        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    // A stream message's body has no Content-Length, but its size is known: it is here.
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .or_else(|| usize::try_from(req.body().size_hint().exact()?).ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }

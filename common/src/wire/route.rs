@@ -36,10 +36,7 @@ impl Route {
         if path == "/metrics" {
             return if method == "GET" { Route::Metrics } else { Route::MethodNotAllowed };
         }
-        // (A search of bytes: `str::rfind`'s searcher costs more to set up than a path takes.)
-        let Some(at) = path.as_bytes().windows(4).rposition(|w| w == b"/v1/") else {
-            return Route::NotFound;
-        };
+        let Some(at) = last_v1(path.as_bytes()) else { return Route::NotFound };
         let rest = &path[at + 4..];
         // At most three parts: one more makes it a path of no endpoint.
         let mut split = rest.splitn(4, '/');
@@ -90,6 +87,19 @@ impl Route {
     }
 }
 
+/// Where the last `/v1/` of a path begins. (By hand: `str::rfind`'s searcher costs more to
+/// set up than a path takes to read.)
+fn last_v1(path: &[u8]) -> Option<usize> {
+    let mut end = path.len();
+    while let Some(one) = path[..end].iter().rposition(|&b| b == b'1') {
+        if one >= 2 && path[one - 2..one] == *b"/v" && path.get(one + 1) == Some(&b'/') {
+            return Some(one - 2);
+        }
+        end = one;
+    }
+    None
+}
+
 fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric())
 }
@@ -116,6 +126,21 @@ mod tests {
             assert_eq!(Route::parse(method, &format!("/db-tunnel/{path}")), route);
         }
         assert_eq!(Route::Metrics.request(), None);
+    }
+
+    #[test]
+    fn the_last_v1_is_found_as_rfind_finds_it() {
+        for path in ["/v1/", "/a/v1/b/v1/c", "/v11/", "v1/", "/v/1/", "/v1", "//v1//", "", "1/"] {
+            assert_eq!(last_v1(path.as_bytes()), path.rfind("/v1/"), "{path:?}");
+        }
+        // Every path of up to 7 characters over the characters that matter.
+        let alphabet = ['/', 'v', '1', 'a'];
+        for len in 0..=7u32 {
+            for n in 0..4usize.pow(len) {
+                let path: String = (0..len).map(|i| alphabet[n / 4usize.pow(i) % 4]).collect();
+                assert_eq!(last_v1(path.as_bytes()), path.rfind("/v1/"), "{path:?}");
+            }
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::body::{BodyDecoder, Decoded};
 use super::head::RequestHead;
+use super::silence::Silence;
 
 /// The socket: plain TCP for `http://`, TLS for `https://`.
 pub(super) type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
@@ -118,6 +119,8 @@ pub struct HttpConn {
     /// Longest wait for any byte of an answer (or room to write a request): a transport that
     /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
     pub(super) silence_limit: Duration,
+    /// The timer of that limit.
+    pub(super) silence: Silence,
 }
 
 impl HttpConn {
@@ -174,30 +177,13 @@ impl HttpConn {
             first_piece: None,
             keep_alive: false,
             silence_limit: DEFAULT_SILENCE_LIMIT,
+            silence: Silence::new(DEFAULT_SILENCE_LIMIT),
         })
     }
 
     /// Sets the longest silence tolerated from the transport.
     pub fn set_silence_limit(&mut self, limit: Duration) {
         self.silence_limit = limit;
-    }
-
-    /// Runs one socket operation within the silence limit.
-    pub(super) async fn within_limit<T>(
-        limit: Duration,
-        op: impl std::future::Future<Output = io::Result<T>>,
-    ) -> io::Result<T> {
-        // An operation done at once (a write the socket took) sets no timer.
-        let mut op = std::pin::pin!(op);
-        if let Some(done) = futures_util::FutureExt::now_or_never(&mut op) {
-            return done;
-        }
-        tokio::time::timeout(limit, op).await.unwrap_or_else(|_| {
-            Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the transport went silent: nothing for {} s", limit.as_secs_f32()),
-            ))
-        })
     }
 
     /// True when the previous answer was read to its end and the connection may be reused.
@@ -250,7 +236,7 @@ impl HttpConn {
             // Over HTTPS the last records may still sit in rustls: a flush sends them.
             stream.flush().await
         };
-        match Self::within_limit(self.silence_limit, write).await {
+        match self.silence.within(self.silence_limit, write).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
@@ -271,7 +257,7 @@ impl HttpConn {
             let Carrier::Http(stream) = &mut self.carrier else {
                 return Err(io::Error::other("not an HTTP connection"));
             };
-            let n = Self::within_limit(self.silence_limit, stream.read_buf(&mut self.buf)).await?;
+            let n = self.silence.within(self.silence_limit, stream.read_buf(&mut self.buf)).await?;
             if n == 0 {
                 let kind = if first && self.buf.is_empty() {
                     io::ErrorKind::ConnectionAborted
@@ -341,7 +327,7 @@ impl HttpConn {
                 Decoded::NeedMore => {
                     self.buf.reserve(16 * 1024);
                     let read = stream.read_buf(&mut self.buf);
-                    if Self::within_limit(self.silence_limit, read).await? == 0 {
+                    if self.silence.within(self.silence_limit, read).await? == 0 {
                         self.body.at_eof()?;
                         return Ok(None);
                     }

@@ -92,16 +92,18 @@ impl HttpConn {
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
-        match Self::within_limit(self.silence_limit, send(ws, message)).await {
+        match self.silence.within(self.silence_limit, send(ws, message)).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
         let message =
-            Self::within_limit(self.silence_limit, next(ws)).await.map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
-                    io::Error::new(io::ErrorKind::ConnectionAborted, e)
+            self.silence.within(self.silence_limit, next(ws)).await.map_err(|e| {
+                match e.kind() {
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                        io::Error::new(io::ErrorKind::ConnectionAborted, e)
+                    }
+                    _ => e,
                 }
-                _ => e,
             })?;
         let answer = read_answer(&message).map_err(|e| {
             io::Error::new(
@@ -138,13 +140,14 @@ impl HttpConn {
         if !self.message_body {
             return Ok(None);
         }
-        let data =
-            Self::within_limit(self.silence_limit, next(ws)).await.map_err(|e| match e.kind() {
-                io::ErrorKind::ConnectionAborted => {
-                    io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
-                }
-                _ => e,
-            })?;
+        let data = self.silence.within(self.silence_limit, next(ws)).await.map_err(|e| match e
+            .kind()
+        {
+            io::ErrorKind::ConnectionAborted => {
+                io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
+            }
+            _ => e,
+        })?;
         self.message_body = !data.is_empty();
         Ok(self.message_body.then_some(data))
     }

@@ -6,6 +6,7 @@ mod conn;
 mod head;
 mod messages;
 mod proxy;
+mod silence;
 
 pub use body::{BodyDecoder, Decoded};
 pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};

@@ -1,6 +1,7 @@
 //! A relayed upstream connection: the socket (plain or TLS), what has been read from it, and
 //! where its conversation stands (logging in, waiting for the client, or ready).
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -8,6 +9,7 @@ use common::stream::MaybeTls;
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
@@ -79,6 +81,9 @@ pub struct RelayLink {
     /// The greeting's scramble and plugin (for the transport's own logins).
     greeting: Option<Greeting>,
     tls: Option<UpstreamTlsLink>,
+    /// The timer of a turn's heartbeats, kept from turn to turn: each turn puts it off (a
+    /// later deadline costs tokio no re-registration), none makes one.
+    pub heartbeat: Pin<Box<Sleep>>,
 }
 
 impl RelayLink {
@@ -143,6 +148,7 @@ impl RelayLink {
             pending: None,
             last_seq: 0,
             tls,
+            heartbeat: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
         }
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use common::wire::{FRAMING_OVERHEAD, TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use tokio::sync::{Notify, OwnedMutexGuard};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::warn;
 
@@ -85,7 +85,6 @@ pub struct Turn {
     guard: LinkGuard,
     framing: Framing,
     heartbeat_every: Duration,
-    heartbeat: Pin<Box<Sleep>>,
     /// Cancelled to cut the turn short (shutdown).
     cut: CancellationToken,
     /// Wakes a waiting turn when `cut` is cancelled; made the first time the turn waits.
@@ -140,17 +139,18 @@ impl Turn {
     /// A turn reading the answer `framing` describes from the link in `guard`, until it ends
     /// or `cut` is cancelled.
     pub fn new(
-        guard: LinkGuard,
+        mut guard: LinkGuard,
         framing: Framing,
         heartbeat_every: Duration,
         cut: CancellationToken,
     ) -> Self {
-        let heartbeat = Box::pin(tokio::time::sleep(heartbeat_every));
+        if let Some(link) = guard.as_mut() {
+            link.heartbeat.as_mut().reset(Instant::now() + heartbeat_every);
+        }
         Self {
             guard,
             framing,
             heartbeat_every,
-            heartbeat,
             cut,
             cut_wait: None,
             on_end: VecDeque::new(),
@@ -258,8 +258,8 @@ impl Turn {
                     if wait.as_mut().poll(cx).is_ready() {
                         return Poll::Ready(Some(self.cut_short()));
                     }
-                    ready!(self.heartbeat.as_mut().poll(cx));
-                    self.rearm_heartbeat();
+                    ready!(link.heartbeat.as_mut().poll(cx));
+                    link.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
                     let mut hb = BytesMut::new();
                     encode_heartbeat(&mut hb);
                     return Poll::Ready(Some(hb.freeze()));
@@ -287,7 +287,9 @@ impl Turn {
     }
 
     fn rearm_heartbeat(&mut self) {
-        self.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
+        if let Some(link) = self.guard.as_mut() {
+            link.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
+        }
     }
 
     /// Closes the turn with `end` after the frames in `out`, and leaves the link as the
