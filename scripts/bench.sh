@@ -18,8 +18,12 @@
 # `--faults [OPERATIONS_PER_CLIENT] [SEED]` runs the long seeded random fault run instead (see
 # tests/benches/faults.rs): operations, cuts, client errors, garbled answers, writes lost or
 # doubled, peak and final RSS.
+# `--instructions [QUERIES]` counts, with callgrind, the instructions each half of the tunnel
+# (over a stream) and of wstunnel (when the main run has built it) executes per point select,
+# over QUERIES (default 3,000) on one thread: exact where the sampled CPU time is noisy.
 # Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS] |
-#        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED]
+#        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED] |
+#        scripts/bench.sh --instructions [QUERIES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -44,6 +48,61 @@ if [[ "${1:-}" == "--faults" ]]; then
     start_mariadb "$WORK/mariadb" "$db_port"
     mkdir -p "$WORK/tmp"
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench faults --locked -- "${2:-1500}" ${3:+"$3"}
+    exit 0
+fi
+
+if [[ "${1:-}" == "--instructions" ]]; then
+    # Instructions per query on each half, counted by callgrind (deterministic where the
+    # sampled CPU time of the main bench is noisy): the tunnel over a stream and wstunnel,
+    # each half under valgrind while sysbench runs QUERIES point selects on one thread.
+    QUERIES=${2:-3000}
+    ensure_packages mariadb-server mariadb-client sysbench valgrind
+    cargo build --release --locked
+    WSTUNNEL=${WSTUNNEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sqltunnel-bench/wstunnel-${WSTUNNEL_TAG:-v10.6.2}}/bin/wstunnel
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-instructions.XXXXXX")
+    PIDS=()
+    trap 'kill -9 "${PIDS[@]}" 2>/dev/null; wait "${PIDS[@]}"; stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+    db_port=$(free_port)
+    start_mariadb "$WORK/mariadb" "$db_port"
+    sb() {
+        sysbench oltp_point_select --mysql-host=127.0.0.1 --mysql-port="$1" --mysql-user=app \
+            --mysql-password=app-pw --mysql-db=tunnel_test --tables=1 --table-size=10000 \
+            --threads=1 --time=0 --events="$2" --db-ps-mode=disable "$3" >/dev/null
+    }
+    sb "$db_port" 1 prepare
+    callgrind() { valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/$1.out" "${@:2}" 2>/dev/null & PIDS+=($!); }
+    # measure NAME PORT SERVER_HALF_PID CLIENT_HALF_PID: Ir per query of each half.
+    measure() {
+        local name=$1 port=$2 half pid ir
+        wait_port "$port"
+        sb "$port" 300 run
+        callgrind_control -z "$3" >/dev/null && callgrind_control -z "$4" >/dev/null
+        sb "$port" "$QUERIES" run
+        for half in 3 4; do callgrind_control -d "${!half}" >/dev/null; done
+        for half in server:3 client:4; do
+            pid=${half#*:}
+            ir=$(callgrind_annotate "$(ls -S "$WORK/$name-${half%:*}.out".* | head -1)" 2>/dev/null |
+                awk '/PROGRAM TOTALS/ { gsub(/,/, "", $1); print $1 }')
+            printf '%-8s %s half: %6d instructions per query\n' "$name" "${half%:*}" $((ir / QUERIES))
+        done
+    }
+    tport=$(free_port) sport=$(free_port)
+    sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$tport/" \
+        -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
+    sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$tport/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sport/" \
+        -e "s/level: info/level: warn/" configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
+    callgrind tunnel-server target/release/transport --config "$WORK/transport.yaml"
+    callgrind tunnel-client target/release/sidecar --config "$WORK/sidecar.yaml"
+    measure tunnel "$sport" "${PIDS[-2]}" "${PIDS[-1]}"
+    if [[ -x "$WSTUNNEL" ]]; then
+        ws_server=$(free_port) ws_client=$(free_port)
+        callgrind wstunnel-server "$WSTUNNEL" server --restrict-to "127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server"
+        wait_port "$ws_server"
+        callgrind wstunnel-client "$WSTUNNEL" client -L "tcp://127.0.0.1:$ws_client:127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server"
+        measure wstunnel "$ws_client" "${PIDS[-2]}" "${PIDS[-1]}"
+    else
+        echo "note: no wstunnel at $WSTUNNEL (scripts/bench.sh builds it): its lines are skipped"
+    fi
     exit 0
 fi
 
