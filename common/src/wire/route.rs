@@ -90,12 +90,13 @@ impl Route {
 /// Where the last `/v1/` of a path begins. (By hand: `str::rfind`'s searcher costs more to
 /// set up than a path takes to read.)
 fn last_v1(path: &[u8]) -> Option<usize> {
+    // From slash to slash backwards: a path has few, and a session id many digits.
     let mut end = path.len();
-    while let Some(one) = path[..end].iter().rposition(|&b| b == b'1') {
-        if one >= 2 && path[one - 2..one] == *b"/v" && path.get(one + 1) == Some(&b'/') {
-            return Some(one - 2);
+    while let Some(slash) = path[..end].iter().rposition(|&b| b == b'/') {
+        if path[slash..].starts_with(b"/v1/") {
+            return Some(slash);
         }
-        end = one;
+        end = slash;
     }
     None
 }
