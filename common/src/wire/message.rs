@@ -88,10 +88,13 @@ pub struct AnswerAt {
 
 /// The code of a header name (any case), when it has one.
 pub fn header_code(name: &str) -> Option<usize> {
-    // Lengths first: most names differ there, and the comparison of bytes is then skipped.
-    HEADER_NAMES
-        .iter()
-        .position(|known| known.len() == name.len() && known.eq_ignore_ascii_case(name))
+    // Length and first letter first: most names differ there, and the rest is then not read.
+    let first = name.as_bytes().first()?.to_ascii_lowercase();
+    HEADER_NAMES.iter().position(|known| {
+        known.len() == name.len()
+            && known.as_bytes()[0] == first
+            && known.eq_ignore_ascii_case(name)
+    })
 }
 
 /// Writes a message's head; the body is appended after [`HeadWriter::finish`].

@@ -44,6 +44,21 @@ const MAX_HEAD: usize = common::wire::MAX_HEAD_BYTES;
 /// default.
 pub const DEFAULT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
 
+/// The response headers the sidecar reads (lower case).
+const KNOWN: [&str; 11] = [
+    "content-type",
+    "content-encoding",
+    SESSION_HEADER,
+    SESSION_TIMEOUT_HEADER,
+    HEARTBEAT_HEADER,
+    REQUEST_ENCODING_HEADER,
+    PIPELINE_HEADER,
+    RESUMED_FROM_HEADER,
+    ANSWER_CRC_HEADER,
+    "sec-websocket-accept",
+    "sec-websocket-protocol",
+];
+
 /// The status line and headers of a response.
 #[derive(Debug, Clone)]
 pub struct ResponseHead {
@@ -72,31 +87,53 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
-    /// The head of an answer with `status`, its headers looked up by `header` (any
-    /// carrier's: HTTP/1.1 text or a stream message).
+    /// The head of an answer with `status` and `headers` (any carrier's: HTTP/1.1 text or a
+    /// stream message), read in one pass; of a header given twice, the first counts.
     pub(super) fn from_headers<'a>(
         status: u16,
         reason: &str,
-        header: impl Fn(&str) -> Option<&'a str>,
+        headers: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Self {
-        let text = |name: &str| header(name).unwrap_or("").to_owned();
-        Self {
+        let mut head = Self {
             status,
             reason: reason.to_owned(),
-            content_type: text("content-type"),
-            content_encoding: text("content-encoding"),
-            session: text(SESSION_HEADER),
-            session_timeout_ms: header(SESSION_TIMEOUT_HEADER).and_then(|v| v.parse().ok()),
-            heartbeat_ms: header(HEARTBEAT_HEADER).and_then(|v| v.parse().ok()),
-            takes_zstd: header(REQUEST_ENCODING_HEADER)
-                .is_some_and(|v| v.split(',').any(|c| c.trim() == ZSTD)),
-            pipeline: header(PIPELINE_HEADER).and_then(|v| v.parse().ok()),
-            resumed: (
-                header(RESUMED_FROM_HEADER).map(str::to_owned),
-                header(ANSWER_CRC_HEADER).map(str::to_owned),
-            ),
-            upgrade: (text("sec-websocket-accept"), text("sec-websocket-protocol")),
+            content_type: String::new(),
+            content_encoding: String::new(),
+            session: String::new(),
+            session_timeout_ms: None,
+            heartbeat_ms: None,
+            takes_zstd: false,
+            pipeline: None,
+            resumed: (None, None),
+            upgrade: (String::new(), String::new()),
+        };
+        let mut seen = Vec::with_capacity(4);
+        for (name, value) in headers {
+            // Names in any case; the length decides most comparisons.
+            let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
+            let Some(known) = KNOWN.iter().position(|known| is(known)) else { continue };
+            if seen.contains(&known) {
+                continue;
+            }
+            seen.push(known);
+            let number = || value.parse().ok();
+            match KNOWN[known] {
+                "content-type" => head.content_type = value.to_owned(),
+                "content-encoding" => head.content_encoding = value.to_owned(),
+                SESSION_HEADER => head.session = value.to_owned(),
+                SESSION_TIMEOUT_HEADER => head.session_timeout_ms = number(),
+                HEARTBEAT_HEADER => head.heartbeat_ms = number(),
+                REQUEST_ENCODING_HEADER => {
+                    head.takes_zstd = value.split(',').any(|c| c.trim() == ZSTD);
+                }
+                PIPELINE_HEADER => head.pipeline = value.parse().ok(),
+                RESUMED_FROM_HEADER => head.resumed.0 = Some(value.to_owned()),
+                ANSWER_CRC_HEADER => head.resumed.1 = Some(value.to_owned()),
+                "sec-websocket-accept" => head.upgrade.0 = value.to_owned(),
+                _ => head.upgrade.1 = value.to_owned(),
+            }
         }
+        head
     }
 
     /// The status code and reason, as errors quote them (`502 Bad Gateway`).
@@ -284,9 +321,11 @@ impl HttpConn {
             if let httparse::Status::Complete(len) = parsed {
                 let status = response.code.unwrap_or(0);
                 let reason = response.reason.unwrap_or("");
-                let head = ResponseHead::from_headers(status, reason, |name| {
-                    header(response.headers, name)
-                });
+                let headers = response
+                    .headers
+                    .iter()
+                    .filter_map(|h| std::str::from_utf8(h.value).ok().map(|value| (h.name, value)));
+                let head = ResponseHead::from_headers(status, reason, headers);
                 let close = header(response.headers, "connection")
                     .is_some_and(|v| v.eq_ignore_ascii_case("close"));
                 let chunked = header(response.headers, "transfer-encoding")

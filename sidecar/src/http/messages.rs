@@ -111,16 +111,14 @@ impl HttpConn {
                 format!("a stream answer without a head: {e}"),
             )
         })?;
-        let head = ResponseHead::from_headers(answer.status, "", |name| {
-            let (_, value) = answer.headers.iter().find(|(at, _)| match at {
-                NameAt::Known(i) => {
-                    let known = HEADER_NAMES[*i];
-                    known.len() == name.len() && known.eq_ignore_ascii_case(name)
-                }
-                NameAt::Spelled(at) => message[at.clone()].eq_ignore_ascii_case(name.as_bytes()),
-            })?;
-            std::str::from_utf8(&message[value.clone()]).ok()
+        let headers = answer.headers.iter().filter_map(|(at, value)| {
+            let name = match at {
+                NameAt::Known(i) => HEADER_NAMES[*i],
+                NameAt::Spelled(at) => std::str::from_utf8(&message[at.clone()]).ok()?,
+            };
+            Some((name, std::str::from_utf8(&message[value.clone()]).ok()?))
         });
+        let head = ResponseHead::from_headers(answer.status, "", headers);
         self.body = BodyDecoder::empty();
         self.message_body = answer.more;
         self.first_piece = Some(message.slice(answer.body)).filter(|piece| !piece.is_empty());
