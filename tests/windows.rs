@@ -126,16 +126,40 @@ async fn the_windows_sidecar_reads_its_config_from_appdata() {
 /// Runs `sidecar.exe service …` under Wine; its exit success and output.
 fn service(args: &[&str]) -> (bool, String) {
     let dir = std::path::PathBuf::from(std::env::var("SQLTUNNEL_TEST_WINDOWS_DIR").expect("dir"));
-    let out = std::process::Command::new(std::env::var("SQLTUNNEL_TEST_WINE").expect("wine"))
+    // Its output goes to a file, not a pipe: a Wine helper the command leaves behind (such as
+    // `start.exe`) may hold a pipe open long after the command ended, and a read to its end
+    // would wait for it.
+    let said_at =
+        std::env::temp_dir().join(format!("sqltunnel-service-said-{}", std::process::id()));
+    let said_file = std::fs::File::create(&said_at).expect("output file");
+    let mut child = std::process::Command::new(std::env::var("SQLTUNNEL_TEST_WINE").expect("wine"))
         .arg(dir.join("sidecar.exe"))
         .arg("service")
         .args(args)
         .env("WINEDEBUG", "-all")
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(said_file.try_clone().expect("output file"))
+        .stderr(said_file)
+        .spawn()
         .expect("wine");
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), said)
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            drop(child.kill());
+            drop(child.wait());
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = std::fs::read_to_string(&said_at).unwrap_or_default();
+    drop(std::fs::remove_file(&said_at));
+    match status {
+        Some(status) => (status.success(), said),
+        None => (false, format!("`service {}` did not end within 60 s: {said}", args.join(" "))),
+    }
 }
 
 #[tokio::test]
