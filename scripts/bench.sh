@@ -73,17 +73,16 @@ if [[ "${1:-}" == "--instructions" ]]; then
     callgrind() { valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/$1.out" "${@:2}" 2>/dev/null & PIDS+=($!); }
     # measure NAME PORT SERVER_HALF_PID CLIENT_HALF_PID: Ir per query of each half.
     measure() {
-        local name=$1 port=$2 half pid ir
+        local name=$1 port=$2 half ir
         wait_port "$port"
         sb "$port" 300 run
         callgrind_control -z "$3" >/dev/null && callgrind_control -z "$4" >/dev/null
         sb "$port" "$QUERIES" run
         for half in 3 4; do callgrind_control -d "${!half}" >/dev/null; done
-        for half in server:3 client:4; do
-            pid=${half#*:}
-            ir=$(callgrind_annotate "$(ls -S "$WORK/$name-${half%:*}.out".* | head -1)" 2>/dev/null |
+        for half in server client; do
+            ir=$(callgrind_annotate "$(ls -S "$WORK/$name-$half.out".* | head -1)" 2>/dev/null |
                 awk '/PROGRAM TOTALS/ { gsub(/,/, "", $1); print $1 }')
-            printf '%-8s %s half: %6d instructions per query\n' "$name" "${half%:*}" $((ir / QUERIES))
+            printf '%-8s %s half: %6d instructions per query\n' "$name" "$half" $((ir / QUERIES))
         done
     }
     tport=$(free_port) sport=$(free_port)

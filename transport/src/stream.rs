@@ -193,8 +193,11 @@ fn parse_request(data: Bytes) -> Result<Request<RequestBody>, Error> {
     }
     let body = data.slice(at.body);
     let declared = headers.get(CONTENT_LENGTH);
-    let length = |v: &HeaderValue| v.to_str().ok().and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|v| length(v) != Some(body.len()) || v.as_bytes().starts_with(b"+")) {
+    let length = |v: &HeaderValue| {
+        let digits = v.as_bytes().iter().all(u8::is_ascii_digit);
+        digits.then(|| v.to_str().ok()?.parse::<usize>().ok()).flatten()
+    };
+    if declared.is_some_and(|v| length(v) != Some(body.len())) {
         return Err(bad("has a body of another length than its Content-Length".into()));
     }
     let mut req = Request::new(Full::new(body).map_err(|never| match never {}).boxed());

@@ -107,22 +107,22 @@ impl ResponseHead {
             resumed: (None, None),
             upgrade: (String::new(), String::new()),
         };
-        let mut seen = Vec::with_capacity(4);
+        // A bit for each name of KNOWN already read.
+        let mut seen = 0u16;
         for (name, value) in headers {
             // Names in any case; the length decides most comparisons.
             let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
             let Some(known) = KNOWN.iter().position(|known| is(known)) else { continue };
-            if seen.contains(&known) {
+            if seen & (1 << known) != 0 {
                 continue;
             }
-            seen.push(known);
-            let number = || value.parse().ok();
+            seen |= 1 << known;
             match KNOWN[known] {
                 "content-type" => head.content_type = value.to_owned(),
                 "content-encoding" => head.content_encoding = value.to_owned(),
                 SESSION_HEADER => head.session = value.to_owned(),
-                SESSION_TIMEOUT_HEADER => head.session_timeout_ms = number(),
-                HEARTBEAT_HEADER => head.heartbeat_ms = number(),
+                SESSION_TIMEOUT_HEADER => head.session_timeout_ms = value.parse().ok(),
+                HEARTBEAT_HEADER => head.heartbeat_ms = value.parse().ok(),
                 REQUEST_ENCODING_HEADER => {
                     head.takes_zstd = value.split(',').any(|c| c.trim() == ZSTD);
                 }
@@ -153,10 +153,7 @@ pub struct HttpConn {
     /// Over a stream: the part of the answer's body its head message carried, not yet read.
     pub(super) first_piece: Option<Bytes>,
     pub(super) keep_alive: bool,
-    /// Longest wait for any byte of an answer (or room to write a request): a transport that
-    /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
-    pub(super) silence_limit: Duration,
-    /// The timer of that limit.
+    /// The silence limit, and its timer.
     pub(super) silence: Silence,
 }
 
@@ -213,14 +210,13 @@ impl HttpConn {
             message_body: false,
             first_piece: None,
             keep_alive: false,
-            silence_limit: DEFAULT_SILENCE_LIMIT,
             silence: Silence::new(DEFAULT_SILENCE_LIMIT),
         })
     }
 
     /// Sets the longest silence tolerated from the transport.
     pub fn set_silence_limit(&mut self, limit: Duration) {
-        self.silence_limit = limit;
+        self.silence.set_limit(limit);
     }
 
     /// True when the previous answer was read to its end and the connection may be reused.
@@ -273,7 +269,7 @@ impl HttpConn {
             // Over HTTPS the last records may still sit in rustls: a flush sends them.
             stream.flush().await
         };
-        match self.silence.within(self.silence_limit, write).await {
+        match self.silence.within(write).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
@@ -294,7 +290,7 @@ impl HttpConn {
             let Carrier::Http(stream) = &mut self.carrier else {
                 return Err(io::Error::other("not an HTTP connection"));
             };
-            let n = self.silence.within(self.silence_limit, stream.read_buf(&mut self.buf)).await?;
+            let n = self.silence.within(stream.read_buf(&mut self.buf)).await?;
             if n == 0 {
                 let kind = if first && self.buf.is_empty() {
                     io::ErrorKind::ConnectionAborted
@@ -366,7 +362,7 @@ impl HttpConn {
                 Decoded::NeedMore => {
                     self.buf.reserve(16 * 1024);
                     let read = stream.read_buf(&mut self.buf);
-                    if self.silence.within(self.silence_limit, read).await? == 0 {
+                    if self.silence.within(read).await? == 0 {
                         self.body.at_eof()?;
                         return Ok(None);
                     }

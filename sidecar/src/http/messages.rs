@@ -92,19 +92,16 @@ impl HttpConn {
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
-        match self.silence.within(self.silence_limit, send(ws, message)).await {
+        match self.silence.within(send(ws, message)).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
-        let message =
-            self.silence.within(self.silence_limit, next(ws)).await.map_err(|e| {
-                match e.kind() {
-                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
-                        io::Error::new(io::ErrorKind::ConnectionAborted, e)
-                    }
-                    _ => e,
-                }
-            })?;
+        let message = self.silence.within(next(ws)).await.map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                io::Error::new(io::ErrorKind::ConnectionAborted, e)
+            }
+            _ => e,
+        })?;
         let answer = read_answer(&message).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -138,9 +135,7 @@ impl HttpConn {
         if !self.message_body {
             return Ok(None);
         }
-        let data = self.silence.within(self.silence_limit, next(ws)).await.map_err(|e| match e
-            .kind()
-        {
+        let data = self.silence.within(next(ws)).await.map_err(|e| match e.kind() {
             io::ErrorKind::ConnectionAborted => {
                 io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
             }

@@ -13,38 +13,48 @@ use tokio::time::{Instant, Sleep};
 /// sets no timer of its own, and the timer fires about once per limit while the connection is
 /// busy.
 #[derive(Debug)]
-pub(super) struct Silence(Pin<Box<Sleep>>);
+pub(super) struct Silence {
+    /// Longest wait for any byte of an answer (or room to write a request): a transport that
+    /// sends nothing, not even a heartbeat frame, for this long is taken for dead.
+    limit: Duration,
+    timer: Pin<Box<Sleep>>,
+}
 
 impl Silence {
-    /// A timer first due after `limit`.
+    /// A limit of `limit`, its timer first due after it.
     pub(super) fn new(limit: Duration) -> Self {
-        Self(Box::pin(tokio::time::sleep(limit)))
+        Self { limit, timer: Box::pin(tokio::time::sleep(limit)) }
     }
 
-    /// Runs one socket operation within `limit`.
+    /// Sets the limit for the waits from now on.
+    pub(super) fn set_limit(&mut self, limit: Duration) {
+        self.limit = limit;
+    }
+
+    /// Runs one socket operation within the limit.
     pub(super) async fn within<T>(
         &mut self,
-        limit: Duration,
         op: impl Future<Output = io::Result<T>>,
     ) -> io::Result<T> {
+        let limit = self.limit;
         let due = Instant::now() + limit;
         // Only a lowered limit can leave the timer later than this wait's end.
-        if self.0.deadline() > due {
-            self.0.as_mut().reset(due);
+        if self.timer.deadline() > due {
+            self.timer.as_mut().reset(due);
         }
         let mut op = std::pin::pin!(op);
         loop {
             tokio::select! {
                 biased;
                 done = &mut op => return done,
-                () = self.0.as_mut() => {
+                () = self.timer.as_mut() => {
                     if Instant::now() >= due {
                         return Err(io::Error::new(
                             io::ErrorKind::TimedOut,
                             format!("the transport went silent: nothing for {} s", limit.as_secs_f32()),
                         ));
                     }
-                    self.0.as_mut().reset(due);
+                    self.timer.as_mut().reset(due);
                 }
             }
         }

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use super::tokens::constant_time_eq;
 use super::{Caller, Identities, Origin};
 
 /// One connection's last accepted static token.
@@ -24,8 +25,10 @@ impl LastCaller {
     pub fn recall(&self, identities: &Arc<Identities>, presented: &str) -> Option<Arc<Caller>> {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let kept = kept.as_ref()?;
+        // In constant time: another request on the same connection, through a proxy, may be
+        // another person's.
         let same = std::ptr::eq(kept.by.as_ptr(), Arc::as_ptr(identities))
-            && same_bytes(&kept.token, presented.as_bytes());
+            && constant_time_eq(&kept.token, presented.as_bytes());
         same.then(|| kept.caller.clone())
     }
 
@@ -42,12 +45,6 @@ impl LastCaller {
         };
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(kept);
     }
-}
-
-/// Equality whose running time depends on the lengths only (another request on the same
-/// connection, through a proxy, may be another person's).
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

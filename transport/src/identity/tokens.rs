@@ -70,9 +70,10 @@ impl StaticTokens {
     }
 }
 
-/// Equality whose running time does not depend on where the bytes differ.
-pub fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Equality whose running time does not depend on where the bytes differ (only on their
+/// lengths).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -148,6 +148,7 @@ impl RelayLink {
             pending: None,
             last_seq: 0,
             tls,
+            // Set by each turn before it waits; until then far off.
             heartbeat: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
         }
     }
