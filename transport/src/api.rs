@@ -31,6 +31,17 @@ pub async fn handle(
     last: &LastCaller,
 ) -> Response<ResponseBody> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
+    handle_routed(state, peer, route, req, last).await
+}
+
+/// [`handle`] for a request already routed (`route` is what `Route::parse` makes of it).
+pub async fn handle_routed(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    route: Route,
+    req: Request<RequestBody>,
+    last: &LastCaller,
+) -> Response<ResponseBody> {
     let zstd = state.config().compression && accepts_zstd(req.headers());
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
@@ -56,7 +67,7 @@ pub async fn handle(
     // Every line logged about a session's request names the session.
     let span = match &route {
         Route::Login(id) | Route::Command(id) | Route::Infile(id) | Route::CloseSession(id) => {
-            tracing::info_span!("session", id = %session_label(id), identity = %caller.name)
+            state.sessions.span_of(id, &caller.id)
         }
         _ => tracing::Span::none(),
     };

@@ -160,7 +160,8 @@ pub async fn run_with_reloads(
     Ok(())
 }
 
-/// Carries an upgraded connection's stream: each message is a request for [`api::handle`].
+/// Carries an upgraded connection's stream: each message is a request for
+/// [`api::handle_routed`].
 /// The stream holds its HTTP connection's place in `max_connections` (`slot`).
 async fn carry_stream(
     state: Arc<AppState>,
@@ -180,9 +181,9 @@ async fn carry_stream(
         idle: config.idle_timeout,
     };
     state.metrics.streams_open.inc();
-    let answer = |req| {
+    let answer = |route, req| {
         let (state, last) = (state.clone(), last.clone());
-        async move { api::handle(state, peer, req, &last).await }
+        async move { api::handle_routed(state, peer, route, req, &last).await }
     };
     stream::serve(upgraded, limits, closing, answer).await;
     state.metrics.streams_open.dec();

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::wire::{
-    HEADER_NAMES, HeadWriter, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_request,
+    HEADER_NAMES, HeadWriter, MAX_HEAD_BYTES, NameAt, Route, STREAM_PROTOCOL, read_request,
 };
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use http::header::SEC_WEBSOCKET_VERSION;
 use http::header::{CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
 use http::header::{SEC_WEBSOCKET_ACCEPT, UPGRADE};
+use http::uri::InvalidUri;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
@@ -93,14 +94,15 @@ fn lists(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
 
 /// Carries a stream until the sidecar closes it, it idles for `limits.idle`, it breaks, or
 /// `closing` (the end of a shutdown, once the drain is over) finds it between requests: each
-/// request message is answered by `answer`, in order.
+/// request message is answered by `answer` (given its route, parsed once for a path that
+/// repeats), in order.
 pub async fn serve<F, Fut>(
     upgraded: Upgraded,
     limits: StreamLimits,
     closing: CancellationToken,
     mut answer: F,
 ) where
-    F: FnMut(Request<RequestBody>) -> Fut,
+    F: FnMut(Route, Request<RequestBody>) -> Fut,
     Fut: Future<Output = Response<ResponseBody>>,
 {
     let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
@@ -118,6 +120,7 @@ pub async fn serve<F, Fut>(
     // the timer, once due, is put off to `idle` after the wait began, unless that has passed.
     let mut closed = std::pin::pin!(closing.cancelled());
     let mut idle = std::pin::pin!(tokio::time::sleep(limits.idle));
+    let mut repeated = Repeated::default();
     loop {
         let waiting_since = Instant::now();
         let next = loop {
@@ -144,8 +147,8 @@ pub async fn serve<F, Fut>(
             }
             Some(Err(e)) => return debug!(error = %e, "a stream broke"),
         };
-        let response = match parse_request(data) {
-            Ok(req) => answer(req).await,
+        let response = match parse_request(data, &mut repeated) {
+            Ok((route, req)) => answer(route, req).await,
             Err(e) => crate::http::error_response(&e),
         };
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
@@ -167,9 +170,53 @@ where
 static KNOWN_NAMES: LazyLock<Vec<HeaderName>> =
     LazyLock::new(|| HEADER_NAMES.iter().map(|name| HeaderName::from_static(name)).collect());
 
+/// What a stream's last request message had, to be taken again without being parsed and
+/// checked again: most of a session's requests repeat their path and most header values.
+#[derive(Default)]
+struct Repeated {
+    /// The last method, path and query, its `Uri` and its route.
+    target: Option<(Method, Bytes, Uri, Route)>,
+    /// The last value of each header of `common::wire::HEADER_NAMES`.
+    values: [Option<HeaderValue>; HEADER_NAMES.len()],
+}
+
+impl Repeated {
+    /// The `Uri` and the route of `method` and `path`: the last ones when the same.
+    fn target(&mut self, method: &Method, path: Bytes) -> Result<(Uri, Route), InvalidUri> {
+        if let Some((last_method, last_path, uri, route)) = &self.target
+            && *last_path == path
+            && last_method == method
+        {
+            return Ok((uri.clone(), route.clone()));
+        }
+        let uri = Uri::from_maybe_shared(path.clone())?;
+        let route = Route::parse(method.as_str(), uri.path());
+        self.target = Some((method.clone(), path, uri.clone(), route.clone()));
+        Ok((uri, route))
+    }
+
+    /// The value of known header `code`: the last one when the same.
+    fn value(
+        &mut self,
+        code: usize,
+        value: Bytes,
+    ) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+        let last = &mut self.values[code];
+        if let Some(last) = last.as_ref().filter(|last| last.as_bytes() == value) {
+            return Ok(last.clone());
+        }
+        let value = HeaderValue::from_maybe_shared(value)?;
+        *last = Some(value.clone());
+        Ok(value)
+    }
+}
+
 /// A request message: its compact head and its body (the rest), as the request HTTP would
 /// have carried. Header values and the body are slices of the message, not copies.
-fn parse_request(data: Bytes) -> Result<Request<RequestBody>, Error> {
+fn parse_request(
+    data: Bytes,
+    repeated: &mut Repeated,
+) -> Result<(Route, Request<RequestBody>), Error> {
     let bad = |what: String| Error::BadRequest(format!("a stream message {what}"));
     let at = read_request(&data).map_err(|e| bad(format!("is not a request ({e})")))?;
     if at.body.start > MAX_HEAD_BYTES {
@@ -177,18 +224,21 @@ fn parse_request(data: Bytes) -> Result<Request<RequestBody>, Error> {
     }
     let method =
         Method::from_bytes(&data[at.method.clone()]).map_err(|_| bad("has a bad method".into()))?;
-    let uri = Uri::from_maybe_shared(data.slice(at.path.clone()))
-        .map_err(|_| bad("has a bad path".into()))?;
+    let path = data.slice(at.path.clone());
+    let (uri, route) = repeated.target(&method, path).map_err(|_| bad("has a bad path".into()))?;
     let mut headers = HeaderMap::with_capacity(at.headers.len());
     let known: &[HeaderName] = &KNOWN_NAMES;
+    let bad_value = |_| bad("has a bad header value".into());
     for (name, value) in at.headers {
-        let name = match name {
-            NameAt::Known(i) => known[i].clone(),
-            NameAt::Spelled(name) => HeaderName::from_bytes(&data[name])
-                .map_err(|_| bad("has a bad header name".into()))?,
+        let value = data.slice(value);
+        let (name, value) = match name {
+            NameAt::Known(i) => (known[i].clone(), repeated.value(i, value).map_err(bad_value)?),
+            NameAt::Spelled(name) => (
+                HeaderName::from_bytes(&data[name])
+                    .map_err(|_| bad("has a bad header name".into()))?,
+                HeaderValue::from_maybe_shared(value).map_err(bad_value)?,
+            ),
         };
-        let value = HeaderValue::from_maybe_shared(data.slice(value))
-            .map_err(|_| bad("has a bad header value".into()))?;
         headers.append(name, value);
     }
     let body = data.slice(at.body);
@@ -204,7 +254,7 @@ fn parse_request(data: Bytes) -> Result<Request<RequestBody>, Error> {
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
-    Ok(req)
+    Ok((route, req))
 }
 
 /// Writes an answer: its head with as much of its body as is ready and fits in a message

@@ -86,15 +86,33 @@ pub struct AnswerAt {
     pub body: Range<usize>,
 }
 
+/// The longest name of [`HEADER_NAMES`], plus one.
+const NAME_LENGTHS: usize = 28;
+
+/// For each name length, the codes of [`HEADER_NAMES`] of that length (at most 4; `u8::MAX`
+/// for none), so that a name is compared with those alone.
+const CODES_BY_LENGTH: [[u8; 4]; NAME_LENGTHS] = {
+    let mut table = [[u8::MAX; 4]; NAME_LENGTHS];
+    let mut code = 0;
+    while code < HEADER_NAMES.len() {
+        let row = &mut table[HEADER_NAMES[code].len()];
+        let mut slot = 0;
+        while row[slot] != u8::MAX {
+            slot += 1;
+        }
+        row[slot] = code as u8;
+        code += 1;
+    }
+    table
+};
+
 /// The code of a header name (any case), when it has one.
 pub fn header_code(name: &str) -> Option<usize> {
-    // Length and first letter first: most names differ there, and the rest is then not read.
-    let first = name.as_bytes().first()?.to_ascii_lowercase();
-    HEADER_NAMES.iter().position(|known| {
-        known.len() == name.len()
-            && known.as_bytes()[0] == first
-            && known.eq_ignore_ascii_case(name)
-    })
+    let row = CODES_BY_LENGTH.get(name.len())?;
+    row.iter()
+        .take_while(|code| **code != u8::MAX)
+        .map(|code| usize::from(*code))
+        .find(|code| HEADER_NAMES[*code].eq_ignore_ascii_case(name))
 }
 
 /// Writes a message's head; the body is appended after [`HeadWriter::finish`].
@@ -131,7 +149,7 @@ impl HeadWriter {
 
     /// Adds a header.
     pub fn header(&mut self, name: &str, value: &[u8]) -> Result<(), Error> {
-        let count = self.buf[self.count_at].checked_add(1).ok_or(TOO_LARGE)?;
+        let Some(count) = self.buf[self.count_at].checked_add(1) else { return Err(TOO_LARGE) };
         let value_len = u16::try_from(value.len()).map_err(|_| TOO_LARGE)?;
         match header_code(name) {
             Some(code) => self.buf.push(code as u8 + 1),
@@ -168,9 +186,15 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<Range<usize>, Error> {
         let start = self.at;
-        let end = start.checked_add(n).filter(|e| *e <= self.end).ok_or(TRUNCATED)?;
-        self.at = end;
-        Ok(start..end)
+        // (Matched, not `ok_or`: an error made and dropped on every field costs more than the
+        // field.)
+        match start.checked_add(n) {
+            Some(end) if end <= self.end => {
+                self.at = end;
+                Ok(start..end)
+            }
+            _ => Err(TRUNCATED),
+        }
     }
 
     fn u8(&mut self) -> Result<u8, Error> {
@@ -209,7 +233,7 @@ impl Reader<'_> {
 
 /// The head's reader and where the body starts.
 fn head_of(data: &[u8]) -> Result<(Reader<'_>, usize), Error> {
-    let len = data.get(..2).ok_or(TRUNCATED)?;
+    let Some(len) = data.get(..2) else { return Err(TRUNCATED) };
     let end = 2 + usize::from(u16::from_be_bytes([len[0], len[1]]));
     if end > data.len() {
         return Err(TRUNCATED);

@@ -94,3 +94,19 @@ fn limits_are_errors_not_truncations() {
     assert!(writer.header("x-a", &vec![b'v'; 70_000]).is_err(), "a value over 64 KiB");
     assert!(HeadWriter::request(&"M".repeat(300), "/", 0).is_err(), "a method over 255 bytes");
 }
+
+#[test]
+fn every_known_name_has_its_code_in_any_case_and_no_other_name_has_one() {
+    for (code, name) in HEADER_NAMES.iter().enumerate() {
+        assert_eq!(header_code(name), Some(code), "{name}");
+        assert_eq!(header_code(&name.to_ascii_uppercase()), Some(code), "{name}");
+        // A name one letter off, or one longer or shorter, is spelled out.
+        let mut off = name.to_string();
+        off.replace_range(name.len() - 1.., "#");
+        assert_eq!(header_code(&off), None, "{off}");
+        assert_eq!(header_code(&format!("{name}s")), None, "{name}s");
+        assert_eq!(header_code(&name[1..]), None, "{}", &name[1..]);
+    }
+    assert_eq!(header_code(""), None);
+    assert_eq!(header_code(&"x".repeat(300)), None);
+}
