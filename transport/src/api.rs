@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::wire::{
     FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, SessionEnd, ZSTD, session_label,
 };
+use http::header::AUTHORIZATION;
 use http::{Request, Response, StatusCode};
 use tracing::{Instrument, info};
 
@@ -16,6 +17,7 @@ use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
 use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
 use crate::identity::{Caller, IdentityId, LastCaller};
+use crate::incoming::Incoming;
 use crate::relayed::StepKind;
 use crate::state::AppState;
 use crate::{ending, relayed, stream};
@@ -30,7 +32,8 @@ pub async fn handle(
     req: Request<RequestBody>,
     last: &LastCaller,
 ) -> Response<ResponseBody> {
-    let route = Route::parse(req.method().as_str(), req.uri().path());
+    let req = Incoming::from_http(req);
+    let route = Route::parse(req.method(), req.path());
     handle_routed(state, peer, route, req, last).await
 }
 
@@ -39,31 +42,35 @@ pub async fn handle_routed(
     state: Arc<AppState>,
     peer: SocketAddr,
     route: Route,
-    req: Request<RequestBody>,
+    req: Incoming,
     last: &LastCaller,
 ) -> Response<ResponseBody> {
-    let zstd = state.config().compression && accepts_zstd(req.headers());
+    let zstd = state.config().compression && accepts_zstd(&req);
+    let authorization = req.header(&AUTHORIZATION);
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
         Route::Ready => {
-            let caller = state.identities().authorize(req.headers()).await.ok();
+            let caller = state.identities().authorize(authorization).await.ok();
             return ready(&state, caller.as_deref());
         }
         _ => {}
     }
-    let caller = match state.identities().authorize_on(req.headers(), last).await {
+    let caller = match state.identities().authorize_on(authorization, last).await {
         Ok(caller) => caller,
         Err(refusal) => {
             state.metrics.unauthorized.inc();
             if refusal.is_suspicious() {
-                let client = client_ip(peer.ip(), req.headers(), &state.config().trusted_proxies);
+                let trusted = &state.config().trusted_proxies;
+                let client = client_ip(peer.ip(), req.http_headers(), trusted);
                 let answer_at = state.refusals.refuse(client);
                 tokio::time::sleep_until(answer_at.into()).await;
             }
             return error_response(&Error::Unauthorized(refusal));
         }
     };
-    state.churn.note(req.version(), req.headers(), &state.metrics.requests_closing);
+    if let Some(version) = req.http_version() {
+        state.churn.note(version, req.http_headers(), &state.metrics.requests_closing);
+    }
     // Every line logged about a session's request names the session.
     let span = match &route {
         Route::Login(id) | Route::Command(id) | Route::Infile(id) | Route::CloseSession(id) => {
@@ -76,9 +83,10 @@ pub async fn handle_routed(
 }
 
 /// True when the request asks for zstd answers.
-fn accepts_zstd(headers: &http::HeaderMap) -> bool {
-    headers.get_all(http::header::ACCEPT_ENCODING).iter().any(|v| {
-        v.to_str().is_ok_and(|v| v.split(',').any(|c| c.trim().split(';').next() == Some(ZSTD)))
+fn accepts_zstd(req: &Incoming) -> bool {
+    req.headers(&http::header::ACCEPT_ENCODING).any(|v| {
+        std::str::from_utf8(v)
+            .is_ok_and(|v| v.split(',').any(|c| c.trim().split(';').next() == Some(ZSTD)))
     })
 }
 
@@ -107,7 +115,7 @@ fn compress(response: Response<ResponseBody>) -> Response<ResponseBody> {
 /// Answers a request whose token was accepted.
 async fn route_authorized(
     state: Arc<AppState>,
-    req: Request<RequestBody>,
+    req: Incoming,
     route: Route,
     caller: Arc<Caller>,
 ) -> Response<ResponseBody> {
@@ -129,28 +137,29 @@ async fn route_authorized(
 /// once, before it is sent (a client that asked `Expect: 100-continue` never sends it).
 async fn dispatch(
     state: &Arc<AppState>,
-    req: Request<RequestBody>,
+    req: Incoming,
     route: Route,
     caller: &Arc<Caller>,
 ) -> Result<Response<ResponseBody>, Error> {
     let limit = state.config().max_request_bytes;
-    let declared = req.headers().get(http::header::CONTENT_LENGTH);
-    if declared.and_then(|v| v.to_str().ok()?.parse::<u64>().ok()).is_some_and(|n| n > limit as u64)
-    {
+    let declared = req.header(&http::header::CONTENT_LENGTH);
+    let declared = declared.and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
         return Err(Error::TooLarge { limit });
     }
     match route {
         Route::OpenRelay => relayed::open(state, req, caller).await,
         Route::Stream => {
             state.refuse_if_draining()?;
-            stream::accept(req)
+            let inside = Error::UpgradeRequired("a stream cannot be opened inside a stream");
+            stream::accept(req.into_http().ok_or(inside)?)
         }
         Route::Login(id) => relayed::step(state, StepKind::Login, &id, caller, req).await,
         Route::Command(id) => relayed::step(state, StepKind::Command, &id, caller, req).await,
         Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, caller, req).await,
         Route::KeepAlive => keep_alive(state, req, caller).await,
         Route::CloseSession(id) => {
-            Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.uri().query())))
+            Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.query())))
         }
         Route::Metrics => Ok(metrics(state)),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
@@ -199,7 +208,7 @@ fn ready(state: &AppState, caller: Option<&Caller>) -> Response<ResponseBody> {
 /// gone (another token's sessions are gone, to this caller).
 async fn keep_alive(
     state: &Arc<AppState>,
-    req: Request<RequestBody>,
+    req: Incoming,
     caller: &Caller,
 ) -> Result<Response<ResponseBody>, Error> {
     let owner = &caller.id;

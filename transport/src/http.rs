@@ -11,29 +11,24 @@ use common::wire::{
 };
 use futures_util::FutureExt;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Body;
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
 use crate::Error;
 use crate::body::ResponseBody;
+use crate::incoming::{self, Incoming};
 use prometheus_client::metrics::counter::Counter;
 
-/// A request's body: hyper's, or a stream message's (boxed, so every endpoint takes either).
-pub type RequestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+pub use crate::incoming::RequestBody;
 
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
 
 /// Reads a request body of at most `limit` bytes; a pause longer than `stall` fails it.
-pub async fn read_body(
-    req: Request<RequestBody>,
-    limit: usize,
-    stall: Duration,
-) -> Result<Bytes, Error> {
+pub async fn read_body(req: Incoming, limit: usize, stall: Duration) -> Result<Bytes, Error> {
     read_body_within(req, limit, stall, None).await.map(|(body, _)| body)
 }
 
@@ -53,30 +48,32 @@ pub struct Budget<'a> {
 /// body and is released when the caller is done with it. Waiting for room is bounded by
 /// `stall` too ([`Error::Busy`]).
 pub async fn read_body_within(
-    req: Request<RequestBody>,
+    req: Incoming,
     limit: usize,
     stall: Duration,
     budget: Option<Budget<'_>>,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
     // A stream message's body has no Content-Length, but its size is known: it is here.
     let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .or_else(|| usize::try_from(req.body().size_hint().exact()?).ok());
+        .header(&CONTENT_LENGTH)
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
+        .or_else(|| req.body_len());
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
-    let decoded = decoded_length(req.headers())?;
+    let decoded = decoded_length(&req)?;
     if decoded.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
     let room = declared.unwrap_or(limit).max(decoded.unwrap_or(0));
-    let mut held = match budget {
+    let held = match budget {
         Some(budget) => Some(reserve(budget, room, stall).await?),
         None => None,
     };
-    let mut body = req.into_body();
+    let mut body = match req.into_body() {
+        incoming::Body::Streamed(body) => body,
+        incoming::Body::Whole(all) => return finish_body(all, decoded, held),
+    };
     // Grown as data arrives: a declared length reserves at most 1 MiB up front. A body that
     // comes whole in one frame (a stream message's) is taken as it is, without a copy.
     let mut all = BytesMut::new();
@@ -106,7 +103,16 @@ pub async fn read_body_within(
         }
         all.extend_from_slice(&data);
     }
-    let all = only.unwrap_or_else(|| all.freeze());
+    finish_body(only.unwrap_or_else(|| all.freeze()), decoded, held)
+}
+
+/// A body read whole: decoded when it came compressed, with the room held for it in the
+/// budget cut down to its size.
+fn finish_body(
+    all: Bytes,
+    decoded: Option<usize>,
+    mut held: Option<OwnedSemaphorePermit>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
     let all = match decoded {
         Some(len) => decompress_exact(&all, len)
             .map_err(|e| Error::BadRequest(format!("a zstd body: {e}")))?,
@@ -120,14 +126,15 @@ pub async fn read_body_within(
 
 /// The decoded length of a zstd body (`None` for a plain one); an error for an encoding the
 /// transport does not take.
-fn decoded_length(headers: &http::HeaderMap) -> Result<Option<usize>, Error> {
-    let Some(encoding) = headers.get(http::header::CONTENT_ENCODING) else { return Ok(None) };
-    if encoding.as_bytes() != ZSTD.as_bytes() {
+fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
+    static DECODED_LENGTH: HeaderName = HeaderName::from_static(DECODED_LENGTH_HEADER);
+    let Some(encoding) = req.header(&http::header::CONTENT_ENCODING) else { return Ok(None) };
+    if encoding != ZSTD.as_bytes() {
+        let encoding = String::from_utf8_lossy(encoding);
         return Err(Error::BadRequest(format!("Content-Encoding {encoding:?} is not taken")));
     }
-    headers
-        .get(DECODED_LENGTH_HEADER)
-        .and_then(|v| v.to_str().ok()?.parse().ok())
+    req.header(&DECODED_LENGTH)
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
         .map(Some)
         .ok_or_else(|| Error::BadRequest(format!("a zstd body needs {DECODED_LENGTH_HEADER}")))
 }

@@ -3,8 +3,8 @@
 //!
 //! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
-//! within the budget all sessions share) → `session` → `state` → `body`, `http`, `stream` (the
-//! WebSocket carrier) → `relayed` (a session's endpoints) → `api`
+//! within the budget all sessions share) → `session` → `state` → `incoming` (a request of either carrier), `body`, `http`,
+//! `stream` (the WebSocket carrier) → `relayed` (a session's endpoints) → `api`
 //! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
@@ -19,6 +19,7 @@ pub mod error;
 pub mod http;
 pub mod identity;
 pub mod idle_watch;
+pub mod incoming;
 pub mod metrics;
 pub mod probes;
 pub mod readiness;

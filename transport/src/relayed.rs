@@ -13,16 +13,17 @@ use common::wire::{
     encode_packets, encode_turn, session_label,
 };
 use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{
-    Budget, MAX_CONTROL_BODY, RequestBody, frames, millis, no_content, read_body, read_body_within,
+    Budget, MAX_CONTROL_BODY, frames, millis, no_content, read_body, read_body_within,
 };
 use crate::identity::Caller;
+use crate::incoming::Incoming;
 use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
@@ -37,7 +38,7 @@ use crate::{command_log, idle_watch};
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
 pub async fn open(
     state: &Arc<AppState>,
-    req: Request<RequestBody>,
+    req: Incoming,
     caller: &Arc<Caller>,
 ) -> Result<Response<ResponseBody>, Error> {
     state.refuse_if_draining()?;
@@ -113,7 +114,7 @@ pub async fn step(
     kind: StepKind,
     id: &str,
     caller: &Caller,
-    req: Request<RequestBody>,
+    req: Incoming,
 ) -> Result<Response<ResponseBody>, Error> {
     let started = Instant::now();
     let owner = &caller.id;
@@ -137,15 +138,12 @@ async fn login(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Request<RequestBody>,
+    req: Incoming,
 ) -> Result<Response<ResponseBody>, Error> {
     let id = session.id.as_str();
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    let as_json = req
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == JSON_CONTENT_TYPE.as_bytes());
+    let as_json = req.header(&CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
     let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
     if as_json {
@@ -252,7 +250,7 @@ async fn command(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Request<RequestBody>,
+    req: Incoming,
     started: Instant,
 ) -> Result<Response<ResponseBody>, Error> {
     let mut guard = session.lease().await?;
@@ -287,11 +285,12 @@ async fn infile(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Request<RequestBody>,
+    req: Incoming,
 ) -> Result<Response<ResponseBody>, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    let last = match req.headers().get(INFILE_HEADER).map(|v| v.as_bytes()) {
+    static INFILE: HeaderName = HeaderName::from_static(INFILE_HEADER);
+    let last = match req.header(&INFILE) {
         Some(b"end") => true,
         Some(b"more") => false,
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
@@ -379,7 +378,7 @@ async fn turn_with(
 /// `max_inflight_bytes` until the returned permit is dropped.
 async fn read_big_body(
     state: &AppState,
-    req: Request<RequestBody>,
+    req: Incoming,
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
     let config = state.config();
     let budget = Budget { bytes: &state.inflight, waited: &state.metrics.budget_waits };

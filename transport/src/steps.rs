@@ -8,28 +8,25 @@ use common::wire::{
     ANSWER_CRC_HEADER, AnswerDigest, RESUME_FROM_HEADER, RESUMED_FROM_HEADER, STEP_HEADER,
     session_label,
 };
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tracing::debug;
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::http::{RequestBody, frames, no_content};
+use crate::http::{frames, no_content};
+use crate::incoming::Incoming;
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
 
 /// The step a request names, if any: the next one, or the last one again (a resume).
-pub fn step_request(
-    req: &Request<RequestBody>,
-    session: &Session,
-) -> Result<Option<StepRequest>, Error> {
+pub fn step_request(req: &Incoming, session: &Session) -> Result<Option<StepRequest>, Error> {
     // (Names made once, not parsed each request.)
     static STEP: HeaderName = HeaderName::from_static(STEP_HEADER);
     static RESUME_FROM: HeaderName = HeaderName::from_static(RESUME_FROM_HEADER);
     let number = |name: &HeaderName| -> Result<Option<u64>, Error> {
-        match req.headers().get(name) {
+        match req.header(name) {
             None => Ok(None),
-            Some(v) => v
-                .to_str()
+            Some(v) => std::str::from_utf8(v)
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .map(Some)

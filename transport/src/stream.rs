@@ -3,20 +3,16 @@
 //! HTTP, and the answer written back as messages.
 
 use std::future::Future;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::wire::{
-    HEADER_NAMES, HeadWriter, MAX_HEAD_BYTES, NameAt, Route, STREAM_PROTOCOL, read_request,
-};
+use common::wire::{HeadWriter, MAX_HEAD_BYTES, Route, STREAM_PROTOCOL};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use http::header::SEC_WEBSOCKET_VERSION;
-use http::header::{CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
+use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
 use http::header::{SEC_WEBSOCKET_ACCEPT, UPGRADE};
-use http::uri::InvalidUri;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body_util::BodyExt;
 use hyper::body::Body;
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
@@ -31,6 +27,7 @@ use tracing::debug;
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::http::RequestBody;
+use crate::incoming::Incoming;
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
@@ -102,7 +99,7 @@ pub async fn serve<F, Fut>(
     closing: CancellationToken,
     mut answer: F,
 ) where
-    F: FnMut(Route, Request<RequestBody>) -> Fut,
+    F: FnMut(Route, Incoming) -> Fut,
     Fut: Future<Output = Response<ResponseBody>>,
 {
     let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
@@ -166,94 +163,25 @@ where
     drop(tokio::time::timeout(Duration::from_secs(1), SinkExt::close(&mut ws)).await);
 }
 
-/// The header names of `common::wire::HEADER_NAMES`, made once.
-static KNOWN_NAMES: LazyLock<Vec<HeaderName>> =
-    LazyLock::new(|| HEADER_NAMES.iter().map(|name| HeaderName::from_static(name)).collect());
-
-/// What a stream's last request message had, to be taken again without being parsed and
-/// checked again: most of a session's requests repeat their path and most header values.
+/// The route of a stream's last request message, to be taken again without being parsed
+/// again: most of a session's requests repeat their method and path.
 #[derive(Default)]
 struct Repeated {
-    /// The last method, path and query, its `Uri` and its route.
-    target: Option<(Method, Bytes, Uri, Route)>,
-    /// The last value of each header of `common::wire::HEADER_NAMES`.
-    values: [Option<HeaderValue>; HEADER_NAMES.len()],
+    /// The last method and path (and query), and their route.
+    target: Option<(Bytes, Route)>,
 }
 
-impl Repeated {
-    /// The `Uri` and the route of `method` and `path`: the last ones when the same.
-    fn target(&mut self, method: &Method, path: Bytes) -> Result<(Uri, Route), InvalidUri> {
-        if let Some((last_method, last_path, uri, route)) = &self.target
-            && *last_path == path
-            && last_method == method
-        {
-            return Ok((uri.clone(), route.clone()));
-        }
-        let uri = Uri::from_maybe_shared(path.clone())?;
-        let route = Route::parse(method.as_str(), uri.path());
-        self.target = Some((method.clone(), path, uri.clone(), route.clone()));
-        Ok((uri, route))
+/// A request message, read in place, and its route.
+fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incoming), Error> {
+    let req = Incoming::from_message(data, MAX_HEAD_BYTES)?;
+    let target = req.target();
+    if let Some((last, route)) = &repeated.target
+        && *last == target
+    {
+        return Ok((route.clone(), req));
     }
-
-    /// The value of known header `code`: the last one when the same.
-    fn value(
-        &mut self,
-        code: usize,
-        value: Bytes,
-    ) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
-        let last = &mut self.values[code];
-        if let Some(last) = last.as_ref().filter(|last| last.as_bytes() == value) {
-            return Ok(last.clone());
-        }
-        let value = HeaderValue::from_maybe_shared(value)?;
-        *last = Some(value.clone());
-        Ok(value)
-    }
-}
-
-/// A request message: its compact head and its body (the rest), as the request HTTP would
-/// have carried. Header values and the body are slices of the message, not copies.
-fn parse_request(
-    data: Bytes,
-    repeated: &mut Repeated,
-) -> Result<(Route, Request<RequestBody>), Error> {
-    let bad = |what: String| Error::BadRequest(format!("a stream message {what}"));
-    let at = read_request(&data).map_err(|e| bad(format!("is not a request ({e})")))?;
-    if at.body.start > MAX_HEAD_BYTES {
-        return Err(bad("has a head over 16 KiB".into()));
-    }
-    let method =
-        Method::from_bytes(&data[at.method.clone()]).map_err(|_| bad("has a bad method".into()))?;
-    let path = data.slice(at.path.clone());
-    let (uri, route) = repeated.target(&method, path).map_err(|_| bad("has a bad path".into()))?;
-    let mut headers = HeaderMap::with_capacity(at.headers.len());
-    let known: &[HeaderName] = &KNOWN_NAMES;
-    let bad_value = |_| bad("has a bad header value".into());
-    for (name, value) in at.headers {
-        let value = data.slice(value);
-        let (name, value) = match name {
-            NameAt::Known(i) => (known[i].clone(), repeated.value(i, value).map_err(bad_value)?),
-            NameAt::Spelled(name) => (
-                HeaderName::from_bytes(&data[name])
-                    .map_err(|_| bad("has a bad header name".into()))?,
-                HeaderValue::from_maybe_shared(value).map_err(bad_value)?,
-            ),
-        };
-        headers.append(name, value);
-    }
-    let body = data.slice(at.body);
-    let declared = headers.get(CONTENT_LENGTH);
-    let length = |v: &HeaderValue| {
-        let digits = v.as_bytes().iter().all(u8::is_ascii_digit);
-        digits.then(|| v.to_str().ok()?.parse::<usize>().ok()).flatten()
-    };
-    if declared.is_some_and(|v| length(v) != Some(body.len())) {
-        return Err(bad("has a body of another length than its Content-Length".into()));
-    }
-    let mut req = Request::new(Full::new(body).map_err(|never| match never {}).boxed());
-    *req.method_mut() = method;
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
+    let route = Route::parse(req.method(), req.path());
+    repeated.target = Some((target, route.clone()));
     Ok((route, req))
 }
 

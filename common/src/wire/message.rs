@@ -109,10 +109,10 @@ const CODES_BY_LENGTH: [[u8; 4]; NAME_LENGTHS] = {
 /// The code of a header name (any case), when it has one.
 pub fn header_code(name: &str) -> Option<usize> {
     let row = CODES_BY_LENGTH.get(name.len())?;
-    row.iter()
-        .take_while(|code| **code != u8::MAX)
-        .map(|code| usize::from(*code))
-        .find(|code| HEADER_NAMES[*code].eq_ignore_ascii_case(name))
+    let codes = || row.iter().take_while(|code| **code != u8::MAX).map(|code| usize::from(*code));
+    // Lower case, as `http::HeaderName`s are, is compared byte for byte first.
+    let mut exact = codes().filter(|code| HEADER_NAMES[*code].as_bytes() == name.as_bytes());
+    exact.next().or_else(|| codes().find(|code| HEADER_NAMES[*code].eq_ignore_ascii_case(name)))
 }
 
 /// Writes a message's head; the body is appended after [`HeadWriter::finish`].

@@ -16,8 +16,6 @@ pub mod tools;
 use std::sync::Arc;
 
 use common::config::Secret;
-use http::HeaderMap;
-use http::header::AUTHORIZATION;
 
 pub use self::config::{ALL_UPSTREAMS, IdentityConfig, OidcConfig};
 pub use self::refusal::Refusal;
@@ -115,19 +113,19 @@ impl Identities {
         Ok(Self { tokens: tokens::StaticTokens::new(tokens, identities)?, oidc })
     }
 
-    /// Who `headers` say the caller is (`Authorization: Bearer …`), or why not.
-    pub async fn authorize(&self, headers: &HeaderMap) -> Result<Arc<Caller>, Refusal> {
-        self.find(bearer(headers)?).await
+    /// Who an `Authorization` value (`Bearer …`) says the caller is, or why not.
+    pub async fn authorize(&self, authorization: Option<&[u8]>) -> Result<Arc<Caller>, Refusal> {
+        self.find(bearer(authorization)?).await
     }
 
     /// [`Self::authorize`] for a request of a connection whose last static token is in
     /// `last` (kept there when this one is accepted).
     pub async fn authorize_on(
         self: &Arc<Self>,
-        headers: &HeaderMap,
+        authorization: Option<&[u8]>,
         last: &LastCaller,
     ) -> Result<Arc<Caller>, Refusal> {
-        let presented = bearer(headers)?;
+        let presented = bearer(authorization)?;
         if let Some(caller) = last.recall(self, presented) {
             return Ok(caller);
         }
@@ -168,13 +166,13 @@ impl Identities {
     }
 }
 
-/// The bearer token of `Authorization`.
-fn bearer(headers: &HeaderMap) -> Result<&str, Refusal> {
-    headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(Refusal::Missing)
+/// The bearer token of an `Authorization` value (visible ASCII, as HTTP's `to_str` takes).
+fn bearer(authorization: Option<&[u8]>) -> Result<&str, Refusal> {
+    let value = authorization.filter(|v| v.iter().all(|b| b.is_ascii_graphic() || *b == b' '));
+    match value.and_then(|v| v.strip_prefix(b"Bearer ")).map(std::str::from_utf8) {
+        Some(Ok(token)) => Ok(token),
+        _ => Err(Refusal::Missing),
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::config::Secret;
-use http::{HeaderMap, HeaderValue};
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 
 use super::{Access, Identities, IdentityConfig, OidcConfig};
@@ -35,12 +34,9 @@ impl Draw {
     }
 }
 
-fn bearer(token: &str) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
-        headers.insert(http::header::AUTHORIZATION, value);
-    }
-    headers
+/// An `Authorization` value with `token`.
+fn bearer(token: &str) -> Vec<u8> {
+    format!("Bearer {token}").into_bytes()
 }
 
 /// An issuer (its JWKS in a file under `dir`) and a token of alice it signed.
@@ -80,7 +76,7 @@ async fn a_jwt_changed_at_random_places_never_names_anyone_else() {
     std::fs::create_dir_all(&dir).expect("dir");
     let (config, token) = issuer(&dir);
     let identities = Identities::new(&[], &[], Some(&config), None).expect("identities");
-    let alice = identities.authorize(&bearer(&token)).await.expect("the token itself");
+    let alice = identities.authorize(Some(&bearer(&token))).await.expect("the token itself");
     assert_eq!(alice.access, Access::Only(vec!["reporting".to_owned()].into()));
     let mut draw = Draw::seeded("tamper");
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=";
@@ -101,7 +97,7 @@ async fn a_jwt_changed_at_random_places_never_names_anyone_else() {
         if changed == token {
             continue;
         }
-        match identities.authorize(&bearer(&changed)).await {
+        match identities.authorize(Some(&bearer(&changed))).await {
             Err(_) => refused += 1,
             Ok(caller) => {
                 assert_eq!((&caller.id, &caller.access), (&alice.id, &alice.access), "{changed}");
@@ -144,7 +140,7 @@ async fn random_sets_of_static_tokens_each_find_their_own_identity() {
         let configs: Vec<IdentityConfig> = named.iter().map(|(c, _)| c.clone()).collect();
         let identities = Identities::new(&plain, &configs, None, None).expect("identities");
         for (config, token) in &named {
-            let caller = identities.authorize(&bearer(token)).await.expect("its token");
+            let caller = identities.authorize(Some(&bearer(token))).await.expect("its token");
             assert_eq!(&*caller.name, config.name);
             for upstream in upstreams {
                 assert_eq!(
@@ -152,10 +148,10 @@ async fn random_sets_of_static_tokens_each_find_their_own_identity() {
                     config.upstreams.iter().any(|u| u == upstream)
                 );
             }
-            assert!(identities.authorize(&bearer(&format!("{token}x"))).await.is_err());
+            assert!(identities.authorize(Some(&bearer(&format!("{token}x")))).await.is_err());
         }
         for (i, token) in plain.iter().enumerate() {
-            let caller = identities.authorize(&bearer(token.expose())).await.expect("plain");
+            let caller = identities.authorize(Some(&bearer(token.expose()))).await.expect("plain");
             assert_eq!(&*caller.name, format!("token#{}", i + 1));
             assert!(upstreams.iter().all(|u| caller.access.allows(u)));
         }

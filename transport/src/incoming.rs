@@ -1,0 +1,226 @@
+//! A request as either carrier brings it, read the same way by every endpoint: an HTTP
+//! request's head and body, or a stream message, read in place (its head as
+//! `common::wire::read_request` found it, its body a slice of it), without building an HTTP
+//! request in between.
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use common::wire::{HeaderAt, NameAt, header_code, read_request};
+use http::{HeaderMap, HeaderName, Request, Version};
+
+use crate::Error;
+
+/// An HTTP request's body, as hyper reads it (boxed: the tests make their own).
+pub type RequestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
+/// A request of either carrier.
+#[derive(Debug)]
+pub struct Incoming {
+    head: Head,
+    body: Body,
+}
+
+/// Where a request's method, path and headers are.
+#[derive(Debug)]
+enum Head {
+    /// An HTTP request's (its extensions carry hyper's upgrade).
+    Http(http::request::Parts),
+    /// A stream message's, read in place.
+    Message { data: Bytes, method: Range<usize>, path: Range<usize>, headers: Vec<HeaderAt> },
+}
+
+/// A request's body.
+#[derive(Debug)]
+pub enum Body {
+    /// As it arrives (HTTP).
+    Streamed(RequestBody),
+    /// Here whole (a stream message's).
+    Whole(Bytes),
+}
+
+/// What a stream message's head has no room for (forwarding headers, `Connection`).
+static NO_HEADERS: LazyLock<HeaderMap> = LazyLock::new(HeaderMap::new);
+
+impl Incoming {
+    /// An HTTP request.
+    pub fn from_http(req: Request<RequestBody>) -> Self {
+        let (parts, body) = req.into_parts();
+        Self { head: Head::Http(parts), body: Body::Streamed(body) }
+    }
+
+    /// A stream message: its compact head and its body (the rest). A method, path, header
+    /// name or value HTTP would not carry is refused, as is a Content-Length that is not the
+    /// body's.
+    pub fn from_message(data: Bytes, max_head: usize) -> Result<Self, Error> {
+        let bad = |what: &str| Error::BadRequest(format!("a stream message {what}"));
+        let at = read_request(&data).map_err(|e| bad(&format!("is not a request ({e})")))?;
+        if at.body.start > max_head {
+            return Err(bad("has a head over 16 KiB"));
+        }
+        let method = &data[at.method.clone()];
+        if method.is_empty() || !method.iter().all(|b| is_token(*b)) {
+            return Err(bad("has a bad method"));
+        }
+        let path = &data[at.path.clone()];
+        if path.first() != Some(&b'/') || !all_bytes(path, |b| b.is_ascii_graphic()) {
+            return Err(bad("has a bad path"));
+        }
+        for (name, value) in &at.headers {
+            if let NameAt::Spelled(name) = name
+                && !data[name.clone()].iter().all(|b| is_token(*b))
+            {
+                return Err(bad("has a bad header name"));
+            }
+            if !all_bytes(&data[value.clone()], is_value_byte) {
+                return Err(bad("has a bad header value"));
+            }
+        }
+        let body = data.slice(at.body.clone());
+        let head = Head::Message { data, method: at.method, path: at.path, headers: at.headers };
+        let request = Self { head, body: Body::Whole(body) };
+        let declared = request.header(&http::header::CONTENT_LENGTH);
+        let length = |v: &[u8]| {
+            let digits = !v.is_empty() && v.iter().all(u8::is_ascii_digit);
+            digits.then(|| std::str::from_utf8(v).ok()?.parse::<usize>().ok()).flatten()
+        };
+        if declared.is_some_and(|v| length(v) != Some(request.body_len().unwrap_or(0))) {
+            return Err(bad("has a body of another length than its Content-Length"));
+        }
+        Ok(request)
+    }
+
+    /// The method and path of a stream message, as they came: what it asks for, as bytes to
+    /// compare (empty for an HTTP request).
+    pub fn target(&self) -> Bytes {
+        match &self.head {
+            Head::Http(_) => Bytes::new(),
+            Head::Message { data, method, path, .. } => data.slice(method.start..path.end),
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> &str {
+        match &self.head {
+            Head::Http(parts) => parts.method.as_str(),
+            Head::Message { data, method, .. } => text(&data[method.clone()]),
+        }
+    }
+
+    /// The path, without the query.
+    pub fn path(&self) -> &str {
+        self.path_and_query().split_once('?').map_or(self.path_and_query(), |(path, _)| path)
+    }
+
+    /// The query, if any.
+    pub fn query(&self) -> Option<&str> {
+        self.path_and_query().split_once('?').map(|(_, query)| query)
+    }
+
+    fn path_and_query(&self) -> &str {
+        match &self.head {
+            Head::Http(parts) => parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+            Head::Message { data, path, .. } => text(&data[path.clone()]),
+        }
+    }
+
+    /// The value of the first header `name`.
+    pub fn header(&self, name: &HeaderName) -> Option<&[u8]> {
+        match &self.head {
+            Head::Http(parts) => parts.headers.get(name).map(http::HeaderValue::as_bytes),
+            Head::Message { data, headers, .. } => {
+                let code = header_code(name.as_str());
+                let named = |at: &NameAt| match at {
+                    NameAt::Known(i) => Some(*i) == code,
+                    NameAt::Spelled(at) => data[at.clone()].eq_ignore_ascii_case(name.as_ref()),
+                };
+                let (_, value) = headers.iter().find(|(at, _)| named(at))?;
+                Some(&data[value.clone()])
+            }
+        }
+    }
+
+    /// The values of every header `name`, in order.
+    pub fn headers<'a>(&'a self, name: &'a HeaderName) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let (http, message) = match &self.head {
+            Head::Http(parts) => (Some(parts.headers.get_all(name).iter()), None),
+            Head::Message { data, headers, .. } => {
+                let code = header_code(name.as_str());
+                let named = move |at: &NameAt| match at {
+                    NameAt::Known(i) => Some(*i) == code,
+                    NameAt::Spelled(at) => data[at.clone()].eq_ignore_ascii_case(name.as_ref()),
+                };
+                let values = headers.iter().filter(move |(at, _)| named(at));
+                (None, Some(values.map(|(_, value)| &data[value.clone()])))
+            }
+        };
+        let http = http.into_iter().flatten().map(http::HeaderValue::as_bytes);
+        http.chain(message.into_iter().flatten())
+    }
+
+    /// The HTTP headers (none for a stream message: what a proxy adds stays on the upgrade).
+    pub fn http_headers(&self) -> &HeaderMap {
+        match &self.head {
+            Head::Http(parts) => &parts.headers,
+            Head::Message { .. } => &NO_HEADERS,
+        }
+    }
+
+    /// The HTTP version, when the request came as HTTP.
+    pub fn http_version(&self) -> Option<Version> {
+        match &self.head {
+            Head::Http(parts) => Some(parts.version),
+            Head::Message { .. } => None,
+        }
+    }
+
+    /// The body's length, when known before it is read.
+    pub fn body_len(&self) -> Option<usize> {
+        match &self.body {
+            Body::Whole(body) => Some(body.len()),
+            Body::Streamed(body) => {
+                usize::try_from(hyper::body::Body::size_hint(body).exact()?).ok()
+            }
+        }
+    }
+
+    /// The body.
+    pub fn into_body(self) -> Body {
+        self.body
+    }
+
+    /// The HTTP request again (`None` for a stream message), for what only HTTP does: an
+    /// upgrade.
+    pub fn into_http(self) -> Option<Request<RequestBody>> {
+        match (self.head, self.body) {
+            (Head::Http(parts), Body::Streamed(body)) => Some(Request::from_parts(parts, body)),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes read as text: a method and a path were checked to be ASCII when the message was read.
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_default()
+}
+
+/// True when every byte passes `good`. (Without an early exit, so that the loop runs over
+/// several bytes at a time: values are read whole anyway.)
+fn all_bytes(bytes: &[u8], good: impl Fn(u8) -> bool) -> bool {
+    bytes.iter().fold(true, |all, b| all & good(*b))
+}
+
+/// A byte of an HTTP token (a method, a header name).
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A byte HTTP takes in a header value (as `http::HeaderValue` does).
+fn is_value_byte(b: u8) -> bool {
+    (b >= 0x20) & (b != 0x7f) | (b == b'\t')
+}
+
+#[cfg(test)]
+#[path = "incoming_tests.rs"]
+mod tests;

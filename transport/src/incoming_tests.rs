@@ -1,0 +1,89 @@
+//! Unit tests of a request read the same way from either carrier.
+
+use bytes::Bytes;
+use http::HeaderName;
+use http_body_util::{BodyExt, Full};
+
+use super::*;
+
+/// A message made from a text head, as the sidecar makes them.
+fn message(head: &[u8], body: &[u8]) -> Bytes {
+    Bytes::from(common::wire::request_from_text(head, body).expect("a head"))
+}
+
+fn name(name: &'static str) -> HeaderName {
+    HeaderName::from_static(name)
+}
+
+#[test]
+fn a_message_is_read_in_place_as_its_request() {
+    let message = message(
+        b"DELETE /db/v1/sessions/ab12?end=kill HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nX-Tunnel-Step: 7\r\nX-Other: o\r\nAccept-Encoding: gzip\r\nAccept-Encoding: zstd\r\n\r\n",
+        b"abc",
+    );
+    let req = Incoming::from_message(message, 16 * 1024).expect("a request");
+    assert_eq!(req.method(), "DELETE");
+    assert_eq!(req.path(), "/db/v1/sessions/ab12");
+    assert_eq!(req.query(), Some("end=kill"));
+    assert_eq!(req.header(&name("x-tunnel-step")), Some(&b"7"[..]));
+    assert_eq!(req.header(&name("x-other")), Some(&b"o"[..]));
+    assert_eq!(req.header(&name("x-missing")), None);
+    let encodings: Vec<&[u8]> = req.headers(&http::header::ACCEPT_ENCODING).collect();
+    assert_eq!(encodings, [&b"gzip"[..], b"zstd"]);
+    assert!(req.http_headers().is_empty());
+    assert_eq!(req.http_version(), None);
+    assert_eq!(req.body_len(), Some(3));
+    match req.into_body() {
+        Body::Whole(body) => assert_eq!(body, Bytes::from_static(b"abc")),
+        Body::Streamed(_) => panic!("a message's body is here whole"),
+    }
+}
+
+#[test]
+fn an_http_request_is_read_as_a_message_is() {
+    let req = Request::post("/db/v1/sessions/ab12/command?x=1")
+        .header("X-Tunnel-Step", "7")
+        .header("Accept-Encoding", "gzip")
+        .header("Accept-Encoding", "zstd")
+        .body(Full::new(Bytes::from_static(b"abc")).map_err(|never| match never {}).boxed())
+        .expect("a request");
+    let req = Incoming::from_http(req);
+    assert_eq!(
+        (req.method(), req.path(), req.query()),
+        ("POST", "/db/v1/sessions/ab12/command", Some("x=1"))
+    );
+    assert_eq!(req.header(&name("x-tunnel-step")), Some(&b"7"[..]));
+    assert_eq!(req.headers(&http::header::ACCEPT_ENCODING).count(), 2);
+    assert_eq!(req.http_headers().len(), 3);
+    assert_eq!(req.http_version(), Some(Version::HTTP_11));
+    assert_eq!(req.body_len(), Some(3));
+    assert_eq!(req.into_http().expect("still HTTP").uri().path(), "/db/v1/sessions/ab12/command");
+    let message = message(b"GET /v1/stream HTTP/1.1\r\n\r\n", b"");
+    let req = Incoming::from_message(message, 16 * 1024).expect("a request");
+    assert!(req.into_http().is_none(), "a message never upgrades");
+}
+
+#[test]
+fn garbage_and_lies_are_refused() {
+    let lies = [
+        message(b"POST /v1/relay HTTP/1.1\r\nContent-Length: 9\r\n\r\n", b"abc"),
+        message(b"POST /v1/relay HTTP/1.1\r\nContent-Length: 1\r\n\r\n", b"abc"),
+        message(b"POST /v1/relay HTTP/1.1\r\nContent-Length: +3\r\n\r\n", b"abc"),
+        message(b"P\x01ST /v1/relay HTTP/1.1\r\n\r\n", b""),
+        message(b"POST /v1/re\x7flay HTTP/1.1\r\n\r\n", b""),
+        message(b"POST v1/relay HTTP/1.1\r\n\r\n", b""),
+        message(b"POST /v1/relay HTTP/1.1\r\nX-A: \x7f\r\n\r\n", b""),
+        message(b"POST /v1/relay HTTP/1.1\r\nX A: b\r\n\r\n", b""),
+    ];
+    let garbage = [&b"\x00\x01garbage"[..], b"\x00", b""].map(Bytes::from_static);
+    for message in lies.into_iter().chain(garbage) {
+        let read = Incoming::from_message(message.clone(), 16 * 1024);
+        assert!(matches!(read, Err(Error::BadRequest(_))), "{message:?}");
+    }
+    let huge = format!("POST /v1/relay HTTP/1.1\r\nX-A: {}\r\n\r\n", "a".repeat(16 * 1024));
+    let read = Incoming::from_message(message(huge.as_bytes(), b""), 16 * 1024);
+    assert!(read.is_err(), "a head over the limit");
+    // What HTTP takes in a value, a message takes too: tabs and bytes over 0x7f.
+    let fine = message(b"POST /v1/relay HTTP/1.1\r\nX-A: a\tb\xc3\xa9\r\n\r\n", b"");
+    assert!(Incoming::from_message(fine, 16 * 1024).is_ok());
+}
