@@ -8,7 +8,6 @@ use std::time::Duration;
 use common::wire::{
     FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, SessionEnd, ZSTD, session_label,
 };
-use http::header::AUTHORIZATION;
 use http::{Request, Response, StatusCode};
 use tracing::{Instrument, info};
 
@@ -17,7 +16,7 @@ use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
 use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
 use crate::identity::{Caller, IdentityId, LastCaller};
-use crate::incoming::Incoming;
+use crate::incoming::{self, Incoming};
 use crate::relayed::StepKind;
 use crate::state::AppState;
 use crate::{ending, relayed, stream};
@@ -46,7 +45,7 @@ pub async fn handle_routed(
     last: &LastCaller,
 ) -> Response<ResponseBody> {
     let zstd = state.config().compression && accepts_zstd(&req);
-    let authorization = req.header(&AUTHORIZATION);
+    let authorization = req.header(&incoming::AUTHORIZATION);
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
         Route::Ready => {
@@ -84,7 +83,7 @@ pub async fn handle_routed(
 
 /// True when the request asks for zstd answers.
 fn accepts_zstd(req: &Incoming) -> bool {
-    req.headers(&http::header::ACCEPT_ENCODING).any(|v| {
+    req.headers(&incoming::ACCEPT_ENCODING).any(|v| {
         std::str::from_utf8(v)
             .is_ok_and(|v| v.split(',').any(|c| c.trim().split(';').next() == Some(ZSTD)))
     })
@@ -142,7 +141,7 @@ async fn dispatch(
     caller: &Arc<Caller>,
 ) -> Result<Response<ResponseBody>, Error> {
     let limit = state.config().max_request_bytes;
-    let declared = req.header(&http::header::CONTENT_LENGTH);
+    let declared = req.header(&incoming::CONTENT_LENGTH);
     let declared = declared.and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(Error::TooLarge { limit });

@@ -10,7 +10,7 @@ use common::wire::{
     decompress_exact,
 };
 use futures_util::FutureExt;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde::Serialize;
@@ -55,7 +55,7 @@ pub async fn read_body_within(
 ) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
     // A stream message's body has no Content-Length, but its size is known: it is here.
     let declared = req
-        .header(&CONTENT_LENGTH)
+        .header(&incoming::CONTENT_LENGTH)
         .and_then(|v| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
         .or_else(|| req.body_len());
     if declared.is_some_and(|n| n > limit) {
@@ -127,13 +127,12 @@ fn finish_body(
 /// The decoded length of a zstd body (`None` for a plain one); an error for an encoding the
 /// transport does not take.
 fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
-    static DECODED_LENGTH: HeaderName = HeaderName::from_static(DECODED_LENGTH_HEADER);
-    let Some(encoding) = req.header(&http::header::CONTENT_ENCODING) else { return Ok(None) };
+    let Some(encoding) = req.header(&incoming::CONTENT_ENCODING) else { return Ok(None) };
     if encoding != ZSTD.as_bytes() {
         let encoding = String::from_utf8_lossy(encoding);
         return Err(Error::BadRequest(format!("Content-Encoding {encoding:?} is not taken")));
     }
-    req.header(&DECODED_LENGTH)
+    req.header(&incoming::DECODED_LENGTH)
         .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
         .map(Some)
         .ok_or_else(|| Error::BadRequest(format!("a zstd body needs {DECODED_LENGTH_HEADER}")))

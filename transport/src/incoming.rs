@@ -7,7 +7,10 @@ use std::ops::Range;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use common::wire::{HeaderAt, NameAt, header_code, read_request};
+use common::wire::{
+    DECODED_LENGTH_HEADER, HEADER_NAMES, HeaderAt, INFILE_HEADER, NameAt, RESUME_FROM_HEADER,
+    STEP_HEADER, read_request,
+};
 use http::{HeaderMap, HeaderName, Request, Version};
 
 use crate::Error;
@@ -39,6 +42,61 @@ pub enum Body {
     /// Here whole (a stream message's).
     Whole(Bytes),
 }
+
+/// A header a message names by number (one of `common::wire::HEADER_NAMES`), with its number
+/// found once, when it is made, not at each request.
+#[derive(Debug)]
+pub struct Known {
+    /// The name, as HTTP spells it.
+    pub name: HeaderName,
+    /// Its code in a message.
+    code: usize,
+}
+
+impl Known {
+    /// The known header `name` (lower case); a name that is not known does not compile.
+    pub const fn new(name: &'static str) -> Self {
+        let mut code = 0;
+        while !same(HEADER_NAMES[code].as_bytes(), name.as_bytes()) {
+            code += 1;
+        }
+        Self { name: HeaderName::from_static(name), code }
+    }
+}
+
+/// Byte-for-byte equality, at compile time.
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `Authorization`.
+pub static AUTHORIZATION: Known = Known::new("authorization");
+/// `Accept-Encoding`.
+pub static ACCEPT_ENCODING: Known = Known::new("accept-encoding");
+/// `Content-Type`.
+pub static CONTENT_TYPE: Known = Known::new("content-type");
+/// `Content-Length`.
+pub static CONTENT_LENGTH: Known = Known::new("content-length");
+/// `Content-Encoding`.
+pub static CONTENT_ENCODING: Known = Known::new("content-encoding");
+/// The decoded length of a compressed body.
+pub static DECODED_LENGTH: Known = Known::new(DECODED_LENGTH_HEADER);
+/// A session request's step number.
+pub static STEP: Known = Known::new(STEP_HEADER);
+/// Where a step sent again resumes its answer.
+pub static RESUME_FROM: Known = Known::new(RESUME_FROM_HEADER);
+/// Whether a LOAD DATA LOCAL piece is the last.
+pub static INFILE: Known = Known::new(INFILE_HEADER);
 
 /// What a stream message's head has no room for (forwarding headers, `Connection`).
 static NO_HEADERS: LazyLock<HeaderMap> = LazyLock::new(HeaderMap::new);
@@ -80,7 +138,7 @@ impl Incoming {
         let body = data.slice(at.body.clone());
         let head = Head::Message { data, method: at.method, path: at.path, headers: at.headers };
         let request = Self { head, body: Body::Whole(body) };
-        let declared = request.header(&http::header::CONTENT_LENGTH);
+        let declared = request.header(&CONTENT_LENGTH);
         let length = |v: &[u8]| {
             let digits = !v.is_empty() && v.iter().all(u8::is_ascii_digit);
             digits.then(|| std::str::from_utf8(v).ok()?.parse::<usize>().ok()).flatten()
@@ -125,33 +183,18 @@ impl Incoming {
         }
     }
 
-    /// The value of the first header `name`.
-    pub fn header(&self, name: &HeaderName) -> Option<&[u8]> {
-        match &self.head {
-            Head::Http(parts) => parts.headers.get(name).map(http::HeaderValue::as_bytes),
-            Head::Message { data, headers, .. } => {
-                let code = header_code(name.as_str());
-                let named = |at: &NameAt| match at {
-                    NameAt::Known(i) => Some(*i) == code,
-                    NameAt::Spelled(at) => data[at.clone()].eq_ignore_ascii_case(name.as_ref()),
-                };
-                let (_, value) = headers.iter().find(|(at, _)| named(at))?;
-                Some(&data[value.clone()])
-            }
-        }
+    /// The value of the first header `header`.
+    pub fn header(&self, header: &'static Known) -> Option<&[u8]> {
+        self.headers(header).next()
     }
 
-    /// The values of every header `name`, in order.
-    pub fn headers<'a>(&'a self, name: &'a HeaderName) -> impl Iterator<Item = &'a [u8]> + 'a {
+    /// The values of every header `header`, in order.
+    pub fn headers(&self, header: &'static Known) -> impl Iterator<Item = &[u8]> {
         let (http, message) = match &self.head {
-            Head::Http(parts) => (Some(parts.headers.get_all(name).iter()), None),
+            Head::Http(parts) => (Some(parts.headers.get_all(&header.name).iter()), None),
             Head::Message { data, headers, .. } => {
-                let code = header_code(name.as_str());
-                let named = move |at: &NameAt| match at {
-                    NameAt::Known(i) => Some(*i) == code,
-                    NameAt::Spelled(at) => data[at.clone()].eq_ignore_ascii_case(name.as_ref()),
-                };
-                let values = headers.iter().filter(move |(at, _)| named(at));
+                let named = |(at, _): &&HeaderAt| *at == NameAt::Known(header.code);
+                let values = headers.iter().filter(named);
                 (None, Some(values.map(|(_, value)| &data[value.clone()])))
             }
         };

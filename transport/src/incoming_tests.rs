@@ -1,7 +1,6 @@
 //! Unit tests of a request read the same way from either carrier.
 
 use bytes::Bytes;
-use http::HeaderName;
 use http_body_util::{BodyExt, Full};
 
 use super::*;
@@ -9,10 +8,6 @@ use super::*;
 /// A message made from a text head, as the sidecar makes them.
 fn message(head: &[u8], body: &[u8]) -> Bytes {
     Bytes::from(common::wire::request_from_text(head, body).expect("a head"))
-}
-
-fn name(name: &'static str) -> HeaderName {
-    HeaderName::from_static(name)
 }
 
 #[test]
@@ -25,10 +20,10 @@ fn a_message_is_read_in_place_as_its_request() {
     assert_eq!(req.method(), "DELETE");
     assert_eq!(req.path(), "/db/v1/sessions/ab12");
     assert_eq!(req.query(), Some("end=kill"));
-    assert_eq!(req.header(&name("x-tunnel-step")), Some(&b"7"[..]));
-    assert_eq!(req.header(&name("x-other")), Some(&b"o"[..]));
-    assert_eq!(req.header(&name("x-missing")), None);
-    let encodings: Vec<&[u8]> = req.headers(&http::header::ACCEPT_ENCODING).collect();
+    assert_eq!(req.header(&STEP), Some(&b"7"[..]));
+    assert_eq!(req.header(&CONTENT_LENGTH), Some(&b"3"[..]));
+    assert_eq!(req.header(&RESUME_FROM), None);
+    let encodings: Vec<&[u8]> = req.headers(&ACCEPT_ENCODING).collect();
     assert_eq!(encodings, [&b"gzip"[..], b"zstd"]);
     assert!(req.http_headers().is_empty());
     assert_eq!(req.http_version(), None);
@@ -52,8 +47,9 @@ fn an_http_request_is_read_as_a_message_is() {
         (req.method(), req.path(), req.query()),
         ("POST", "/db/v1/sessions/ab12/command", Some("x=1"))
     );
-    assert_eq!(req.header(&name("x-tunnel-step")), Some(&b"7"[..]));
-    assert_eq!(req.headers(&http::header::ACCEPT_ENCODING).count(), 2);
+    assert_eq!(req.header(&STEP), Some(&b"7"[..]));
+    assert_eq!(req.header(&RESUME_FROM), None);
+    assert_eq!(req.headers(&ACCEPT_ENCODING).count(), 2);
     assert_eq!(req.http_headers().len(), 3);
     assert_eq!(req.http_version(), Some(Version::HTTP_11));
     assert_eq!(req.body_len(), Some(3));
@@ -61,6 +57,23 @@ fn an_http_request_is_read_as_a_message_is() {
     let message = message(b"GET /v1/stream HTTP/1.1\r\n\r\n", b"");
     let req = Incoming::from_message(message, 16 * 1024).expect("a request");
     assert!(req.into_http().is_none(), "a message never upgrades");
+}
+
+#[test]
+fn each_known_header_has_the_code_of_its_name() {
+    for known in [
+        &AUTHORIZATION,
+        &ACCEPT_ENCODING,
+        &CONTENT_TYPE,
+        &CONTENT_LENGTH,
+        &CONTENT_ENCODING,
+        &DECODED_LENGTH,
+        &STEP,
+        &RESUME_FROM,
+        &INFILE,
+    ] {
+        assert_eq!(common::wire::header_code(known.name.as_str()), Some(known.code));
+    }
 }
 
 #[test]

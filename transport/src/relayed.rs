@@ -12,8 +12,7 @@ use common::wire::{
     PIPELINE_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, ZSTD,
     encode_packets, encode_turn, session_label,
 };
-use http::header::CONTENT_TYPE;
-use http::{HeaderName, HeaderValue, Response, StatusCode};
+use http::{HeaderValue, Response, StatusCode};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
@@ -23,7 +22,7 @@ use crate::http::{
     Budget, MAX_CONTROL_BODY, frames, millis, no_content, read_body, read_body_within,
 };
 use crate::identity::Caller;
-use crate::incoming::Incoming;
+use crate::incoming::{self, Incoming};
 use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
@@ -143,7 +142,7 @@ async fn login(
     let id = session.id.as_str();
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    let as_json = req.header(&CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
+    let as_json = req.header(&incoming::CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
     let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
     if as_json {
@@ -289,8 +288,7 @@ async fn infile(
 ) -> Result<Response<ResponseBody>, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    static INFILE: HeaderName = HeaderName::from_static(INFILE_HEADER);
-    let last = match req.header(&INFILE) {
+    let last = match req.header(&incoming::INFILE) {
         Some(b"end") => true,
         Some(b"more") => false,
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),

@@ -4,37 +4,32 @@
 
 use std::sync::Arc;
 
-use common::wire::{
-    ANSWER_CRC_HEADER, AnswerDigest, RESUME_FROM_HEADER, RESUMED_FROM_HEADER, STEP_HEADER,
-    session_label,
-};
-use http::{HeaderName, HeaderValue, Response, StatusCode};
+use common::wire::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER, session_label};
+use http::{HeaderValue, Response, StatusCode};
 use tracing::debug;
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{frames, no_content};
-use crate::incoming::Incoming;
+use crate::incoming::{self, Incoming, Known};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
 
 /// The step a request names, if any: the next one, or the last one again (a resume).
 pub fn step_request(req: &Incoming, session: &Session) -> Result<Option<StepRequest>, Error> {
     // (Names made once, not parsed each request.)
-    static STEP: HeaderName = HeaderName::from_static(STEP_HEADER);
-    static RESUME_FROM: HeaderName = HeaderName::from_static(RESUME_FROM_HEADER);
-    let number = |name: &HeaderName| -> Result<Option<u64>, Error> {
-        match req.header(name) {
+    let number = |header: &'static Known| -> Result<Option<u64>, Error> {
+        match req.header(header) {
             None => Ok(None),
             Some(v) => std::str::from_utf8(v)
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .map(Some)
-                .ok_or_else(|| Error::BadRequest(format!("{name} must be a number"))),
+                .ok_or_else(|| Error::BadRequest(format!("{} must be a number", header.name))),
         }
     };
-    let Some(step) = number(&STEP)? else { return Ok(None) };
-    Ok(Some(match number(&RESUME_FROM)? {
+    let Some(step) = number(&incoming::STEP)? else { return Ok(None) };
+    Ok(Some(match number(&incoming::RESUME_FROM)? {
         // Sent again, but it never began here: it runs now.
         Some(0) if step > session.resume.last_step() => StepRequest::Next(step),
         Some(from) => StepRequest::Again { step, from },

@@ -26,7 +26,6 @@ fn message(head: &[u8], body: &[u8]) -> Bytes {
 #[test]
 fn a_repeated_path_is_routed_once_and_what_changes_is_read_anew() {
     let mut repeated = Repeated::default();
-    let step_name = http::HeaderName::from_static("x-tunnel-step");
     let head = |method: &str, path: &str, step: &str| {
         message(
             format!("{method} {path} HTTP/1.1\r\nX-Tunnel-Step: {step}\r\n\r\n").as_bytes(),
@@ -42,7 +41,7 @@ fn a_repeated_path_is_routed_once_and_what_changes_is_read_anew() {
             parse_request(head(method, path, step), &mut repeated).expect("a request");
         assert_eq!(route, Route::parse(method, path), "{method} {path}");
         assert_eq!(req.path(), path);
-        assert_eq!(req.header(&step_name), Some(step.as_bytes()));
+        assert_eq!(req.header(&crate::incoming::STEP), Some(step.as_bytes()));
     }
     let refused =
         parse_request(message(b"POST /v1/re\x7flay HTTP/1.1\r\n\r\n", b""), &mut repeated);
