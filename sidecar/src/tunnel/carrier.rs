@@ -3,8 +3,8 @@
 //! refuses the upgrade is remembered for a while and logged once, with the nginx lines that
 //! would let it through.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::wire::{AFFINITY_HEADER, NGINX_STREAM_LINES, Route};
@@ -127,7 +127,7 @@ impl TunnelConn {
     /// of its affinity.
     pub(super) fn idle_connection(&self, plain: bool) -> Option<HttpConn> {
         let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let usable = |tied: &Option<String>| match tied {
+        let usable = |tied: &Option<Arc<str>>| match tied {
             None => true,
             Some(affinity) => !plain && *affinity == self.affinity,
         };

@@ -33,7 +33,7 @@ pub(super) struct Endpoint {
     /// New HTTP connections made (a metric).
     pub(super) connects: Counter,
     /// Idle connections, oldest first; a stream with the affinity it is tied to.
-    pub(super) idle: std::sync::Mutex<Vec<(Option<String>, HttpConn)>>,
+    pub(super) idle: std::sync::Mutex<Vec<(Option<Arc<str>>, HttpConn)>>,
     /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
     /// once it has told them.
     pub(super) silence_limit_ms: AtomicU64,

@@ -53,7 +53,7 @@ impl TunnelClient {
     /// answers only the token that opened it, even after the token is changed by a reload.
     pub fn connection_as(&self, affinity: &str, authorization: Credential) -> TunnelConn {
         let endpoint = self.0.clone();
-        let affinity = affinity.to_owned();
+        let affinity = Arc::from(affinity);
         TunnelConn { endpoint, http: None, affinity, authorization, steps: (String::new(), 0) }
     }
 }
@@ -63,7 +63,8 @@ impl TunnelClient {
 pub struct TunnelConn {
     endpoint: Arc<Endpoint>,
     http: Option<HttpConn>,
-    affinity: String,
+    /// Sent with every request (a hashing proxy routes by it); shared, not copied, each time.
+    affinity: Arc<str>,
     authorization: Credential,
     /// The session of the last step, and its number.
     steps: (String, u64),
@@ -167,15 +168,16 @@ impl TunnelConn {
         let affinity = self.affinity.clone();
         let mut head = ep.target().head(method, path);
         head.headers.extend([
-            ("Authorization", authorization),
-            ("Content-Type", content_type),
-            (AFFINITY_HEADER, affinity.as_str()),
+            // Lower case, as the stream's message codes are found first.
+            ("authorization", authorization),
+            ("content-type", content_type),
+            (AFFINITY_HEADER, &*affinity),
         ]);
         if let Some(id) = session {
             head.headers.push((SESSION_HEADER, id));
         }
         if ep.compress {
-            head.headers.push(("Accept-Encoding", ZSTD));
+            head.headers.push(("accept-encoding", ZSTD));
         }
         head.headers.extend(extra_headers.iter().map(|(name, value)| (*name, value.as_str())));
         // A body too large for a stream message travels as a plain request: the stream waits
@@ -294,7 +296,7 @@ impl TunnelConn {
         extra.push((STEP_HEADER, self.steps.1.to_string()));
         let body = match self.compressed(&body) {
             Some(packed) => {
-                extra.push(("Content-Encoding", ZSTD.to_owned()));
+                extra.push(("content-encoding", ZSTD.to_owned()));
                 extra.push((DECODED_LENGTH_HEADER, body.len().to_string()));
                 packed
             }
