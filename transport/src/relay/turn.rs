@@ -14,7 +14,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use common::wire::{FRAMING_OVERHEAD, TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::framing::{Framing, Tally};
@@ -85,10 +85,9 @@ pub struct Turn {
     guard: LinkGuard,
     framing: Framing,
     heartbeat_every: Duration,
-    /// Cancelled to cut the turn short (shutdown).
+    /// Cancelled to cut the turn short (shutdown); a waiting turn is woken by the link's
+    /// `cut_wait`.
     cut: CancellationToken,
-    /// Wakes a waiting turn when `cut` is cancelled; made the first time the turn waits.
-    cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     /// One per answer, oldest first: each is told how its answer went once it ends (the last
     /// once the turn ends, however it ends).
     on_end: VecDeque<OnEnd>,
@@ -152,7 +151,6 @@ impl Turn {
             framing,
             heartbeat_every,
             cut,
-            cut_wait: None,
             on_end: VecDeque::new(),
             passed: 0,
             reported: 0,
@@ -252,7 +250,7 @@ impl Turn {
                 }
                 Poll::Pending => {
                     let cut = &self.cut;
-                    let wait = self
+                    let wait = link
                         .cut_wait
                         .get_or_insert_with(|| Box::pin(cut.clone().cancelled_owned()));
                     if wait.as_mut().poll(cx).is_ready() {
