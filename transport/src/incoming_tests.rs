@@ -100,3 +100,85 @@ fn garbage_and_lies_are_refused() {
     let fine = message(b"POST /v1/relay HTTP/1.1\r\nX-A: a\tb\xc3\xa9\r\n\r\n", b"");
     assert!(Incoming::from_message(fine, 16 * 1024).is_ok());
 }
+
+/// Bytes drawn mostly from what a head holds, with the odd control or high byte.
+fn draw(next: &mut impl FnMut() -> u64, len: usize) -> Vec<u8> {
+    const USUAL: &[u8] = b"abcXYZ019-_/?=.: \t,;\"()";
+    (0..len)
+        .map(|_| match next() % 8 {
+            0 => next() as u8,
+            _ => USUAL[(next() % USUAL.len() as u64) as usize],
+        })
+        .collect()
+}
+
+#[test]
+fn a_message_is_taken_exactly_when_http_would_take_its_parts() {
+    let seed: u64 = std::env::var("SQLTUNNEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
+    println!("seed {seed}");
+    let mut state = seed | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut taken, mut refused) = (0, 0);
+    for _ in 0..20_000 {
+        let method = if next() % 4 == 0 { draw(&mut next, 4) } else { b"POST".to_vec() };
+        let mut path = b"/v1/".to_vec();
+        let len = (next() % 12) as usize;
+        path.extend(draw(&mut next, len));
+        let headers: Vec<(Vec<u8>, Vec<u8>)> = (0..next() % 4)
+            .map(|_| {
+                let name = match next() % 3 {
+                    0 => b"x-tunnel-step".to_vec(),
+                    1 => b"x-other".to_vec(),
+                    _ => {
+                        let len = 1 + (next() % 6) as usize;
+                        draw(&mut next, len)
+                    }
+                };
+                let len = (next() % 10) as usize;
+                (name, draw(&mut next, len))
+            })
+            .collect();
+        // The message, written field by field (names spelled out unless known).
+        let (Ok(method_text), Ok(path_text)) =
+            (std::str::from_utf8(&method), std::str::from_utf8(&path))
+        else {
+            continue;
+        };
+        let Ok(mut writer) = common::wire::HeadWriter::request(method_text, path_text, 0) else {
+            continue;
+        };
+        let mut names_ok = true;
+        for (name, value) in &headers {
+            match std::str::from_utf8(name) {
+                Ok(name) if writer.header(name, value).is_ok() => {}
+                _ => names_ok = false,
+            }
+        }
+        if !names_ok {
+            continue;
+        }
+        let message = Bytes::from(writer.finish().expect("a head"));
+        // What the http crate says of each part.
+        let http_takes = http::Method::from_bytes(&method).is_ok()
+            && path.iter().all(u8::is_ascii_graphic)
+            && headers.iter().all(|(name, value)| {
+                http::HeaderName::from_bytes(name).is_ok()
+                    && http::HeaderValue::from_bytes(value).is_ok()
+            });
+        let read = Incoming::from_message(message.clone(), 16 * 1024);
+        assert_eq!(read.is_ok(), http_takes, "seed {seed}: {message:?}");
+        if let Ok(req) = read {
+            taken += 1;
+            assert_eq!(req.method().as_bytes(), &method[..]);
+            assert_eq!(req.path_and_query().as_bytes(), &path[..]);
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(taken > 1_000 && refused > 1_000, "both kinds drawn: {taken} taken, {refused} refused");
+}
