@@ -92,7 +92,7 @@ impl HttpConn {
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
-        match self.silence.within(send(ws, message)).await {
+        match self.silence.within_ready_first(send(ws, message)).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }

@@ -31,6 +31,19 @@ impl Silence {
         self.limit = limit;
     }
 
+    /// [`Self::within`] for an operation that is mostly done at once (a write the socket
+    /// takes whole): tried first without reading the clock.
+    pub(super) async fn within_ready_first<T>(
+        &mut self,
+        op: impl Future<Output = io::Result<T>>,
+    ) -> io::Result<T> {
+        let mut op = std::pin::pin!(op);
+        match futures_util::FutureExt::now_or_never(&mut op) {
+            Some(done) => done,
+            None => self.within(op).await,
+        }
+    }
+
     /// Runs one socket operation within the limit.
     pub(super) async fn within<T>(
         &mut self,

@@ -14,10 +14,10 @@ use crate::protocol::split_payloads;
 impl TunnelConn {
     /// The frames of an answer whose head was read.
     pub(super) fn frames(&mut self, head: ResponseHead) -> Result<FrameStream<'_>, Error> {
-        let url = self.endpoint.url.clone();
         if head.content_type != FRAMES_CONTENT_TYPE {
             let detail =
                 format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
+            let url = self.endpoint.url.clone();
             return Err(Error::BadAnswer { url, status: head.status_line(), detail });
         }
         if self.http.is_none() {
@@ -25,12 +25,11 @@ impl TunnelConn {
         }
         let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
         let ended = head.status == 204;
-        let inflate = inflater(&head, &url)?;
+        let inflate = inflater(&head, &self.endpoint.url)?;
         Ok(FrameStream {
             tunnel: self,
             decoder,
             done: false,
-            url,
             pending: None,
             received: AnswerDigest::default(),
             ended,
@@ -121,7 +120,8 @@ impl FrameStream<'_> {
                 Ok(None) | Err(_) if self.pending.is_some() => self.resume().await?,
                 Ok(None) => self.done = true,
                 Err(e) => {
-                    return Err(Error::StreamBroken(format!("{e} (transport at {})", self.url)));
+                    let url = &self.tunnel.endpoint.url;
+                    return Err(Error::StreamBroken(format!("{e} (transport at {url})")));
                 }
             }
         }
@@ -161,7 +161,7 @@ impl FrameStream<'_> {
                 Error::NotResumed(e)
             })?;
         }
-        self.inflate = inflater(&head, &self.url)?;
+        self.inflate = inflater(&head, &self.tunnel.endpoint.url)?;
         self.pending = Some(pending);
         Ok(())
     }

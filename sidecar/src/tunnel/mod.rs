@@ -54,7 +54,8 @@ impl TunnelClient {
     pub fn connection_as(&self, affinity: &str, authorization: Credential) -> TunnelConn {
         let endpoint = self.0.clone();
         let affinity = Arc::from(affinity);
-        TunnelConn { endpoint, http: None, affinity, authorization, steps: (String::new(), 0) }
+        let steps = Steps::of("");
+        TunnelConn { endpoint, http: None, affinity, authorization, steps }
     }
 }
 
@@ -67,7 +68,23 @@ pub struct TunnelConn {
     affinity: Arc<str>,
     authorization: Credential,
     /// The session of the last step, and its number.
-    steps: (String, u64),
+    steps: Steps,
+}
+
+/// A session's steps: its id, the number of its last step, and the path of its commands, made
+/// once for the session (shared, not copied, by each step kept for a resend).
+#[derive(Debug)]
+struct Steps {
+    session: Arc<str>,
+    number: u64,
+    command_path: Arc<str>,
+}
+
+impl Steps {
+    fn of(session: &str) -> Self {
+        let command_path = Route::Command(session.to_owned()).path().into();
+        Self { session: session.into(), number: 0, command_path }
+    }
 }
 
 /// A request to the transport.
@@ -96,9 +113,9 @@ impl<'a> Outgoing<'a> {
 /// A step's request, kept to be sent again if its connection breaks.
 #[derive(Debug)]
 struct Pending {
-    path: String,
+    path: Arc<str>,
     content_type: &'static str,
-    session: String,
+    session: Arc<str>,
     body: bytes::Bytes,
     /// Extra headers, the step number's included.
     extra: Vec<(&'static str, String)>,
@@ -271,29 +288,30 @@ impl TunnelConn {
         session: &str,
         step: RelayStep<'_>,
     ) -> Result<FrameStream<'_>, Error> {
+        if *self.steps.session != *session {
+            self.steps = Steps::of(session);
+        }
+        self.steps.number += 1;
         let mut content_type = PACKETS_CONTENT_TYPE;
+        let other_path = |route: Route| Arc::<str>::from(route.path());
         let (path, body, mut extra) = match step {
-            RelayStep::Login(payload) => (Route::Login(session.to_owned()).path(), payload, vec![]),
+            RelayStep::Login(payload) => {
+                (other_path(Route::Login(session.into())), payload, vec![])
+            }
             RelayStep::LoginAs(login) => {
                 let json =
                     serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
                 content_type = JSON_CONTENT_TYPE;
-                (Route::Login(session.to_owned()).path(), Bytes::from(json), vec![])
+                (other_path(Route::Login(session.into())), Bytes::from(json), vec![])
             }
-            RelayStep::Command(packets) => {
-                (Route::Command(session.to_owned()).path(), packets, vec![])
-            }
+            RelayStep::Command(packets) => (self.steps.command_path.clone(), packets, vec![]),
             RelayStep::File { packets, last } => (
-                Route::Infile(session.to_owned()).path(),
+                other_path(Route::Infile(session.into())),
                 packets,
                 vec![(INFILE_HEADER, if last { "end" } else { "more" }.to_owned())],
             ),
         };
-        if self.steps.0 != session {
-            self.steps = (session.to_owned(), 0);
-        }
-        self.steps.1 += 1;
-        extra.push((STEP_HEADER, self.steps.1.to_string()));
+        extra.push((STEP_HEADER, self.steps.number.to_string()));
         let body = match self.compressed(&body) {
             Some(packed) => {
                 extra.push(("content-encoding", ZSTD.to_owned()));
@@ -302,7 +320,8 @@ impl TunnelConn {
             }
             None => body,
         };
-        let pending = Pending { extra, path, content_type, session: session.to_owned(), body };
+        let session = self.steps.session.clone();
+        let pending = Pending { extra, path, content_type, session, body };
         // A broken connection (a stale kept-alive one too) is the resume's to send again.
         let sent = self.send(pending.outgoing(&pending.extra)).await.map(|(head, _)| head);
         let head = match sent {
@@ -345,7 +364,6 @@ pub struct FrameStream<'a> {
     tunnel: &'a mut TunnelConn,
     decoder: FrameDecoder,
     done: bool,
-    url: String,
     /// The step's request, to send again if the connection breaks mid-answer.
     pending: Option<Pending>,
     /// The answer received so far: its length and CRC.
