@@ -1,14 +1,20 @@
 //! Behind nginx, with `trusted_proxies`, the transport knows each client by the address nginx
 //! forwards: one client guessing tokens is slowed down, another is not, and the log names
-//! each. Without it, everyone behind nginx is nginx's address.
+//! each, over plain requests and over streams. Without it, everyone behind nginx is nginx's
+//! address.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::wire::{STREAM_PROTOCOL, read_answer, request_from_text};
 use e2e::nginx::{Nginx, example_config};
 use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{mysql_port, within};
+use e2e::{TOKEN, mysql_port, within};
+use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 /// A request with a wrong token from source address `from` to nginx; the status and how long
 /// the answer took.
@@ -76,6 +82,64 @@ async fn without_trusted_proxies_everyone_is_nginx() {
         let log = std::fs::read_to_string(&transport.log).unwrap_or_default();
         assert!(!log.contains("127.0.0.2") && !log.contains("127.0.0.3"), "{log}");
         assert!(log.contains("peer=127.0.0.1"), "the log names nginx: {log}");
+    })
+    .await;
+}
+
+/// A stream opened through nginx from source address `from` with the right token.
+async fn stream_from(from: &str, nginx: u16) -> WebSocketStream<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{from}:0").parse::<SocketAddr>().expect("addr")).expect("bind");
+    let tcp = socket.connect(([127, 0, 0, 1], nginx).into()).await.expect("connect");
+    let url = format!("ws://127.0.0.1:{nginx}/db-tunnel/v1/stream");
+    let mut request = url.into_client_request().expect("request");
+    let headers = request.headers_mut();
+    headers.insert("authorization", format!("Bearer {TOKEN}").parse().expect("header"));
+    headers.insert("sec-websocket-protocol", STREAM_PROTOCOL.parse().expect("header"));
+    let (ws, response) = tokio_tungstenite::client_async(request, tcp).await.expect("upgrade");
+    assert_eq!(response.status(), 101);
+    ws
+}
+
+/// A message with a wrong token on `ws`; its status and how long its answer took.
+async fn guess_on(ws: &mut WebSocketStream<tokio::net::TcpStream>) -> (u16, Duration) {
+    let head =
+        b"POST /db-tunnel/v1/keepalive HTTP/1.1\r\nAuthorization: Bearer wrong-guess\r\n\r\n";
+    let message = request_from_text(head, b"{}").expect("a message");
+    let started = Instant::now();
+    ws.send(Message::Binary(message.into())).await.expect("send");
+    let first = match ws.next().await {
+        Some(Ok(Message::Binary(first))) => first,
+        other => panic!("no answer: {other:?}"),
+    };
+    let answer = read_answer(&first).expect("an answer head");
+    let mut more = answer.more;
+    while more {
+        more = matches!(ws.next().await, Some(Ok(Message::Binary(piece))) if !piece.is_empty());
+    }
+    (answer.status, started.elapsed())
+}
+
+#[tokio::test]
+async fn a_stream_is_known_by_the_client_its_upgrade_came_from() {
+    within(90, async {
+        let (transport, _nginx, port) =
+            behind_nginx("trusted_proxies: [127.0.0.1]\n", "trusted-stream").await;
+        // A stream's messages carry no forwarding headers: its upgrade's stand for them.
+        let mut guesser = stream_from("127.0.0.2", port).await;
+        let mut last = Duration::ZERO;
+        for _ in 0..12 {
+            let (status, took) = guess_on(&mut guesser).await;
+            assert_eq!(status, 401);
+            last = took;
+        }
+        assert!(last >= Duration::from_millis(300), "the guesser is slowed down: {last:?}");
+        let mut other = stream_from("127.0.0.3", port).await;
+        let (status, took) = guess_on(&mut other).await;
+        assert_eq!(status, 401);
+        assert!(took < last / 2, "another client's stream waited {took:?} (the guesser {last:?})");
+        let log = std::fs::read_to_string(&transport.log).unwrap_or_default();
+        assert!(log.contains("127.0.0.2"), "the log names the guesser: {log}");
     })
     .await;
 }

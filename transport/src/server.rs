@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use common::cli::Reloads;
 
+use crate::client_addr::client_ip;
 use crate::config::TransportConfig;
 use crate::identity::LastCaller;
 use crate::state::AppState;
@@ -105,10 +106,18 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
+                // A stream's messages carry no forwarding headers: the client its upgrade came
+                // from (as a trusted proxy says) stands for them.
+                let client = if req.headers().contains_key(http::header::UPGRADE) {
+                    let trusted = &state.config().trusted_proxies;
+                    SocketAddr::new(client_ip(peer.ip(), req.headers(), trusted), peer.port())
+                } else {
+                    peer
+                };
                 let mut response = api::handle(state.clone(), peer, req, &last).await;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
                     let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    streams.spawn(carry_stream(state, peer, upgrading, (slot, closing), last));
+                    streams.spawn(carry_stream(state, client, upgrading, (slot, closing), last));
                 }
                 Ok::<_, std::convert::Infallible>(response)
             }
@@ -161,7 +170,7 @@ pub async fn run_with_reloads(
 }
 
 /// Carries an upgraded connection's stream: each message is a request for
-/// [`api::handle_routed`].
+/// [`api::handle_routed`] from `peer`, the client the upgrade came from.
 /// The stream holds its HTTP connection's place in `max_connections` (`slot`).
 async fn carry_stream(
     state: Arc<AppState>,
