@@ -151,10 +151,10 @@ impl Incoming {
 
     /// The method and path of a stream message, as they came: what it asks for, as bytes to
     /// compare (empty for an HTTP request).
-    pub fn target(&self) -> Bytes {
+    pub fn target(&self) -> &[u8] {
         match &self.head {
-            Head::Http(_) => Bytes::new(),
-            Head::Message { data, method, path, .. } => data.slice(method.start..path.end),
+            Head::Http(_) => &[],
+            Head::Message { data, method, path, .. } => &data[method.start..path.end],
         }
     }
 

@@ -167,21 +167,21 @@ where
 /// again: most of a session's requests repeat their method and path.
 #[derive(Default)]
 struct Repeated {
-    /// The last method and path (and query), and their route.
-    target: Option<(Bytes, Route)>,
+    /// The last method and path (and query), copied (a slice would keep the whole last
+    /// message, a file piece's too, while the stream idles), and their route.
+    target: Option<(Vec<u8>, Route)>,
 }
 
 /// A request message, read in place, and its route.
 fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incoming), Error> {
     let req = Incoming::from_message(data, MAX_HEAD_BYTES)?;
-    let target = req.target();
     if let Some((last, route)) = &repeated.target
-        && *last == target
+        && last[..] == *req.target()
     {
         return Ok((route.clone(), req));
     }
     let route = Route::parse(req.method(), req.path());
-    repeated.target = Some((target, route.clone()));
+    repeated.target = Some((req.target().to_vec(), route.clone()));
     Ok((route, req))
 }
 

@@ -392,3 +392,7 @@ fn header<'a>(headers: &'a [httparse::Header<'_>], name: &str) -> Option<&'a str
         .find(|h| h.name.eq_ignore_ascii_case(name))
         .and_then(|h| std::str::from_utf8(h.value).ok())
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;
