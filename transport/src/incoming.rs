@@ -115,7 +115,7 @@ impl Incoming {
         let bad = |what: &str| Error::BadRequest(format!("a stream message {what}"));
         let at = read_request(&data).map_err(|e| bad(&format!("is not a request ({e})")))?;
         if at.body.start > max_head {
-            return Err(bad("has a head over 16 KiB"));
+            return Err(bad(&format!("has a head over {} KiB", max_head / 1024)));
         }
         let method = &data[at.method.clone()];
         if method.is_empty() || !method.iter().all(|b| is_token(*b)) {

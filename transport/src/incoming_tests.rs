@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
 use super::*;
+use crate::seeded::Draw;
 
 /// A message made from a text head, as the sidecar makes them.
 fn message(head: &[u8], body: &[u8]) -> Bytes {
@@ -102,45 +103,37 @@ fn garbage_and_lies_are_refused() {
 }
 
 /// Bytes drawn mostly from what a head holds, with the odd control or high byte.
-fn draw(next: &mut impl FnMut() -> u64, len: usize) -> Vec<u8> {
+fn draw(draw: &mut Draw, len: usize) -> Vec<u8> {
     const USUAL: &[u8] = b"abcXYZ019-_/?=.: \t,;\"()";
     (0..len)
-        .map(|_| match next() % 8 {
-            0 => next() as u8,
-            _ => USUAL[(next() % USUAL.len() as u64) as usize],
+        .map(|_| match draw.below(8) {
+            0 => draw.next() as u8,
+            _ => USUAL[draw.below(USUAL.len())],
         })
         .collect()
 }
 
 #[test]
 fn a_message_is_taken_exactly_when_http_would_take_its_parts() {
-    let seed: u64 = std::env::var("SQLTUNNEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
-    println!("seed {seed}");
-    let mut state = seed | 1;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = Draw::seeded("messages against the http crate");
     let (mut taken, mut refused) = (0, 0);
     for _ in 0..20_000 {
-        let method = if next() % 4 == 0 { draw(&mut next, 4) } else { b"POST".to_vec() };
+        let method = if rng.below(4) == 0 { draw(&mut rng, 4) } else { b"POST".to_vec() };
         let mut path = b"/v1/".to_vec();
-        let len = (next() % 12) as usize;
-        path.extend(draw(&mut next, len));
-        let headers: Vec<(Vec<u8>, Vec<u8>)> = (0..next() % 4)
+        let len = rng.below(12);
+        path.extend(draw(&mut rng, len));
+        let headers: Vec<(Vec<u8>, Vec<u8>)> = (0..rng.below(4))
             .map(|_| {
-                let name = match next() % 3 {
+                let name = match rng.below(3) {
                     0 => b"x-tunnel-step".to_vec(),
                     1 => b"x-other".to_vec(),
                     _ => {
-                        let len = 1 + (next() % 6) as usize;
-                        draw(&mut next, len)
+                        let len = 1 + rng.below(6);
+                        draw(&mut rng, len)
                     }
                 };
-                let len = (next() % 10) as usize;
-                (name, draw(&mut next, len))
+                let len = rng.below(10);
+                (name, draw(&mut rng, len))
             })
             .collect();
         // The message, written field by field (names spelled out unless known).
@@ -171,7 +164,7 @@ fn a_message_is_taken_exactly_when_http_would_take_its_parts() {
                     && http::HeaderValue::from_bytes(value).is_ok()
             });
         let read = Incoming::from_message(message.clone(), 16 * 1024);
-        assert_eq!(read.is_ok(), http_takes, "seed {seed}: {message:?}");
+        assert_eq!(read.is_ok(), http_takes, "{message:?}");
         if let Ok(req) = read {
             taken += 1;
             assert_eq!(req.method().as_bytes(), &method[..]);

@@ -2,37 +2,13 @@
 //! or, where the change leaves the signed text as it was, names the same person with the same
 //! access, never anyone else; random sets of static tokens each find their own identity.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::config::Secret;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 
 use super::{Access, Identities, IdentityConfig, OidcConfig};
-
-/// A small seeded generator (xorshift64*), so a failure can be replayed from its seed.
-struct Draw(u64);
-
-impl Draw {
-    fn seeded(name: &str) -> Self {
-        let seed = std::env::var("SQLTUNNEL_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
-            });
-        println!("{name}: seed {seed} (SQLTUNNEL_SEED={seed} to replay)");
-        Draw(seed)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
-}
+use crate::seeded::Draw;
 
 /// An `Authorization` value with `token`.
 fn bearer(token: &str) -> Vec<u8> {
