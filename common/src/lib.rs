@@ -6,9 +6,11 @@ pub mod config;
 pub mod error;
 pub mod mysql;
 pub mod runtime;
+pub mod seeded;
 pub mod stream;
 pub mod telemetry;
 pub mod tls;
+pub mod websocket;
 pub mod wheel;
 
 pub mod wire;

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
 use super::*;
-use crate::seeded::Draw;
+use common::seeded::Draw;
 
 /// A message made from a text head, as the sidecar makes them.
 fn message(head: &[u8], body: &[u8]) -> Bytes {
@@ -107,7 +107,7 @@ fn draw(draw: &mut Draw, len: usize) -> Vec<u8> {
     const USUAL: &[u8] = b"abcXYZ019-_/?=.: \t,;\"()";
     (0..len)
         .map(|_| match draw.below(8) {
-            0 => draw.next() as u8,
+            0 => draw.bits() as u8,
             _ => USUAL[draw.below(USUAL.len())],
         })
         .collect()

@@ -35,9 +35,6 @@ pub mod state;
 pub mod steps;
 pub mod stream;
 
-#[cfg(test)]
-mod seeded;
-
 pub use config::TransportConfig;
 pub use error::Error;
 pub use server::{run, run_with_reloads};

@@ -6,8 +6,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::websocket::{MessageSocket, Payload, Role, accept_key};
 use common::wire::{HeadWriter, MAX_HEAD_BYTES, Route, STREAM_PROTOCOL};
-use futures_util::{FutureExt, SinkExt, StreamExt};
+use futures_util::FutureExt;
 use http::header::SEC_WEBSOCKET_VERSION;
 use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
 use http::header::{SEC_WEBSOCKET_ACCEPT, UPGRADE};
@@ -17,10 +18,6 @@ use hyper::body::Body;
 use hyper::upgrade::{OnUpgrade, Upgraded};
 use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
@@ -31,6 +28,10 @@ use crate::incoming::Incoming;
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
+
+/// Bytes of answer messages queued before they are written: several pieces of a large answer
+/// go in one write.
+const WRITE_ROOM: usize = 32 * 1024;
 
 /// An accepted upgrade, riding in the `101` answer's extensions to the connection's task,
 /// which carries the stream once hyper hands the socket over.
@@ -64,7 +65,7 @@ pub fn accept(mut req: Request<RequestBody>) -> Result<Response<ResponseBody>, E
     let key = headers
         .get(SEC_WEBSOCKET_KEY)
         .ok_or(Error::UpgradeRequired("Sec-WebSocket-Key is missing"))?;
-    let accept = derive_accept_key(key.as_bytes());
+    let accept = accept_key(key.as_bytes());
     let upgrading = req
         .extensions_mut()
         .remove::<OnUpgrade>()
@@ -103,16 +104,7 @@ pub async fn serve<F, Fut>(
     Fut: Future<Output = Response<ResponseBody>>,
 {
     let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
-    // Reads of 4 KiB (not 128): an idle stream, kept by a sidecar for its next session,
-    // costs little, and requests are small. (tungstenite zeroes the room of a read before
-    // each attempt, the one that finds nothing too: 16 KiB cost more than the rest of a
-    // command's reading, measured with callgrind.)
-    let config = WebSocketConfig::default()
-        .read_buffer_size(4 * 1024)
-        .max_message_size(Some(largest))
-        .max_frame_size(Some(largest));
-    let io = TokioIo::new(upgraded);
-    let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    let mut ws = MessageSocket::new(TokioIo::new(upgraded), Role::Server, largest, WRITE_ROOM);
     // One timer and one wait for the shutdown for the whole stream, not one each message:
     // the timer, once due, is put off to `idle` after the wait began, unless that has passed.
     let mut closed = std::pin::pin!(closing.cancelled());
@@ -120,29 +112,30 @@ pub async fn serve<F, Fut>(
     let mut repeated = Repeated::default();
     loop {
         let waiting_since = Instant::now();
-        let next = loop {
-            tokio::select! {
-                biased;
-                next = ws.next() => break next,
-                () = &mut closed => return close(ws).await,
-                () = &mut idle => {
-                    let due = waiting_since + limits.idle;
-                    if Instant::now() >= due {
-                        debug!("a stream idle for idle_timeout: closed");
-                        return close(ws).await;
+        // The read lives across the timer's resets: a read given up half-way loses its frame.
+        let next = {
+            let mut read = std::pin::pin!(ws.next());
+            loop {
+                tokio::select! {
+                    biased;
+                    next = &mut read => break Some(next),
+                    () = &mut closed => break None,
+                    () = &mut idle => {
+                        let due = waiting_since + limits.idle;
+                        if Instant::now() >= due {
+                            debug!("a stream idle for idle_timeout: closed");
+                            break None;
+                        }
+                        idle.as_mut().reset(due);
                     }
-                    idle.as_mut().reset(due);
                 }
             }
         };
         let data = match next {
-            Some(Ok(Message::Binary(data))) => data,
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Close(_))) | None => break,
-            Some(Ok(Message::Text(_) | Message::Frame(_))) => {
-                return debug!("a stream sent a message that is not binary: closed");
-            }
+            Some(Ok(Some(data))) => data,
+            Some(Ok(None)) => break,
             Some(Err(e)) => return debug!(error = %e, "a stream broke"),
+            None => break,
         };
         let response = match parse_request(data, &mut repeated) {
             Ok((route, req)) => answer(route, req).await,
@@ -156,11 +149,11 @@ pub async fn serve<F, Fut>(
 }
 
 /// Sends the closing handshake (or answers the sidecar's), bounded.
-async fn close<S>(mut ws: WebSocketStream<S>)
+async fn close<S>(mut ws: MessageSocket<S>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    drop(tokio::time::timeout(Duration::from_secs(1), SinkExt::close(&mut ws)).await);
+    drop(tokio::time::timeout(Duration::from_secs(1), ws.close()).await);
 }
 
 /// The route of a stream's last request message, to be taken again without being parsed
@@ -190,10 +183,10 @@ fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incomin
 /// body (several sent in one write when they are ready together) and the empty message that
 /// ends it. A sidecar that takes nothing for `idle` is given up.
 async fn write_response<S>(
-    ws: &mut WebSocketStream<S>,
+    ws: &mut MessageSocket<S>,
     response: Response<ResponseBody>,
     idle: Duration,
-) -> Result<(), WsError>
+) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -207,11 +200,11 @@ where
     let first = data.split_to(data.len().min(MAX_MESSAGE_DATA));
     let mut head = HeadWriter::answer(parts.status.as_u16(), !whole, first.len());
     for (name, value) in &parts.headers {
-        head.header(name.as_str(), value.as_bytes()).map_err(|e| WsError::Io(io_error(e)))?;
+        head.header(name.as_str(), value.as_bytes()).map_err(io_error)?;
     }
-    let mut message = head.finish().map_err(|e| WsError::Io(io_error(e)))?;
+    let mut message = head.finish().map_err(io_error)?;
     message.extend_from_slice(&first);
-    feed(ws, Message::Binary(message.into()), idle).await?;
+    feed(ws, Payload::Owned(message), idle).await?;
     if whole {
         return flush(ws, idle).await;
     }
@@ -220,7 +213,7 @@ where
         // answer progress over connections that break often (and resume from there).
         while !data.is_empty() {
             let piece = data.split_to(data.len().min(MAX_MESSAGE_DATA));
-            feed(ws, Message::Binary(piece), idle).await?;
+            feed(ws, Payload::Borrowed(&piece), idle).await?;
         }
         let frame = match body.frame().now_or_never() {
             Some(frame) => frame,
@@ -232,7 +225,7 @@ where
         let Some(Ok(frame)) = frame else { break };
         data = frame.into_data().unwrap_or_default();
     }
-    feed(ws, Message::Binary(Bytes::new()), idle).await?;
+    feed(ws, Payload::Borrowed(&[]), idle).await?;
     flush(ws, idle).await
 }
 
@@ -243,10 +236,10 @@ fn io_error(e: common::Error) -> std::io::Error {
 
 /// Queues a message; waits (at most `idle`) only when the socket takes nothing.
 async fn feed<S>(
-    ws: &mut WebSocketStream<S>,
-    message: Message,
+    ws: &mut MessageSocket<S>,
+    message: Payload<'_>,
     idle: Duration,
-) -> Result<(), WsError>
+) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -254,7 +247,7 @@ where
 }
 
 /// Sends what is queued; waits (at most `idle`) only when the socket takes nothing.
-async fn flush<S>(ws: &mut WebSocketStream<S>, idle: Duration) -> Result<(), WsError>
+async fn flush<S>(ws: &mut MessageSocket<S>, idle: Duration) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -264,15 +257,15 @@ where
 /// `op`, given up after `idle`; no timer is set when it completes at once.
 async fn within<T>(
     idle: Duration,
-    op: impl Future<Output = Result<T, WsError>>,
-) -> Result<T, WsError> {
+    op: impl Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
     let mut op = std::pin::pin!(op);
     if let Some(done) = (&mut op).now_or_never() {
         return done;
     }
     tokio::time::timeout(idle, op)
         .await
-        .unwrap_or_else(|_| Err(WsError::Io(std::io::ErrorKind::TimedOut.into())))
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 
 #[cfg(test)]

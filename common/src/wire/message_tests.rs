@@ -1,6 +1,7 @@
 //! Unit tests of the compact message head: round trips, and garbage refused without panics.
 
 use super::*;
+use crate::seeded::Draw;
 
 #[test]
 fn a_request_reads_back_as_written() {
@@ -57,15 +58,8 @@ fn garbage_is_refused_whatever_its_bytes() {
     for cut in 0..good.len() {
         assert!(read_request(&good[..cut]).is_err(), "cut at {cut}");
     }
-    let seed: u64 = std::env::var("SQLTUNNEL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
-    println!("seed {seed}");
-    let mut state = seed | 1;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut draw = Draw::seeded("garbage messages");
+    let mut next = || draw.bits();
     for _ in 0..20_000 {
         let len = (next() % 64) as usize;
         let mut data: Vec<u8> = (0..len).map(|_| next() as u8).collect();

@@ -8,15 +8,14 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::stream::MaybeTls;
+use common::stream::{MaybeTls, Prefixed};
+use common::websocket::MessageSocket;
 use common::wire::{
     ANSWER_CRC_HEADER, HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
     RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
 };
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
-
-use tokio_tungstenite::WebSocketStream;
 
 use super::body::{BodyDecoder, Decoded};
 use super::head::RequestHead;
@@ -31,7 +30,7 @@ pub(super) enum Carrier {
     /// One HTTP/1.1 request each.
     Http(Stream),
     /// As messages on the connection upgraded to a WebSocket stream.
-    Messages(Box<WebSocketStream<Stream>>),
+    Messages(Box<MessageSocket<Prefixed<Stream>>>),
     /// Neither: an upgrade failed half-way.
     Lost,
 }
@@ -220,9 +219,9 @@ impl HttpConn {
 
     /// True when the previous answer was read to its end and the connection may be reused.
     pub fn reusable(&self) -> bool {
-        match self.carrier {
+        match &self.carrier {
             Carrier::Http(_) => self.keep_alive && self.body.is_done() && self.buf.is_empty(),
-            Carrier::Messages(_) => self.keep_alive && !self.message_body,
+            Carrier::Messages(ws) => self.keep_alive && !self.message_body && ws.is_intact(),
             Carrier::Lost => false,
         }
     }

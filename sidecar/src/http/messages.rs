@@ -6,15 +6,11 @@ use std::io;
 
 use base64::Engine;
 use bytes::Bytes;
+use common::stream::Prefixed;
+use common::websocket::{MessageSocket, Payload, Role, accept_key};
 use common::wire::{
     HEADER_NAMES, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_answer, request_from_text,
 };
-use futures_util::{SinkExt, StreamExt};
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::body::BodyDecoder;
 use super::conn::{Carrier, HttpConn, ResponseHead, Stream};
@@ -58,14 +54,14 @@ impl HttpConn {
             return Ok(Some((answer, body)));
         }
         let (accept, protocol) = &answer.upgrade;
-        if *accept != derive_accept_key(key.as_bytes()) || protocol != STREAM_PROTOCOL {
+        if *accept != accept_key(key.as_bytes()) || protocol != STREAM_PROTOCOL {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "a bad WebSocket upgrade"));
         }
         let Carrier::Http(stream) = std::mem::replace(&mut self.carrier, Carrier::Lost) else {
             return Err(io::Error::other("upgraded twice"));
         };
-        let read_ahead = self.buf.split().to_vec();
-        self.carrier = Carrier::Messages(Box::new(upgraded(stream, read_ahead).await));
+        let read_ahead = self.buf.split().freeze();
+        self.carrier = Carrier::Messages(Box::new(upgraded(stream, read_ahead)));
         self.keep_alive = true;
         Ok(None)
     }
@@ -147,48 +143,21 @@ impl HttpConn {
 }
 
 /// The upgraded connection, with the bytes already read past the `101` head.
-async fn upgraded(stream: Stream, read_ahead: Vec<u8>) -> WebSocketStream<Stream> {
-    let config = WebSocketConfig::default()
-        // tungstenite zeroes the room of a read before each attempt: 8 KiB holds two of the
-        // transport's pieces of an answer and costs half of 16 KiB (callgrind).
-        .read_buffer_size(8 * 1024)
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE));
-    WebSocketStream::from_partially_read(stream, read_ahead, Role::Client, Some(config)).await
+fn upgraded(stream: Stream, read_ahead: Bytes) -> MessageSocket<Prefixed<Stream>> {
+    // A request is one message, sent at once: the room only gathers its frame's head and body.
+    MessageSocket::new(Prefixed::new(read_ahead, stream), Role::Client, MAX_MESSAGE, 8 * 1024)
 }
 
 /// Sends a request message.
-async fn send(ws: &mut WebSocketStream<Stream>, message: Vec<u8>) -> io::Result<()> {
-    ws.send(Message::Binary(message.into())).await.map_err(into_io)
+async fn send(ws: &mut MessageSocket<Prefixed<Stream>>, message: Vec<u8>) -> io::Result<()> {
+    ws.feed(Payload::Owned(message)).await?;
+    ws.flush().await
 }
 
-/// The next data message. A stream that ends or is closed is `ConnectionAborted`.
-async fn next(ws: &mut WebSocketStream<Stream>) -> io::Result<Bytes> {
-    loop {
-        match ws.next().await {
-            Some(Ok(Message::Binary(data))) => return Ok(data),
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-            Some(Ok(Message::Close(_))) | None => {
-                return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "the stream closed"));
-            }
-            Some(Ok(_)) => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "a non-binary message"));
-            }
-            Some(Err(e)) => return Err(into_io(e)),
-        }
-    }
-}
-
-/// A WebSocket error as the I/O error the HTTP carrier would have met.
-fn into_io(e: WsError) -> io::Error {
-    match e {
-        WsError::Io(e) => e,
-        WsError::ConnectionClosed | WsError::AlreadyClosed => {
-            io::Error::new(io::ErrorKind::ConnectionAborted, "the stream closed")
-        }
-        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => {
-            io::Error::new(io::ErrorKind::UnexpectedEof, "the stream broke")
-        }
-        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
-    }
+/// The next data message. A stream that is closed is `ConnectionAborted`; one that ends
+/// without a close is `UnexpectedEof`.
+async fn next(ws: &mut MessageSocket<Prefixed<Stream>>) -> io::Result<Bytes> {
+    ws.next()
+        .await?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::ConnectionAborted, "the stream closed"))
 }

@@ -8,7 +8,7 @@ use common::config::Secret;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 
 use super::{Access, Identities, IdentityConfig, OidcConfig};
-use crate::seeded::Draw;
+use common::seeded::Draw;
 
 /// An `Authorization` value with `token`.
 fn bearer(token: &str) -> Vec<u8> {

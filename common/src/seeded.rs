@@ -1,4 +1,4 @@
-//! A small seeded generator for the unit tests' random draws (xorshift64*): the seed comes
+//! A small seeded generator for the tests' random draws (xorshift64*): the seed comes
 //! from `SQLTUNNEL_SEED`, else the clock, and is printed, so a failure can be replayed.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -20,7 +20,7 @@ impl Draw {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn bits(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -29,6 +29,6 @@ impl Draw {
 
     /// A number below `n`.
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() >> 33) as usize % n
+        (self.bits() >> 33) as usize % n
     }
 }
