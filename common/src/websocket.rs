@@ -3,14 +3,22 @@
 //! queued and sent in one write.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
 use fastwebsockets::{Frame, OpCode, WebSocket, WebSocketError};
 use sha1::{Digest, Sha1};
-use tokio::io::{AsyncRead, AsyncWrite, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, BufWriter, ReadBuf};
 
 pub use fastwebsockets::{Payload, Role};
+
+/// Most bytes one read takes from the socket. The framer reads into all the room its buffer
+/// has, and grows the buffer when what it read ahead leaves no room for the next frame.
+/// Uncapped, that buffer grew with a long answer: a 100 MB result raised the sidecar's peak
+/// memory by 60 MB (`tests/streaming.rs`); capped, by nothing measurable.
+const MAX_READ: usize = 16 * 1024;
 
 /// The GUID a `Sec-WebSocket-Accept` is derived with (RFC 6455 §1.3).
 const ACCEPT_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -28,7 +36,7 @@ pub fn accept_key(key: &[u8]) -> String {
 /// Reading is not cancel-safe: a read given up half-way (a timeout) leaves the framing
 /// unknown, and [`Self::is_intact`] then says the connection is not to be used again.
 pub struct MessageSocket<S> {
-    ws: WebSocket<BufWriter<S>>,
+    ws: WebSocket<BufWriter<CappedReads<S>>>,
     /// The fragments of a message that arrived in several frames, gathered until its last.
     gathering: Option<BytesMut>,
     /// Largest message taken.
@@ -47,7 +55,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageSocket<S> {
     /// Carries messages of at most `max_message` bytes on `stream`, whose upgrade is done, as
     /// `role`. Queued messages are sent when `write_room` bytes are waiting, or at a flush.
     pub fn new(stream: S, role: Role, max_message: usize, write_room: usize) -> Self {
-        let mut ws = WebSocket::after_handshake(BufWriter::with_capacity(write_room, stream), role);
+        let stream = BufWriter::with_capacity(
+            write_room,
+            CappedReads { socket: stream, scratch: Vec::new() },
+        );
+        let mut ws = WebSocket::after_handshake(stream, role);
         // Pings are answered here, with a flush; a peer's close is answered by the crate
         // and sent at the next flush.
         ws.set_auto_pong(false);
@@ -135,6 +147,49 @@ impl<S: AsyncRead + AsyncWrite + Unpin> MessageSocket<S> {
             Err(e) => return Err(into_io(e)),
         }
         self.flush().await
+    }
+}
+
+/// A socket whose reads take at most [`MAX_READ`] bytes each: a larger room is filled through
+/// a scratch buffer (initialised once, so nothing is zeroed per read).
+struct CappedReads<S> {
+    socket: S,
+    scratch: Vec<u8>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for CappedReads<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if buf.remaining() <= MAX_READ {
+            return Pin::new(&mut this.socket).poll_read(cx, buf);
+        }
+        this.scratch.resize(MAX_READ, 0);
+        let mut capped = ReadBuf::new(&mut this.scratch);
+        let polled = Pin::new(&mut this.socket).poll_read(cx, &mut capped);
+        buf.put_slice(capped.filled());
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for CappedReads<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.socket).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.socket).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.socket).poll_shutdown(cx)
     }
 }
 
