@@ -2,7 +2,7 @@
 //! and answer as directly; `stream: off` keeps to requests; a client that connects in a loop
 //! opens no new connection to the transport once warm; and whatever arrives on a stream
 //! (garbage, a wrong token, another token's session, an oversized message) is refused
-//! clearly while the other sessions carry on.
+//! clearly while the other sessions carry on. Each sidecar thread's streams share a lane.
 
 use std::time::Duration;
 
@@ -80,6 +80,32 @@ async fn a_client_connecting_in_a_loop_opens_no_new_connection_once_warm() {
         // Each metrics request is a connection of its own.
         let new = metric(port, Some(TOKEN), CONNECTIONS).await - before - metrics_requests;
         assert_eq!(new, 0, "30 connect-query-quit cycles opened {new} connections");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn each_sidecar_thread_streams_in_its_own_lane_and_answers_as_directly() {
+    within(120, async {
+        let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let sidecar = sidecar_yaml(&url, TOKEN) + "worker_threads: 2\n";
+        let transport = transport_yaml(mysql_port()) + "worker_threads: 2\n";
+        let tunnel = Tunnel::start_with(listener, &transport, &sidecar).await;
+        // Four clients at once: the sidecar serves two on each of its threads.
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            clients.push(tunnel.connect().await);
+        }
+        for t in &mut clients {
+            let mut d = direct().await;
+            let (a, b) = compare_script(&mut d, t, TYPES_SCRIPT).await;
+            assert_same_answers(TYPES_SCRIPT, &a, &b);
+        }
+        let port = tunnel.transport.port();
+        let lanes = metric(port, Some(TOKEN), "sqltunnel_stream_lanes").await;
+        assert_eq!(lanes, 2, "two sidecar threads, {lanes} lanes");
+        assert!(metric(port, Some(TOKEN), "sqltunnel_streams_open").await >= 4);
     })
     .await;
 }

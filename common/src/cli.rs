@@ -96,8 +96,6 @@ pub trait ServiceConfig: Sized {
     fn listen(&mut self) -> &mut SocketAddr;
     /// The log section.
     fn log(&mut self) -> &mut LogConfig;
-    /// Runtime worker threads.
-    fn worker_threads(&self) -> usize;
     /// Where the config file is when `--config` is not given.
     fn default_path() -> Option<PathBuf>;
     /// A configuration from the command line alone (no file).
@@ -106,7 +104,7 @@ pub trait ServiceConfig: Sized {
     fn apply_flags(&mut self, flags: &LinkFlags) -> Result<(), Box<dyn std::error::Error>>;
 }
 
-/// Implements [`ServiceConfig`] for a config struct with `listen`, `log` and `worker_threads`
+/// Implements [`ServiceConfig`] for a config struct with `listen` and `log`
 /// fields and an inherent `load(&Path)`.
 #[macro_export]
 macro_rules! service_config {
@@ -120,9 +118,6 @@ macro_rules! service_config {
             }
             fn log(&mut self) -> &mut $crate::telemetry::LogConfig {
                 &mut self.log
-            }
-            fn worker_threads(&self) -> usize {
-                self.worker_threads
             }
             fn default_path() -> Option<::std::path::PathBuf> {
                 <$config>::default_path()
@@ -262,8 +257,7 @@ where
     }
     cli.override_config(&mut config);
     let set_level = crate::telemetry::init(config.log()).map_err(|e| e.to_string())?;
-    let runtime = crate::runtime::build(config.worker_threads())
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = crate::runtime::build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
         let addr = *config.listen();
         let listener =

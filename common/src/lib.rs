@@ -7,6 +7,7 @@ pub mod error;
 pub mod mysql;
 pub mod runtime;
 pub mod seeded;
+pub mod shards;
 pub mod stream;
 pub mod telemetry;
 pub mod tls;

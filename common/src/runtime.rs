@@ -1,17 +1,9 @@
 //! Process plumbing shared by both binaries: the tokio runtime and the shutdown signal.
 
-/// Builds the runtime: `worker_threads == 1` gives a single-threaded scheduler (lowest
-/// latency per command: no cross-thread wake-ups), `0` one worker per CPU core.
-pub fn build(worker_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    if worker_threads == 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
-    } else {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        if worker_threads > 1 {
-            builder.worker_threads(worker_threads);
-        }
-        builder.enable_all().build()
-    }
+/// Builds the runtime the process starts on: single-threaded (no cross-thread wake-ups on a
+/// command's path). More threads are shards of it (`shards.rs`).
+pub fn build() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
 /// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM.

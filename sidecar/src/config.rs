@@ -39,7 +39,8 @@ pub struct SidecarConfig {
     pub max_inflight_bytes: usize,
     /// TLS for clients that ask for it.
     pub client_tls: ClientLegTls,
-    /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
+    /// Threads, each with its own single-threaded runtime, that connections are spread over
+    /// (`common::shards`); 0 = one per CPU core.
     pub worker_threads: usize,
     /// Serve `GET /metrics` here (e.g. `127.0.0.1:9109`); off unless set.
     pub metrics_listen: Option<SocketAddr>,
@@ -64,7 +65,7 @@ impl Default for SidecarConfig {
             max_clients: 1000,
             max_inflight_bytes: 256 << 20,
             client_tls: ClientLegTls::default(),
-            worker_threads: 1,
+            worker_threads: 0,
             metrics_listen: None,
             shutdown_grace: Duration::from_secs(10),
             log: LogConfig::default(),

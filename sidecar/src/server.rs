@@ -74,6 +74,7 @@ pub async fn run_with_reloads(
         tokio::spawn(crate::metrics::serve(listener, shared.metrics.clone(), stop.clone()));
     }
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
+    let shards = common::shards::Shards::start(shared.config.worker_threads)?;
     let accepted = AtomicUsize::new(0);
     let clients = Arc::new(Semaphore::new(shared.config.max_clients));
     let (mut last_warned, mut refused) = (None::<std::time::Instant>, 0u64);
@@ -92,15 +93,12 @@ pub async fn run_with_reloads(
             tracker.spawn(too_many(stream, max_packet));
             continue;
         };
-        let conn = Connection::new(
-            PacketIo::new(stream, max_packet),
-            shared.clone(),
-            n % AFFINITY_BUCKETS,
-        );
-        let token = stop.clone();
-        let metrics = shared.metrics.clone();
-        metrics.clients_accepted.inc();
-        tracker.spawn(
+        let (shared, token) = (shared.clone(), stop.clone());
+        shared.metrics.clients_accepted.inc();
+        shards.place(&tracker, stream, move |stream| {
+            let metrics = shared.metrics.clone();
+            let conn =
+                Connection::new(PacketIo::new(stream, max_packet), shared, n % AFFINITY_BUCKETS);
             async move {
                 let _slot = slot;
                 metrics.clients_open.inc();
@@ -110,8 +108,8 @@ pub async fn run_with_reloads(
                 }
                 metrics.clients_open.dec();
             }
-            .instrument(info_span!("client", conn = n, %peer)),
-        );
+            .instrument(info_span!("client", conn = n, %peer))
+        });
     }
     // New clients are refused from here on, not left waiting in the backlog.
     drop(listener);
@@ -129,6 +127,7 @@ pub async fn run_with_reloads(
     stop.cancel();
     heartbeats.cancel();
     drop(tokio::time::timeout(Duration::from_secs(1), heartbeat_task).await);
+    shards.stop();
     info!("sidecar stopped");
     Ok(())
 }

@@ -78,7 +78,8 @@ pub struct TransportConfig {
     pub max_sessions_per_token: usize,
     /// Serve HTTPS (certificate, key, optional client CA for mTLS).
     pub tls: Option<ServerTls>,
-    /// Runtime worker threads: 1 = single-threaded (lowest latency), 0 = one per CPU core.
+    /// Threads, each with its own single-threaded runtime, that connections are spread over
+    /// (`common::shards`); 0 = one per CPU core.
     pub worker_threads: usize,
     /// On SIGTERM, how long running commands may go on; then their statements are ended
     /// (`KILL QUERY`, see `admin_user`) and their clients get error 1053.
@@ -125,7 +126,7 @@ impl Default for TransportConfig {
             max_sessions: 1000,
             max_sessions_per_token: 1000,
             tls: None,
-            worker_threads: 1,
+            worker_threads: 0,
             shutdown_grace: Duration::from_secs(10),
             compression: true,
             resume_window: crate::resume::DEFAULT_WINDOW,

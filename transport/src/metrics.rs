@@ -34,6 +34,8 @@ pub struct Metrics {
     pub parked_sessions: Gauge,
     /// Streams open now (a sidecar's busy and idle ones).
     pub streams_open: Gauge,
+    /// Lanes (sidecar threads) with a stream open: each is served on one transport thread.
+    pub stream_lanes: Gauge,
     /// Sessions opened.
     pub sessions_opened: Counter,
     /// Sessions closed because their sidecar went silent.
@@ -113,6 +115,7 @@ impl Metrics {
             sessions_parked: Counter::default(),
             parked_sessions: Gauge::default(),
             streams_open: Gauge::default(),
+            stream_lanes: Gauge::default(),
             sessions_opened: Counter::default(),
             sessions_expired: Counter::default(),
             sessions_ended_by_upstream: Counter::default(),
@@ -141,6 +144,9 @@ impl Metrics {
         r.register("sessions_open", "Sessions open", m.sessions_open.clone());
         r.register("parked_sessions", "Sessions parked now", m.parked_sessions.clone());
         r.register("streams_open", "WebSocket streams open now", m.streams_open.clone());
+        let lanes =
+            "Lanes with a stream open: the streams of one sidecar thread share a transport thread";
+        r.register("stream_lanes", lanes, m.stream_lanes.clone());
         r.register(
             "resume_bytes",
             "Answer bytes kept for resumes (bounded by max_resume_bytes)",

@@ -6,12 +6,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::shards::{LaneSeat, Shards};
+use common::stream::Prefixed;
 use http_body_util::BodyExt;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -80,6 +82,7 @@ pub async fn run_with_reloads(
         info!(%addr, "metrics served without a token");
         tokio::spawn(serve_metrics(metrics, state.clone(), shutdown.clone()));
     }
+    let shards = common::shards::Shards::start(config.worker_threads)?;
     let connections = Arc::new(Semaphore::new(config.max_connections));
     let idle_timeout = config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
@@ -98,11 +101,13 @@ pub async fn run_with_reloads(
         let state = state.clone();
         let (streams, stream_closing, stream_slot) =
             (connection_tasks.clone(), closing.clone(), slot.clone());
+        let stream_shards = shards.clone();
         // The connection's last accepted token, handed to its stream too.
         let last = Arc::new(LastCaller::default());
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let (state, streams, closing) =
                 (state.clone(), streams.clone(), stream_closing.clone());
+            let shards = stream_shards.clone();
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
@@ -117,14 +122,16 @@ pub async fn run_with_reloads(
                 let mut response = api::handle(state.clone(), peer, req, &last).await;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
                     let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-                    streams.spawn(carry_stream(state, client, upgrading, (slot, closing), last));
+                    let placing = (shards, streams.clone());
+                    let held = (slot, closing);
+                    streams.spawn(carry_stream(state, client, upgrading, held, last, placing));
                 }
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
         let closing = closing.clone();
         let tls = tls.clone();
-        connection_tasks.spawn(async move {
+        shards.place(&connection_tasks, stream, move |stream| async move {
             let _slot = slot;
             // A silent connection costs this small task only: HTTP and TLS state (boxed
             // below) is allocated once it speaks.
@@ -165,24 +172,59 @@ pub async fn run_with_reloads(
     if tokio::time::timeout(FLUSH_GRACE, connection_tasks.wait()).await.is_err() {
         warn!("some HTTP connections were still busy at exit");
     }
+    shards.stop();
     info!("transport stopped");
     Ok(())
 }
 
-/// Carries an upgraded connection's stream: each message is a request for
-/// [`api::handle_routed`] from `peer`, the client the upgrade came from.
-/// The stream holds its HTTP connection's place in `max_connections` (`slot`).
+/// What a stream holds while it is carried: its HTTP connection's place in `max_connections`,
+/// and the shutdown's last call.
+type Held = (Option<OwnedSemaphorePermit>, CancellationToken);
+
+/// Carries an upgraded connection's stream ([`carry`]) on the shard of its lane: a plain TCP
+/// socket moves there with the bytes hyper read past the upgrade; a TLS one stays (its state
+/// lives in this thread's tasks).
 async fn carry_stream(
     state: Arc<AppState>,
     peer: SocketAddr,
     upgrading: stream::Upgrading,
-    (_slot, closing): (Option<OwnedSemaphorePermit>, CancellationToken),
+    held: Held,
     last: Arc<LastCaller>,
+    (shards, tracker): (Arc<Shards>, TaskTracker),
 ) {
-    let upgraded = match upgrading.0.await {
+    let upgraded = match upgrading.on_upgrade.await {
         Ok(upgraded) => upgraded,
         Err(e) => return debug!(%peer, error = %e, "a stream's upgrade failed"),
     };
+    let seat = upgrading.lane.map(|key| shards.join_lane(key));
+    let elsewhere = seat.as_ref().map(LaneSeat::shard).filter(|s| shards.current() != Some(*s));
+    let Some(shard) = elsewhere else {
+        return carry(state, peer, TokioIo::new(upgraded), held, last, seat).await;
+    };
+    match upgraded.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) => {
+            let (tcp, early) = (parts.io.into_inner(), parts.read_buf);
+            shards.spawn_on(shard, &tracker, tcp, move |tcp| {
+                carry(state, peer, Prefixed::new(early, tcp), held, last, seat)
+            });
+        }
+        Err(upgraded) => carry(state, peer, TokioIo::new(upgraded), held, last, seat).await,
+    }
+}
+
+/// Carries a stream: each message is a request for [`api::handle_routed`] from `peer`, the
+/// client the upgrade came from.
+async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
+    state: Arc<AppState>,
+    peer: SocketAddr,
+    io: IO,
+    (_slot, closing): Held,
+    last: Arc<LastCaller>,
+    seat: Option<LaneSeat>,
+) {
+    if let Some(seat) = &seat {
+        state.metrics.stream_lanes.set(seat.lanes_open() as i64);
+    }
     state.metrics.streams_opened.inc();
     let config = state.config();
     let limits = stream::StreamLimits {
@@ -194,8 +236,11 @@ async fn carry_stream(
         let (state, last) = (state.clone(), last.clone());
         async move { api::handle_routed(state, peer, route, req, &last).await }
     };
-    stream::serve(upgraded, limits, closing, answer).await;
+    stream::serve(io, limits, closing, answer).await;
     state.metrics.streams_open.dec();
+    if let Some(lanes_open) = seat.map(LaneSeat::leave) {
+        state.metrics.stream_lanes.set(lanes_open as i64);
+    }
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.

@@ -126,7 +126,10 @@ impl Session {
         }
         self.link_use.turns.fetch_add(1, Ordering::AcqRel);
         self.link_use.wanted.notify_one();
-        let guard = self.link.clone().lock_owned().await;
+        let mut guard = self.link.clone().lock_owned().await;
+        if let Some(link) = guard.as_mut() {
+            link.follow_thread();
+        }
         self.link_use.in_turn.store(true, Ordering::Release);
         Ok(LinkGuard::new(guard, self.link_use.clone()))
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
-use common::wire::{HeadWriter, MAX_HEAD_BYTES, Route, STREAM_PROTOCOL};
+use common::wire::{HeadWriter, LANE_HEADER, MAX_HEAD_BYTES, Route, STREAM_PROTOCOL};
 use futures_util::FutureExt;
 use http::header::SEC_WEBSOCKET_VERSION;
 use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
@@ -15,8 +15,8 @@ use http::header::{SEC_WEBSOCKET_ACCEPT, UPGRADE};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Body;
-use hyper::upgrade::{OnUpgrade, Upgraded};
-use hyper_util::rt::TokioIo;
+use hyper::upgrade::OnUpgrade;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -36,7 +36,12 @@ const WRITE_ROOM: usize = 32 * 1024;
 /// An accepted upgrade, riding in the `101` answer's extensions to the connection's task,
 /// which carries the stream once hyper hands the socket over.
 #[derive(Debug, Clone)]
-pub struct Upgrading(pub OnUpgrade);
+pub struct Upgrading {
+    /// Resolves to the socket once the `101` is written.
+    pub on_upgrade: OnUpgrade,
+    /// The sidecar thread's lane key ([`LANE_HEADER`]), when it sent a valid one.
+    pub lane: Option<u64>,
+}
 
 /// The bounds of one stream.
 #[derive(Debug, Clone, Copy)]
@@ -79,8 +84,16 @@ pub fn accept(mut req: Request<RequestBody>) -> Result<Response<ResponseBody>, E
     if let Ok(accept) = HeaderValue::from_str(&accept) {
         h.insert(SEC_WEBSOCKET_ACCEPT, accept);
     }
-    response.extensions_mut().insert(Upgrading(upgrading));
+    let lane = lane_key(req.headers());
+    response.extensions_mut().insert(Upgrading { on_upgrade: upgrading, lane });
     Ok(response)
+}
+
+/// The lane key of an upgrade: 16 hex digits, or none.
+fn lane_key(headers: &HeaderMap) -> Option<u64> {
+    let value = headers.get(LANE_HEADER)?.as_bytes();
+    let hex = (value.len() == 16 && value.iter().all(u8::is_ascii_hexdigit)).then_some(value)?;
+    u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
 }
 
 /// True when header `name` lists `token` (comma separated, any case).
@@ -94,17 +107,18 @@ fn lists(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
 /// `closing` (the end of a shutdown, once the drain is over) finds it between requests: each
 /// request message is answered by `answer` (given its route, parsed once for a path that
 /// repeats), in order.
-pub async fn serve<F, Fut>(
-    upgraded: Upgraded,
+pub async fn serve<IO, F, Fut>(
+    io: IO,
     limits: StreamLimits,
     closing: CancellationToken,
     mut answer: F,
 ) where
+    IO: AsyncRead + AsyncWrite + Unpin,
     F: FnMut(Route, Incoming) -> Fut,
     Fut: Future<Output = Response<ResponseBody>>,
 {
     let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
-    let mut ws = MessageSocket::new(TokioIo::new(upgraded), Role::Server, largest, WRITE_ROOM);
+    let mut ws = MessageSocket::new(io, Role::Server, largest, WRITE_ROOM);
     // One timer and one wait for the shutdown for the whole stream, not one each message:
     // the timer, once due, is put off to `idle` after the wait began, unless that has passed.
     let mut closed = std::pin::pin!(closing.cancelled());

@@ -28,7 +28,9 @@ pub use message::{
     read_answer, read_request, request_from_text,
 };
 pub use route::{Route, SessionEnd};
-pub use stream::{MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL};
+pub use stream::{
+    LANE_HEADER, MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL,
+};
 
 /// Content type of a streamed frames body.
 pub const FRAMES_CONTENT_TYPE: &str = "application/vnd.sqltunnel.frames";

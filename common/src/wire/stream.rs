@@ -20,6 +20,11 @@
 /// sidecar then sends plain requests.
 pub const STREAM_PROTOCOL: &str = "sqltunnel.v2";
 
+/// Header of a stream's upgrade: the sidecar thread's lane key (16 hex digits), so that the
+/// transport serves the streams of one sidecar thread on one of its own threads
+/// (`common::shards`). Optional; it only places the stream.
+pub const LANE_HEADER: &str = "x-tunnel-lane";
+
 /// Largest request body a stream message carries; a larger one (a statement over 1 MiB)
 /// travels as a plain HTTP request, whose body the transport reads within its
 /// `max_inflight_bytes`. A stream thus holds at most one message of this and a head.

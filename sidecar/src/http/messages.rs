@@ -9,7 +9,8 @@ use bytes::Bytes;
 use common::stream::Prefixed;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
 use common::wire::{
-    HEADER_NAMES, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_answer, request_from_text,
+    HEADER_NAMES, LANE_HEADER, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_answer,
+    request_from_text,
 };
 
 use super::body::BodyDecoder;
@@ -32,7 +33,8 @@ pub fn upgrade_request() -> (String, String) {
     }
     let key = base64::engine::general_purpose::STANDARD.encode(nonce);
     let lines = format!(
-        "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Protocol: {STREAM_PROTOCOL}\r\n"
+        "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Protocol: {STREAM_PROTOCOL}\r\n{LANE_HEADER}: {lane:016x}\r\n",
+        lane = common::shards::lane_key(),
     );
     (key, lines)
 }

@@ -162,7 +162,7 @@ fn serve(path: &Path, stop: CancellationToken) -> Result<(), String> {
         config.log.file = Some(path.with_file_name("sidecar.log"));
     }
     drop(common::telemetry::init(&config.log));
-    let runtime = common::runtime::build(config.worker_threads).map_err(|e| e.to_string())?;
+    let runtime = common::runtime::build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         let listener = common::runtime::bind(config.listen).map_err(|e| e.to_string())?;
         crate::run(listener, config, stop).await.map_err(|e| e.to_string())

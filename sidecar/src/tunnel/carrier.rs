@@ -15,6 +15,16 @@ use crate::Error;
 use crate::config::StreamMode;
 use crate::http::{HttpConn, upgrade_request};
 
+/// An idle connection in the pool.
+pub(super) struct IdleConn {
+    /// The affinity a stream is tied to (`None`: plain HTTP, usable by any session).
+    pub(super) tied: Option<Arc<str>>,
+    /// The thread that made it: its socket's readiness is seen there.
+    pub(super) shard: std::thread::ThreadId,
+    /// The connection.
+    pub(super) conn: HttpConn,
+}
+
 /// Idle connections and streams kept for the next client sessions (two per affinity bucket),
 /// the oldest let go first.
 const MAX_IDLE: usize = 32;
@@ -124,15 +134,18 @@ impl TunnelConn {
     }
 
     /// The newest idle connection this one may use: plain HTTP, or (unless `plain`) a stream
-    /// of its affinity.
+    /// of its affinity. Only one made on this thread (shard): its socket's readiness is seen
+    /// here, and its stream is in this thread's lane at the transport.
     pub(super) fn idle_connection(&self, plain: bool) -> Option<HttpConn> {
         let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let usable = |tied: &Option<Arc<str>>| match tied {
+        let here = std::thread::current().id();
+        let usable = |kept: &IdleConn| match &kept.tied {
+            _ if kept.shard != here => false,
             None => true,
             Some(affinity) => !plain && *affinity == self.affinity,
         };
-        let at = idle.iter().rposition(|(tied, _)| usable(tied))?;
-        Some(idle.remove(at).1)
+        let at = idle.iter().rposition(usable)?;
+        Some(idle.remove(at).conn)
     }
 
     /// Hands its connection, when clean, to the next client session: a stream to one of the
@@ -140,11 +153,13 @@ impl TunnelConn {
     pub(super) fn give_back(&mut self) {
         if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
             let tied = conn.is_stream().then(|| self.affinity.clone());
+            // (A connection is only ever used on the thread that made it: see above.)
+            let shard = std::thread::current().id();
             let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() >= MAX_IDLE {
                 idle.remove(0);
             }
-            idle.push((tied, conn));
+            idle.push(IdleConn { tied, shard, conn });
         }
     }
 

@@ -10,10 +10,11 @@ use common::config::Secret;
 use prometheus_client::metrics::counter::Counter;
 use tokio_rustls::TlsConnector;
 
+use super::carrier::IdleConn;
 use super::{Credential, TokenCommand};
 use crate::Error;
 use crate::config::{Compression, TransportLink};
-use crate::http::{DEFAULT_SILENCE_LIMIT, HttpConn, Proxy, RequestHead};
+use crate::http::{DEFAULT_SILENCE_LIMIT, Proxy, RequestHead};
 
 /// Longest a step is sent again after its connection broke (less when the transport's session
 /// timeout is shorter: by then the session is gone).
@@ -32,8 +33,9 @@ pub(super) struct Endpoint {
     pub(super) proxy: Option<Proxy>,
     /// New HTTP connections made (a metric).
     pub(super) connects: Counter,
-    /// Idle connections, oldest first; a stream with the affinity it is tied to.
-    pub(super) idle: std::sync::Mutex<Vec<(Option<Arc<str>>, HttpConn)>>,
+    /// Idle connections, oldest first: a stream with the affinity it is tied to, and each
+    /// with the thread (shard) whose reactor its socket is registered with.
+    pub(super) idle: std::sync::Mutex<Vec<IdleConn>>,
     /// Longest silence tolerated from the transport, in ms: three of its heartbeat intervals
     /// once it has told them.
     pub(super) silence_limit_ms: AtomicU64,

@@ -88,9 +88,33 @@ pub struct RelayLink {
     /// The wait for the session's cut, made by its first turn that waits and kept from turn
     /// to turn (one made and dropped each turn cost about 500 instructions, callgrind).
     pub cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    /// The thread (shard) whose runtime the socket and the heartbeat's timer are registered
+    /// with.
+    shard: std::thread::ThreadId,
 }
 
 impl RelayLink {
+    /// Moves the socket (plain TCP) and the heartbeat's timer to the runtime of the thread
+    /// a turn runs on, when it is another shard than the last turn's: the socket's readiness
+    /// is then seen on the thread that waits for it, with no wake-up across threads.
+    pub fn follow_thread(&mut self) {
+        let here = std::thread::current().id();
+        if self.shard == here {
+            return;
+        }
+        self.shard = here;
+        self.heartbeat = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
+        if let MaybeTls::Plain(_) = self.stream {
+            let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
+                return;
+            };
+            // (On failure the link stays `Gone`: the turn's read fails, and the session ends.)
+            if let Ok(tcp) = tcp.into_std().and_then(TcpStream::from_std) {
+                self.stream = MaybeTls::Plain(tcp);
+            }
+        }
+    }
+
     /// Connects to `upstream` and reads its greeting, within `timeout`. Returns the link and the
     /// greeting packet (header included), rewritten for the client leg.
     pub async fn dial(
@@ -155,6 +179,7 @@ impl RelayLink {
             // Set by each turn before it waits; until then far off.
             heartbeat: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             cut_wait: None,
+            shard: std::thread::current().id(),
         }
     }
 
