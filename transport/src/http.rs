@@ -164,7 +164,7 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBod
     response
 }
 
-/// A frames answer, naming the session it belongs to.
+/// A frames answer; an opened session's names the session (a step's path already does).
 pub fn frames(
     status: StatusCode,
     body: ResponseBody,

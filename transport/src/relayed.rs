@@ -144,7 +144,7 @@ async fn login(
     state.refuse_if_draining()?;
     let as_json = req.header(&incoming::CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
     let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
-    let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
+    let Some(link) = guard.as_mut() else { return Ok(closed()) };
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)
             .map_err(|e| Error::BadRequest(format!("invalid login: {e}")))?;
@@ -180,7 +180,7 @@ async fn login(
         Err(LinkError::Io(e)) => {
             debug!(session = %session_label(id), error = %e, "upstream lost during login");
             *guard = None;
-            closed(id)
+            closed()
         }
     };
     Ok(remember(&session, step, response))
@@ -195,7 +195,7 @@ async fn login_as(
     session: &Session,
 ) -> Result<Response<ResponseBody>, Error> {
     let id = session.id.as_str();
-    let Some(link) = guard.as_mut() else { return Ok(closed(id)) };
+    let Some(link) = guard.as_mut() else { return Ok(closed()) };
     let change_user = match link.phase {
         Phase::Greeted => false,
         Phase::Ready if link.pending.is_none() => true,
@@ -240,7 +240,7 @@ async fn login_as(
         *guard = None;
     }
     encode_turn(&mut out, end);
-    Ok(frames(StatusCode::OK, ResponseBody::from(out.freeze()), Some(id)))
+    Ok(frames(StatusCode::OK, ResponseBody::from(out.freeze()), None))
 }
 
 /// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets, one command
@@ -257,7 +257,7 @@ async fn command(
     let (body, _room) = read_big_body(state, req).await?;
     state.metrics.request_bytes.inc_by(body.len() as u64);
     let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
-    let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
+    let Some(link) = guard.as_mut() else { return Ok(closed()) };
     if link.phase != Phase::Ready || link.pending.is_some() {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
@@ -267,10 +267,10 @@ async fn command(
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost");
         *guard = None;
-        return Ok(remember(&session, step, closed(&session.id)));
+        return Ok(remember(&session, step, closed()));
     }
     let Some(framing) = Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) else {
-        return Ok(remember(&session, step, ended(&session.id, TurnEnd::Done)));
+        return Ok(remember(&session, step, ended(TurnEnd::Done)));
     };
     let on_end = asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
     let response = turn_with(state, guard, framing, &session, on_end, step).await;
@@ -295,7 +295,7 @@ async fn infile(
     };
     let (body, _room) = read_big_body(state, req).await?;
     state.metrics.request_bytes.inc_by(body.len() as u64);
-    let Some(link) = guard.as_mut() else { return Ok(closed(&session.id)) };
+    let Some(link) = guard.as_mut() else { return Ok(closed()) };
     let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
     if awaited != Some(TurnEnd::AwaitFile) {
         return Err(Error::BadRequest("no file is awaited".into()));
@@ -307,13 +307,13 @@ async fn infile(
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost during a file");
         *guard = None;
-        return Ok(remember(&session, step, closed(&session.id)));
+        return Ok(remember(&session, step, closed()));
     }
     if !last {
         return Ok(remember(&session, step, no_content()));
     }
     let Some(mut framing) = link.pending.take() else {
-        return Ok(remember(&session, step, closed(&session.id)));
+        return Ok(remember(&session, step, closed()));
     };
     framing.resume();
     let response = turn(state, guard, framing, &session, step).await;
@@ -346,7 +346,6 @@ async fn turn_with(
     on_end: impl IntoIterator<Item = OnEnd>,
     step: Option<u64>,
 ) -> Response<ResponseBody> {
-    let id = session.id.as_str();
     let heartbeat = state.config().heartbeat_interval;
     let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
     for hook in on_end {
@@ -364,7 +363,7 @@ async fn turn_with(
             streamed.into_body()
         }
     };
-    let mut response = frames(StatusCode::OK, body, Some(id));
+    let mut response = frames(StatusCode::OK, body, None);
     if matches!(response.body(), ResponseBody::Turn(..)) {
         // Frames the sidecar must act on at once (heartbeats, a file request) pass unbuffered.
         response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -384,13 +383,13 @@ async fn read_big_body(
 }
 
 /// A turn that ends at once.
-fn ended(id: &str, end: TurnEnd) -> Response<ResponseBody> {
+fn ended(end: TurnEnd) -> Response<ResponseBody> {
     let mut out = BytesMut::new();
     encode_turn(&mut out, end);
-    frames(StatusCode::OK, ResponseBody::from(out.freeze()), Some(id))
+    frames(StatusCode::OK, ResponseBody::from(out.freeze()), None)
 }
 
 /// The upstream connection is gone: the client's connection ends as a direct one would.
-fn closed(id: &str) -> Response<ResponseBody> {
-    ended(id, TurnEnd::Closed)
+fn closed() -> Response<ResponseBody> {
+    ended(TurnEnd::Closed)
 }

@@ -79,12 +79,12 @@ pub async fn resume(
     Ok(match resumed {
         Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
         Resumed::Whole(status, bytes, before) => {
-            resumed_from(frames(status, ResponseBody::from(bytes), Some(id)), before)
+            resumed_from(frames(status, ResponseBody::from(bytes), None), before)
         }
         Resumed::Streamed { owner, missed, before } => {
             let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
             let body = streamed.into_body();
-            let mut response = frames(StatusCode::OK, body, Some(id));
+            let mut response = frames(StatusCode::OK, body, None);
             response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
             resumed_from(response, before)
         }

@@ -1,8 +1,7 @@
 //! One keep-alive HTTP/1.1 connection to the transport, owned by one client connection, so a
 //! command costs one write and one read on an open socket and no task hop.
 
-use std::io;
-use std::time::Duration;
+use std::{borrow::Cow, io, time::Duration};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -65,8 +64,8 @@ pub struct ResponseHead {
     pub status: u16,
     /// Reason phrase.
     pub reason: String,
-    /// Content-Type, or empty.
-    pub content_type: String,
+    /// Content-Type, or empty (the protocol's own, not copied).
+    pub content_type: Cow<'static, str>,
     /// Content-Encoding, or empty.
     pub content_encoding: String,
     /// The session id the transport named (`X-Tunnel-Session`), or empty.
@@ -96,7 +95,7 @@ impl ResponseHead {
         let mut head = Self {
             status,
             reason: reason.to_owned(),
-            content_type: String::new(),
+            content_type: Cow::Borrowed(""),
             content_encoding: String::new(),
             session: String::new(),
             session_timeout_ms: None,
@@ -118,7 +117,7 @@ impl ResponseHead {
             seen |= 1 << known;
             // By position in KNOWN (a match on the names would compare them again).
             match known {
-                0 => head.content_type = value.to_owned(),
+                0 => head.content_type = super::head::content_type(value),
                 1 => head.content_encoding = value.to_owned(),
                 2 => head.session = value.to_owned(),
                 3 => head.session_timeout_ms = value.parse().ok(),

@@ -65,3 +65,11 @@ impl RequestHead<'_> {
         Ok(message)
     }
 }
+
+/// An answer's `Content-Type`: one of the protocol's own without a copy, any other copied.
+pub(super) fn content_type(value: &str) -> std::borrow::Cow<'static, str> {
+    let own = [common::wire::FRAMES_CONTENT_TYPE, common::wire::JSON_CONTENT_TYPE];
+    own.into_iter()
+        .find(|known| *known == value)
+        .map_or_else(|| value.to_owned().into(), Into::into)
+}

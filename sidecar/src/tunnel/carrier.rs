@@ -92,7 +92,12 @@ impl TunnelConn {
         authorization: &str,
     ) -> Result<HttpConn, Error> {
         let ep = &self.endpoint;
-        let mut conn = self.connect().await?;
+        let mut conn = match self.connect().await {
+            Ok(conn) => conn,
+            // The transport takes no new connection (a shutdown's drain): another thread's
+            // idle one still reaches it, only slower (its socket's readiness is seen there).
+            Err(e) => return self.idle_on(plain, false).ok_or(e),
+        };
         if plain || !ep.streams.wanted() {
             return Ok(conn);
         }
@@ -137,10 +142,15 @@ impl TunnelConn {
     /// of its affinity. Only one made on this thread (shard): its socket's readiness is seen
     /// here, and its stream is in this thread's lane at the transport.
     pub(super) fn idle_connection(&self, plain: bool) -> Option<HttpConn> {
+        self.idle_on(plain, true)
+    }
+
+    /// [`Self::idle_connection`], made on this thread or (unless `here_only`) on any.
+    fn idle_on(&self, plain: bool, here_only: bool) -> Option<HttpConn> {
         let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
         let here = std::thread::current().id();
         let usable = |kept: &IdleConn| match &kept.tied {
-            _ if kept.shard != here => false,
+            _ if here_only && kept.shard != here => false,
             None => true,
             Some(affinity) => !plain && *affinity == self.affinity,
         };
