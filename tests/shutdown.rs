@@ -34,6 +34,8 @@ async fn start_clients(port: u16) -> Clients {
     let mut long = Conn::new(opts(port, Some(DATABASE))).await.expect("long client");
     let long_thread: u64 =
         long.query_first("SELECT CONNECTION_ID()").await.ok().flatten().unwrap_or(0);
+    let short_thread: u64 =
+        short.query_first("SELECT CONNECTION_ID()").await.ok().flatten().unwrap_or(0);
     let short = tokio::spawn(async move {
         let r: Option<u64> = short.query_first("SELECT SLEEP(0.8) + 7").await?;
         Ok(r.unwrap_or(0))
@@ -42,11 +44,13 @@ async fn start_clients(port: u16) -> Clients {
         let r: Option<u64> = long.query_first(LONG_QUERY).await?;
         Ok(r.unwrap_or(0))
     });
-    // Both commands are running upstream before the signal.
+    // Both commands are running upstream before the signal: these clients' own (the other
+    // tests of this file run the same statements at the same time).
     let mut d = direct().await;
+    let mut running: Vec<u64> = Vec::new();
     for _ in 0..100 {
-        let running: Vec<u64> = d
-            .query("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT%seq_1_to%' OR INFO LIKE 'SELECT SLEEP(0.8)%'")
+        running = d
+            .exec("SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN (?, ?) AND INFO IS NOT NULL AND INFO NOT LIKE '%CONNECTION_ID%'", (short_thread, long_thread))
             .await
             .expect("processlist");
         if running.len() >= 2 {
@@ -54,6 +58,7 @@ async fn start_clients(port: u16) -> Clients {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert_eq!(running.len(), 2, "both commands run upstream before the signal");
     Clients { short, long, long_thread, idle }
 }
 
