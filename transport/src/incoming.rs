@@ -28,8 +28,9 @@ pub struct Incoming {
 /// Where a request's method, path and headers are.
 #[derive(Debug)]
 enum Head {
-    /// An HTTP request's (its extensions carry hyper's upgrade).
-    Http(http::request::Parts),
+    /// An HTTP request's (its extensions carry hyper's upgrade). Boxed: a request moves
+    /// through several layers of futures, and its parts are most of its size.
+    Http(Box<http::request::Parts>),
     /// A stream message's, read in place.
     Message { data: Bytes, method: Range<usize>, path: Range<usize>, headers: Vec<HeaderAt> },
 }
@@ -105,7 +106,7 @@ impl Incoming {
     /// An HTTP request.
     pub fn from_http(req: Request<RequestBody>) -> Self {
         let (parts, body) = req.into_parts();
-        Self { head: Head::Http(parts), body: Body::Streamed(body) }
+        Self { head: Head::Http(Box::new(parts)), body: Body::Streamed(body) }
     }
 
     /// A stream message: its compact head and its body (the rest). A method, path, header
@@ -237,7 +238,7 @@ impl Incoming {
     /// upgrade.
     pub fn into_http(self) -> Option<Request<RequestBody>> {
         match (self.head, self.body) {
-            (Head::Http(parts), Body::Streamed(body)) => Some(Request::from_parts(parts, body)),
+            (Head::Http(parts), Body::Streamed(body)) => Some(Request::from_parts(*parts, body)),
             _ => None,
         }
     }
