@@ -42,7 +42,7 @@ async fn the_windows_sidecar_under_wine_relays_a_linux_client() {
         let path = path.display().to_string();
         let mut sidecar = WindowsSidecar::start(&["--config", &path], "relay");
         wait_port(port).await;
-        let version = sidecar.logged();
+        let version = sidecar.logged_with("sidecar listening").await;
         assert!(version.contains("sidecar listening"), "{version}");
 
         // The mariadb CLI: a query, a LOAD DATA LOCAL of a file on this machine.

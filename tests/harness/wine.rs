@@ -51,6 +51,19 @@ impl WindowsSidecar {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// What it logged once that holds `needle` (or after 10 s): its port may take connections
+    /// before the line that says so is written.
+    pub async fn logged_with(&self, needle: &str) -> String {
+        let started = std::time::Instant::now();
+        loop {
+            let log = self.logged();
+            if log.contains(needle) || started.elapsed() > std::time::Duration::from_secs(10) {
+                return log;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Sends it Ctrl-C (Wine turns SIGINT into the console's CTRL_C_EVENT) and waits for its
     /// exit; true when it exited cleanly.
     pub fn ctrl_c(&mut self) -> bool {
