@@ -115,8 +115,9 @@ impl Shards {
         F: FnOnce(TcpStream) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let Some(shard) = self.shards.get(index).filter(|_| self.current() != Some(index)) else {
-            let load = LoadGuard::count(self.current().and_then(|i| self.shards.get(i)));
+        let here = self.current();
+        let Some(shard) = self.shards.get(index).filter(|_| here != Some(index)) else {
+            let load = LoadGuard::count(here.and_then(|i| self.shards.get(i)));
             tracker.spawn(async move {
                 let _load = load;
                 serve(stream).await;

@@ -79,3 +79,18 @@ fn what_is_not_an_upgrade_is_refused_with_426() {
     inside.extensions_mut().remove::<OnUpgrade>();
     assert!(matches!(accept(inside), Err(Error::UpgradeRequired(_))));
 }
+
+#[test]
+fn a_lane_key_is_sixteen_hex_digits_or_none() {
+    let key = |value: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert(LANE_HEADER, HeaderValue::from_str(value).expect("value"));
+        lane_key(&headers)
+    };
+    assert_eq!(key("00000000000000ff"), Some(255));
+    assert_eq!(key("FFFFFFFFFFFFFFFF"), Some(u64::MAX));
+    for refused in ["ff", "+00000000000000f", "0x000000000000ff", "000000000000000g", ""] {
+        assert_eq!(key(refused), None, "{refused:?}");
+    }
+    assert_eq!(lane_key(&HeaderMap::new()), None);
+}

@@ -152,6 +152,8 @@ pub struct HttpConn {
     pub(super) keep_alive: bool,
     /// The silence limit, and its timer.
     pub(super) silence: Silence,
+    /// The thread that made it: its socket's readiness is seen there (its shard).
+    pub home: std::thread::ThreadId,
 }
 
 impl HttpConn {
@@ -208,6 +210,7 @@ impl HttpConn {
             first_piece: None,
             keep_alive: false,
             silence: Silence::new(DEFAULT_SILENCE_LIMIT),
+            home: std::thread::current().id(),
         })
     }
 

@@ -163,8 +163,9 @@ impl TunnelConn {
     pub(super) fn give_back(&mut self) {
         if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
             let tied = conn.is_stream().then(|| self.affinity.clone());
-            // (A connection is only ever used on the thread that made it: see above.)
-            let shard = std::thread::current().id();
+            // Back to the pool of the thread that made it (one borrowed from another thread
+            // goes home).
+            let shard = conn.home;
             let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() >= MAX_IDLE {
                 idle.remove(0);
