@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod mysql;
+pub mod rare;
 pub mod runtime;
 pub mod seeded;
 pub mod shards;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::cli::Reloads;
+use common::rare::RareWait;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -102,9 +103,11 @@ pub async fn run_with_reloads(
             async move {
                 let _slot = slot;
                 metrics.clients_open.inc();
+                // The stop is polled only when it wakes the task, not at each command.
                 tokio::select! {
+                    biased;
                     _ = conn.run() => {}
-                    _ = token.cancelled() => {}
+                    () = RareWait::new(token.cancelled()) => {}
                 }
                 metrics.clients_open.dec();
             }

@@ -198,17 +198,20 @@ async fn carry_stream(
     };
     let seat = upgrading.lane.map(|key| shards.join_lane(key));
     let elsewhere = seat.as_ref().map(LaneSeat::shard).filter(|s| shards.current() != Some(*s));
-    let Some(shard) = elsewhere else {
-        return carry(state, peer, TokioIo::new(upgraded), held, last, seat).await;
-    };
-    match upgraded.downcast::<TokioIo<TcpStream>>() {
-        Ok(parts) => {
-            let (tcp, early) = (parts.io.into_inner(), parts.read_buf);
-            shards.spawn_on(shard, &tracker, tcp, move |tcp| {
-                carry(state, peer, Prefixed::new(early, tcp), held, last, seat)
-            });
+    // A plain socket is carried bare (with the bytes hyper read past the `101`), not through
+    // hyper's layers of upgraded IO; on its lane's shard, moved there when it is elsewhere.
+    let parts = match upgraded.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) => parts,
+        Err(upgraded) => {
+            return carry(state, peer, TokioIo::new(upgraded), held, last, seat).await;
         }
-        Err(upgraded) => carry(state, peer, TokioIo::new(upgraded), held, last, seat).await,
+    };
+    let (tcp, early) = (parts.io.into_inner(), parts.read_buf);
+    match elsewhere {
+        Some(shard) => shards.spawn_on(shard, &tracker, tcp, move |tcp| {
+            carry(state, peer, Prefixed::new(early, tcp), held, last, seat)
+        }),
+        None => carry(state, peer, Prefixed::new(early, tcp), held, last, seat).await,
     }
 }
 

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::rare::RareWait;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
 use common::wire::{HeadWriter, LANE_HEADER, MAX_HEAD_BYTES, Route, STREAM_PROTOCOL};
 use futures_util::FutureExt;
@@ -121,7 +122,8 @@ pub async fn serve<IO, F, Fut>(
     let mut ws = MessageSocket::new(io, Role::Server, largest, WRITE_ROOM);
     // One timer and one wait for the shutdown for the whole stream, not one each message:
     // the timer, once due, is put off to `idle` after the wait began, unless that has passed.
-    let mut closed = std::pin::pin!(closing.cancelled());
+    // The wait is polled only when woken.
+    let mut closed = RareWait::new(closing.cancelled());
     let mut idle = std::pin::pin!(tokio::time::sleep(limits.idle));
     let mut repeated = Repeated::default();
     loop {

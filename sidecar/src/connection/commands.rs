@@ -4,11 +4,11 @@
 //! without an answer ride on the next request; a COM_CHANGE_USER to a `users` entry is
 //! checked here.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::{capability as cap, command};
+use common::rare::RareWait;
 use common::wire::{LoginAs, SessionEnd, TurnEnd};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::WaitForCancellationFuture;
@@ -57,13 +57,14 @@ impl Connection {
         let mut room = Vec::new();
         let budget = self.shared.inflight.clone();
         let draining = self.shared.draining.clone();
-        // Waited on between commands, made once for the connection.
-        let mut session_gone = std::pin::pin!(gone.cancelled());
-        let mut shutting_down = std::pin::pin!(draining.cancelled());
-        // Waited on during commands: made once too (a wait made and dropped each command cost
-        // about 1,000 instructions, callgrind).
+        // Waited on between commands, made once for the connection, and polled only when
+        // woken (a wait made each command, or polled at each wake-up, cost about 1,000
+        // instructions per command, callgrind).
+        let mut session_gone = RareWait::new(gone.cancelled());
+        let mut shutting_down = RareWait::new(draining.cancelled());
+        // Waited on during commands.
         let cut = self.shared.cut.clone();
-        let mut cut_wait = std::pin::pin!(cut.cancelled());
+        let mut cut_wait = RareWait::new(cut.cancelled());
         loop {
             self.io.reset_seq();
             let read = tokio::select! {
@@ -125,7 +126,7 @@ impl Connection {
             };
             let started = std::time::Instant::now();
             let step = RelayStep::Command(body);
-            let exchanged = self.exchange(session, step, cut_wait.as_mut()).await;
+            let exchanged = self.exchange(session, step, &mut cut_wait).await;
             self.shared.metrics.command_seconds.observe(started.elapsed().as_secs_f64());
             room.clear();
             match exchanged {
@@ -175,7 +176,7 @@ impl Connection {
         &mut self,
         session: &str,
         step: RelayStep<'_>,
-        cut: Pin<&mut WaitForCancellationFuture<'_>>,
+        cut: &mut RareWait<WaitForCancellationFuture<'_>>,
     ) -> Result<Next, Error> {
         let shared = self.shared.clone();
         let (bucket, authorization) = (self.bucket, self.tunnel.authorization());
