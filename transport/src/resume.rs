@@ -84,12 +84,14 @@ enum Live {
 struct State {
     step: u64,
     status: StatusCode,
-    /// The answer's last bytes, in chunks, each with the digest of the answer before it;
-    /// `base` is the offset of the first.
-    chunks: VecDeque<(AnswerDigest, Bytes)>,
+    /// The answer's last bytes, in chunks; `base` is the offset of the first.
+    chunks: VecDeque<Bytes>,
     base: u64,
-    /// The digest of the whole answer so far (its length too).
-    digest: AnswerDigest,
+    /// The digest of the answer's bytes before `base`. Those kept are hashed only for a
+    /// resume: most answers are never resumed, and their bytes go out without waiting for it.
+    base_digest: AnswerDigest,
+    /// Bytes of the answer so far.
+    len: u64,
     complete: bool,
     live: Live,
     /// The last owner handed out.
@@ -103,18 +105,18 @@ impl State {
     /// room, the oldest chunks go first; when even that is not enough, nothing is kept.
     fn record(&mut self, chunk: &Bytes, window: u64) {
         let n = chunk.len() as u64;
-        let before = self.digest;
-        self.digest.update(chunk);
+        self.len += n;
         while self
             .chunks
             .front()
-            .is_some_and(|(_, c)| self.len() - (self.base + c.len() as u64) >= window)
+            .is_some_and(|c| self.len() - (self.base + c.len() as u64) >= window)
         {
             self.drop_oldest();
         }
         while !self.budget.try_take(n) {
             if self.chunks.is_empty() {
                 // No room at all: only a resume from the very end is possible.
+                self.base_digest.update(chunk);
                 self.base = self.len();
                 return;
             }
@@ -123,28 +125,37 @@ impl State {
         if self.chunks.is_empty() {
             self.base = self.len() - n;
         }
-        self.chunks.push_back((before, chunk.clone()));
+        self.chunks.push_back(chunk.clone());
     }
 
-    /// Drops the oldest kept chunk and gives its room back.
+    /// Drops the oldest kept chunk (hashed now) and gives its room back.
     fn drop_oldest(&mut self) {
-        if let Some((_, chunk)) = self.chunks.pop_front() {
+        if let Some(chunk) = self.chunks.pop_front() {
+            self.base_digest.update(&chunk);
             self.base += chunk.len() as u64;
             self.budget.give_back(chunk.len() as u64);
         }
     }
 
-    /// Drops every kept chunk (the answer can be resumed only from its end).
+    /// Drops every kept chunk, hashed (the answer can be resumed only from its end).
     fn forget(&mut self) {
-        let kept: u64 = self.chunks.iter().map(|(_, c)| c.len() as u64).sum();
-        self.chunks = VecDeque::new();
+        for chunk in &self.chunks {
+            self.base_digest.update(chunk);
+        }
+        self.release();
         self.base = self.len();
+    }
+
+    /// Drops every kept chunk, unhashed, and gives their room back (the answer is done with).
+    fn release(&mut self) {
+        let kept: u64 = self.chunks.iter().map(|c| c.len() as u64).sum();
+        self.chunks = VecDeque::new();
         self.budget.give_back(kept);
     }
 
     /// Bytes of the answer so far.
     fn len(&self) -> u64 {
-        self.digest.len()
+        self.len
     }
 
     fn new_owner(&mut self) -> u64 {
@@ -173,7 +184,8 @@ impl Default for Resumable {
             status: StatusCode::OK,
             chunks: VecDeque::new(),
             base: 0,
-            digest: AnswerDigest::default(),
+            base_digest: AnswerDigest::default(),
+            len: 0,
             complete: false,
             live: Live::Idle,
             owners: NOBODY,
@@ -220,9 +232,10 @@ impl Resumable {
             }
             state.step = step;
             state.status = StatusCode::OK;
-            state.forget();
+            state.release();
             state.base = 0;
-            state.digest = AnswerDigest::default();
+            state.base_digest = AnswerDigest::default();
+            state.len = 0;
             state.complete = false;
             std::mem::take(&mut state.live)
         };
@@ -364,7 +377,7 @@ impl Resumable {
 impl Drop for Resumable {
     /// The room of what was kept goes back to the budget.
     fn drop(&mut self) {
-        lock(&self.state).forget();
+        lock(&self.state).release();
     }
 }
 
@@ -379,15 +392,16 @@ fn missed(state: &State, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
     }
     let mut skip = from - state.base;
     let mut out = BytesMut::new();
-    let mut before = state.digest;
-    for (digest, chunk) in &state.chunks {
+    let mut before = state.base_digest;
+    for chunk in &state.chunks {
         let len = chunk.len() as u64;
         if skip >= len {
+            before.update(chunk);
             skip -= len;
             continue;
         }
         if out.is_empty() {
-            before = digest.then(&chunk[..skip as usize]);
+            before.update(&chunk[..skip as usize]);
         }
         out.extend_from_slice(&chunk[skip as usize..]);
         skip = 0;

@@ -88,3 +88,32 @@ fn the_budget_bounds_what_all_sessions_keep() {
     b.release();
     assert_eq!(budget.used(), 0);
 }
+
+#[test]
+fn the_digest_before_a_resume_is_that_of_the_bytes_before_it() {
+    // Chunks of varied sizes, some dropped by a small window: whatever was kept or dropped,
+    // the digest sent with a resume is that of exactly the answer's bytes before it.
+    let answer: Vec<u8> = (0..40_000u32).map(|i| (i * 31 % 253) as u8).collect();
+    let r = Resumable::default();
+    assert!(r.begin(1).is_ok());
+    {
+        let mut state = lock(&r.state);
+        let mut at = 0;
+        for size in [1, 999, 5_000, 14_000, 1, 19_999] {
+            state.record(&Bytes::copy_from_slice(&answer[at..at + size]), 16_384);
+            at += size;
+        }
+        assert_eq!(at, answer.len());
+        state.complete = true;
+    }
+    let base = lock(&r.state).base as usize;
+    assert!(base > 0, "the window dropped the oldest chunks");
+    assert!(r.resume(1, base as u64 - 1).is_err(), "not kept");
+    for from in [base, base + 1, base + 7_000, 39_999, 40_000] {
+        let Ok(Resumed::Whole(_, bytes, before)) = r.resume(1, from as u64) else {
+            panic!("no resume from {from}");
+        };
+        assert_eq!(before, AnswerDigest::default().then(&answer[..from]), "from {from}");
+        assert_eq!(bytes[..], answer[from..]);
+    }
+}

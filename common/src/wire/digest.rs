@@ -65,9 +65,81 @@ impl AnswerDigest {
     }
 }
 
+/// Bytes of an answer held unhashed, at most: a larger piece is hashed as it arrives.
+const HOLD_AT_MOST: usize = 64 * 1024;
+
+/// An [`AnswerDigest`] that hashes its last piece only when it is asked for (a resume) or when
+/// the next piece comes: an answer in one piece, as most are, is never hashed, and the bytes
+/// reach their client without waiting for the CRC. The held piece is shared, not copied.
+#[derive(Debug, Clone, Default)]
+pub struct HeldDigest {
+    hashed: AnswerDigest,
+    held: Option<bytes::Bytes>,
+}
+
+impl HeldDigest {
+    /// Takes the next piece of the answer.
+    pub fn push(&mut self, piece: bytes::Bytes) {
+        self.settle();
+        if piece.len() <= HOLD_AT_MOST {
+            self.held = Some(piece);
+        } else {
+            self.hashed.update(&piece);
+        }
+    }
+
+    /// Takes the next bytes of the answer, hashed now.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.settle();
+        self.hashed.update(bytes);
+    }
+
+    /// Bytes taken.
+    pub fn len(&self) -> u64 {
+        self.hashed.len() + self.held.as_ref().map_or(0, |b| b.len() as u64)
+    }
+
+    /// True before the first byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The digest of every byte taken.
+    pub fn settle(&mut self) -> &AnswerDigest {
+        if let Some(held) = self.held.take() {
+            self.hashed.update(&held);
+        }
+        &self.hashed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_digest_is_the_digest_of_every_byte_pushed() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        let whole = AnswerDigest::default().then(&data);
+        // Pieces small and large (over what is held), pushed or updated.
+        for cuts in [vec![], vec![1], vec![10, 70_000], vec![100_000, 100_001, 199_999]] {
+            let mut held = HeldDigest::default();
+            let mut at = 0;
+            for (i, cut) in cuts.iter().copied().chain([data.len()]).enumerate() {
+                let piece = bytes::Bytes::copy_from_slice(&data[at..cut]);
+                if i % 2 == 0 {
+                    held.push(piece)
+                } else {
+                    held.update(&piece)
+                }
+                assert_eq!(held.len(), cut as u64);
+                at = cut;
+            }
+            assert_eq!(*held.settle(), whole, "cut at {cuts:?}");
+            assert_eq!(*held.settle(), whole, "settled twice");
+        }
+        assert!(HeldDigest::default().is_empty());
+    }
 
     #[test]
     fn a_digest_is_the_same_however_the_bytes_are_split() {

@@ -17,7 +17,12 @@ pub async fn write_answer(
         match frame {
             Frame::Packets(packets) => io.write_raw(&packets).await?,
             Frame::Heartbeat => {}
-            Frame::Turn(end) => return finish(frames, end).await,
+            // The answer is whole: it goes to the client before the rest of the body is
+            // checked and the connection to the transport is put back.
+            Frame::Turn(end) => {
+                io.flush().await?;
+                return finish(frames, end).await;
+            }
         }
     }
     Err(Error::StreamBroken("the transport's answer ended early".into()))

@@ -2,7 +2,7 @@
 //! a connection that breaks mid-answer resumed from the byte where it broke.
 
 use common::wire::{
-    AnswerDigest, DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, StreamDecompressor,
+    DEFAULT_MAX_FRAME, FRAMES_CONTENT_TYPE, Frame, FrameDecoder, HeldDigest, StreamDecompressor,
     TurnEnd, ZSTD,
 };
 
@@ -31,7 +31,7 @@ impl TunnelConn {
             decoder,
             done: false,
             pending: None,
-            received: AnswerDigest::default(),
+            received: HeldDigest::default(),
             ended,
             inflate,
         })
@@ -111,8 +111,8 @@ impl FrameStream<'_> {
                 Ok(Some(data)) => match self.inflate.as_mut() {
                     Some(inflate) => inflate.push(&data),
                     None => {
-                        self.received.update(&data);
                         self.decoder.extend(&data);
+                        self.received.push(data);
                     }
                 },
                 // An answer ends with its turn frame: one that ends before it broke off.
@@ -156,7 +156,7 @@ impl FrameStream<'_> {
         } else {
             // Not a byte of an answer that does not continue what arrived reaches the client.
             let (from, crc) = &head.resumed;
-            self.received.check_resumed(from.as_deref(), crc.as_deref()).map_err(|e| {
+            self.received.settle().check_resumed(from.as_deref(), crc.as_deref()).map_err(|e| {
                 tracing::warn!(session = %common::wire::session_label(&pending.session), error = %e, "a resumed answer was refused");
                 Error::NotResumed(e)
             })?;

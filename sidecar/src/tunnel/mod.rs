@@ -366,8 +366,8 @@ pub struct FrameStream<'a> {
     done: bool,
     /// The step's request, to send again if the connection breaks mid-answer.
     pending: Option<Pending>,
-    /// The answer received so far: its length and CRC.
-    received: common::wire::AnswerDigest,
+    /// The answer received so far: its length and CRC (hashed when a resume needs it).
+    received: common::wire::HeldDigest,
     /// The turn frame was read (or no frames come: a 204).
     ended: bool,
     /// The body's decompressor, when it is compressed.
