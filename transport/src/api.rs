@@ -77,10 +77,10 @@ pub async fn handle_routed(
         }
         _ => tracing::Span::none(),
     };
-    let authorized = route_authorized(state, req, route, caller);
+    let dispatched = dispatch(&state, req, route, &caller);
     // No span (logs below INFO): no wrapper entering it at each poll.
-    let response =
-        if span.is_none() { authorized.await } else { authorized.instrument(span).await };
+    let result = if span.is_none() { dispatched.await } else { dispatched.instrument(span).await };
+    let response = answer_of(&state, result);
     if zstd { compress(response) } else { response }
 }
 
@@ -114,14 +114,11 @@ fn compress(response: Response<ResponseBody>) -> Response<ResponseBody> {
     Response::from_parts(parts, body)
 }
 
-/// Answers a request whose token was accepted.
-async fn route_authorized(
-    state: Arc<AppState>,
-    req: Incoming,
-    route: Route,
-    caller: Arc<Caller>,
+/// The answer to a request whose token was accepted, or to its error.
+fn answer_of(
+    state: &AppState,
+    result: Result<Response<ResponseBody>, Error>,
 ) -> Response<ResponseBody> {
-    let result = dispatch(&state, req, route, &caller).await;
     match result {
         Ok(response) => response,
         // A session ended by the drain is gone because of the shutdown: say so.
@@ -150,7 +147,7 @@ async fn dispatch(
         return Err(Error::TooLarge { limit });
     }
     match route {
-        Route::OpenRelay => relayed::open(state, req, caller).await,
+        Route::OpenRelay => Box::pin(relayed::open(state, req, caller)).await,
         Route::Stream => {
             state.refuse_if_draining()?;
             let inside = Error::UpgradeRequired("a stream cannot be opened inside a stream");
@@ -159,7 +156,7 @@ async fn dispatch(
         Route::Login(id) => relayed::step(state, StepKind::Login, &id, caller, req).await,
         Route::Command(id) => relayed::step(state, StepKind::Command, &id, caller, req).await,
         Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, caller, req).await,
-        Route::KeepAlive => keep_alive(state, req, caller).await,
+        Route::KeepAlive => Box::pin(keep_alive(state, req, caller)).await,
         Route::CloseSession(id) => {
             Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.query())))
         }

@@ -120,14 +120,16 @@ pub async fn step(
     let session = state.sessions.get(id, owner).map_err(|_| state.session_gone(id, owner))?;
     crate::ending::refuse_if_denied(state, caller, &session, false)?;
     let step = match step_request(&req, &session)? {
-        Some(StepRequest::Again { step, from }) => return resume(&session, step, from).await,
+        Some(StepRequest::Again { step, from }) => {
+            return Box::pin(resume(&session, step, from)).await;
+        }
         Some(StepRequest::Next(step)) => Some(step),
         None => None,
     };
     match kind {
-        StepKind::Login => login(state, session, step, req).await,
+        StepKind::Login => Box::pin(login(state, session, step, req)).await,
         StepKind::Command => command(state, session, step, req, started).await,
-        StepKind::Infile => infile(state, session, step, req).await,
+        StepKind::Infile => Box::pin(infile(state, session, step, req)).await,
     }
 }
 

@@ -207,10 +207,11 @@ impl Connection {
                 TurnEnd::AwaitAuth => {
                     let packet =
                         self.io.read_expected("client hung up during authentication").await?;
-                    let mut frames = self.tunnel.relay(session, RelayStep::Login(packet)).await?;
+                    let step = RelayStep::Login(packet);
+                    let mut frames = Box::pin(self.tunnel.relay(session, step)).await?;
                     write_answer(&mut self.io, &mut frames).await?
                 }
-                TurnEnd::AwaitFile => self.send_file(session).await?,
+                TurnEnd::AwaitFile => Box::pin(self.send_file(session)).await?,
             };
         }
     }

@@ -117,7 +117,7 @@ impl FrameStream<'_> {
                 },
                 // An answer ends with its turn frame: one that ends before it broke off.
                 Ok(None) | Err(_) if self.ended => self.done = true,
-                Ok(None) | Err(_) if self.pending.is_some() => self.resume().await?,
+                Ok(None) | Err(_) if self.pending.is_some() => Box::pin(self.resume()).await?,
                 Ok(None) => self.done = true,
                 Err(e) => {
                     let url = &self.tunnel.endpoint.url;

@@ -165,7 +165,7 @@ impl TunnelConn {
                     return Err(Error::TokenRefused { url, reason });
                 }
                 let authorization = self.authorization.header().await?;
-                self.send_once(req, &authorization).await?
+                Box::pin(self.send_once(req, &authorization)).await?
             }
             sent => sent?,
         };
@@ -209,7 +209,9 @@ impl TunnelConn {
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
-                self.http = Some(self.open_connection(plain, authorization).await?);
+                // Rare paths are boxed: a command's futures stay small (they are moved and
+                // zeroed at each command).
+                self.http = Some(Box::pin(self.open_connection(plain, authorization)).await?);
             }
             let Some(conn) = self.http.as_mut() else { break };
             conn.set_silence_limit(Duration::from_millis(
@@ -218,7 +220,7 @@ impl TunnelConn {
             match conn.send(&head, body).await {
                 Ok(response) if (200..300).contains(&response.status) => return Ok(response),
                 Ok(response) => {
-                    let err = self.error_from(&response, body.len()).await;
+                    let err = Box::pin(self.error_from(&response, body.len())).await;
                     return Err(err);
                 }
                 // A kept-alive connection the other side had already closed: try a fresh one.
@@ -330,7 +332,7 @@ impl TunnelConn {
                 Error::TransportUnreachable { .. }
                 | Error::ConnectionBroken { .. }
                 | Error::TransportSilent { .. },
-            ) => self.resend(&pending, 0).await?,
+            ) => Box::pin(self.resend(&pending, 0)).await?,
             Err(e) => return Err(e),
         };
         let head = if head.status == 204 {

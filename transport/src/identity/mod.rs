@@ -140,7 +140,8 @@ impl Identities {
             return Ok(caller);
         }
         match &self.oidc {
-            Some(oidc) if oidc::looks_like_jwt(presented) => oidc.verify(presented).await,
+            // Boxed: its wait for the issuer's keys would make every request's future large.
+            Some(oidc) if oidc::looks_like_jwt(presented) => Box::pin(oidc.verify(presented)).await,
             _ => Err(Refusal::Unknown),
         }
     }
