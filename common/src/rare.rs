@@ -42,6 +42,12 @@ impl Wake for Relay {
     }
 }
 
+impl<F> std::fmt::Debug for RareWait<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RareWait").field("done", &self.done).finish_non_exhaustive()
+    }
+}
+
 impl<F: Future<Output = ()>> RareWait<F> {
     /// Wraps `inner` (boxed once, here).
     pub fn new(inner: F) -> Self {

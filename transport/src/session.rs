@@ -33,8 +33,9 @@ pub struct Session {
     pub upstream: String,
     /// The upstream's id of the connection (its thread id, for `KILL QUERY`).
     pub connection_id: u32,
-    /// Cancelled to cut the running turn short (its client gets error 1053).
-    pub cut: CancellationToken,
+    /// Cancelled to cut the running turn short (its client gets error 1053). Shared with
+    /// each turn by an `Arc` (a token's own clone takes its lock).
+    pub cut: Arc<CancellationToken>,
     /// The credentials of a `users` entry's login: they can end the session's own statements.
     pub logged_in_as: Mutex<Option<LoginAs>>,
     /// Who logged in and the database in use, as far as the relay saw (for the audit log).
@@ -203,7 +204,7 @@ impl SessionTable {
             owner: limits.owner,
             upstream: upstream.to_owned(),
             connection_id: link.connection_id,
-            cut: CancellationToken::new(),
+            cut: Arc::new(CancellationToken::new()),
             logged_in_as: Mutex::new(None),
             who: Mutex::default(),
             statements: Mutex::default(),

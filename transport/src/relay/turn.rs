@@ -11,6 +11,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use common::rare::RareWait;
 use common::wire::{FRAMING_OVERHEAD, TurnEnd, encode_heartbeat, encode_packets, encode_turn};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
@@ -87,7 +88,7 @@ pub struct Turn {
     heartbeat_every: Duration,
     /// Cancelled to cut the turn short (shutdown); a waiting turn is woken by the link's
     /// `cut_wait`.
-    cut: CancellationToken,
+    cut: Arc<CancellationToken>,
     /// One per answer, oldest first: each is told how its answer went once it ends (the last
     /// once the turn ends, however it ends).
     on_end: VecDeque<OnEnd>,
@@ -141,7 +142,7 @@ impl Turn {
         mut guard: LinkGuard,
         framing: Framing,
         heartbeat_every: Duration,
-        cut: CancellationToken,
+        cut: Arc<CancellationToken>,
     ) -> Self {
         if let Some(link) = guard.as_mut() {
             link.heartbeat.as_mut().reset(Instant::now() + heartbeat_every);
@@ -199,7 +200,7 @@ impl Turn {
             return Poll::Ready(None);
         }
         loop {
-            if self.cut.is_cancelled() {
+            if self.is_cut(cx) {
                 return Poll::Ready(Some(self.cut_short()));
             }
             let Some(link) = self.guard.as_mut() else {
@@ -249,13 +250,7 @@ impl Turn {
                     return Poll::Ready(Some(self.end(out, outcome)));
                 }
                 Poll::Pending => {
-                    let cut = &self.cut;
-                    let wait = link
-                        .cut_wait
-                        .get_or_insert_with(|| Box::pin(cut.clone().cancelled_owned()));
-                    if wait.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Some(self.cut_short()));
-                    }
+                    // The cut's wait was polled at the top of the loop: it wakes this task.
                     ready!(link.heartbeat.as_mut().poll(cx));
                     link.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
                     let mut hb = BytesMut::new();
@@ -282,6 +277,16 @@ impl Turn {
         }
         encode_turn(&mut out, TurnEnd::Closed);
         out.freeze()
+    }
+
+    /// True once the session's cut came. Its wait, kept on the link, registers this task and
+    /// is checked without a lock until it wakes it.
+    fn is_cut(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(link) = self.guard.as_mut() else { return self.cut.is_cancelled() };
+        let cut = &self.cut;
+        let wait =
+            link.cut_wait.get_or_insert_with(|| RareWait::new((**cut).clone().cancelled_owned()));
+        Pin::new(wait).poll(cx).is_ready()
     }
 
     fn rearm_heartbeat(&mut self) {
