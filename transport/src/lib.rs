@@ -29,6 +29,7 @@ pub mod relay;
 pub mod relayed;
 pub mod resume;
 pub mod resume_budget;
+pub mod resume_kept;
 pub mod server;
 pub mod session;
 pub mod state;

@@ -1,24 +1,24 @@
 //! Resuming a step after the sidecar's HTTP connection broke (Wi-Fi change, laptop sleep,
 //! proxy restart). Each request of a session carries its step number; a step runs once. The
-//! answer of the last step is kept (its last `resume_window` bytes, each chunk with the digest
-//! of the answer before it), and its running turn lives here, not in the response that streams
-//! it: the same step sent again takes the turn over at once, whatever became of the old
-//! response (gone, or stuck writing to a peer that vanished), and gets the answer from the byte
-//! the sidecar had, then the rest as it comes. The window ([`DEFAULT_WINDOW`] unless
+//! answer of the last step is kept (its last `resume_window` bytes, [`KeptAnswer`]), and its
+//! running turn lives here, not in the response that streams it: the same step sent again
+//! takes the turn over at once, whatever became of the old response (gone, or stuck writing to
+//! a peer that vanished), and gets the answer from the byte the sidecar had, then the rest as
+//! it comes. The window ([`DEFAULT_WINDOW`] unless
 //! configured) must exceed what the sockets and proxies between the two hold in flight.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::wire::AnswerDigest;
 use http::StatusCode;
 
 use crate::Error;
 use crate::relay::Turn;
 use crate::resume_budget::ResumeBudget;
+use crate::resume_kept::KeptAnswer;
 
 /// Bytes of a step's answer kept for a resume unless `resume_window` says otherwise.
 pub const DEFAULT_WINDOW: u64 = 8 << 20;
@@ -84,80 +84,15 @@ enum Live {
 struct State {
     step: u64,
     status: StatusCode,
-    /// The answer's last bytes, in chunks; `base` is the offset of the first.
-    chunks: VecDeque<Bytes>,
-    base: u64,
-    /// The digest of the answer's bytes before `base`. Those kept are hashed only for a
-    /// resume: most answers are never resumed, and their bytes go out without waiting for it.
-    base_digest: AnswerDigest,
-    /// Bytes of the answer so far.
-    len: u64,
+    /// The answer's last bytes, kept for a resume.
+    kept: KeptAnswer,
     complete: bool,
     live: Live,
     /// The last owner handed out.
     owners: u64,
-    /// Where the kept bytes' room comes from.
-    budget: Arc<ResumeBudget>,
 }
 
 impl State {
-    /// Keeps a chunk that went out, within `window` and the budget: when the budget has no
-    /// room, the oldest chunks go first; when even that is not enough, nothing is kept.
-    fn record(&mut self, chunk: &Bytes, window: u64) {
-        let n = chunk.len() as u64;
-        self.len += n;
-        while self
-            .chunks
-            .front()
-            .is_some_and(|c| self.len() - (self.base + c.len() as u64) >= window)
-        {
-            self.drop_oldest();
-        }
-        while !self.budget.try_take(n) {
-            if self.chunks.is_empty() {
-                // No room at all: only a resume from the very end is possible.
-                self.base_digest.update(chunk);
-                self.base = self.len();
-                return;
-            }
-            self.drop_oldest();
-        }
-        if self.chunks.is_empty() {
-            self.base = self.len() - n;
-        }
-        self.chunks.push_back(chunk.clone());
-    }
-
-    /// Drops the oldest kept chunk (hashed now) and gives its room back.
-    fn drop_oldest(&mut self) {
-        if let Some(chunk) = self.chunks.pop_front() {
-            self.base_digest.update(&chunk);
-            self.base += chunk.len() as u64;
-            self.budget.give_back(chunk.len() as u64);
-        }
-    }
-
-    /// Drops every kept chunk, hashed (the answer can be resumed only from its end).
-    fn forget(&mut self) {
-        for chunk in &self.chunks {
-            self.base_digest.update(chunk);
-        }
-        self.release();
-        self.base = self.len();
-    }
-
-    /// Drops every kept chunk, unhashed, and gives their room back (the answer is done with).
-    fn release(&mut self) {
-        let kept: u64 = self.chunks.iter().map(|c| c.len() as u64).sum();
-        self.chunks = VecDeque::new();
-        self.budget.give_back(kept);
-    }
-
-    /// Bytes of the answer so far.
-    fn len(&self) -> u64 {
-        self.len
-    }
-
     fn new_owner(&mut self) -> u64 {
         self.owners += 1;
         self.owners
@@ -182,14 +117,10 @@ impl Default for Resumable {
         let state = State {
             step: 0,
             status: StatusCode::OK,
-            chunks: VecDeque::new(),
-            base: 0,
-            base_digest: AnswerDigest::default(),
-            len: 0,
+            kept: KeptAnswer::new(Arc::new(ResumeBudget::unlimited())),
             complete: false,
             live: Live::Idle,
             owners: NOBODY,
-            budget: Arc::new(ResumeBudget::unlimited()),
         };
         Self { state: Mutex::new(state), window: DEFAULT_WINDOW.into() }
     }
@@ -204,8 +135,7 @@ impl Resumable {
     /// Takes the room for kept answers from `budget` (the transport's `max_resume_bytes`).
     pub fn set_budget(&self, budget: Arc<ResumeBudget>) {
         let mut state = lock(&self.state);
-        state.forget();
-        state.budget = budget;
+        state.kept.set_budget(budget);
     }
 
     /// True when answers are kept for a resume.
@@ -232,10 +162,7 @@ impl Resumable {
             }
             state.step = step;
             state.status = StatusCode::OK;
-            state.release();
-            state.base = 0;
-            state.base_digest = AnswerDigest::default();
-            state.len = 0;
+            state.kept.restart();
             state.complete = false;
             std::mem::take(&mut state.live)
         };
@@ -271,7 +198,7 @@ impl Resumable {
         };
         let finished = turn.is_finished();
         if let Some(chunk) = &chunk {
-            state.record(chunk, window);
+            state.kept.record(chunk, window);
         }
         let ended = finished.then(|| {
             state.complete = true;
@@ -304,7 +231,7 @@ impl Resumable {
             return;
         }
         state.status = status;
-        state.record(body, u64::MAX);
+        state.kept.record(body, u64::MAX);
         state.complete = true;
     }
 
@@ -334,7 +261,7 @@ impl Resumable {
     pub fn release(&self) {
         {
             let mut state = lock(&self.state);
-            state.forget();
+            state.kept.forget();
             state.complete = false;
         }
         self.abandon();
@@ -351,7 +278,7 @@ impl Resumable {
             )));
         }
         if matches!(state.live, Live::Running { .. }) {
-            let (missed, before) = missed(&state, from)?;
+            let (missed, before) = state.kept.missed(from)?;
             let owner = state.new_owner();
             let mut replaced = None;
             if let Live::Running { owner: current, waiting, .. } = &mut state.live {
@@ -370,43 +297,15 @@ impl Resumable {
             // to), which the caller can tell (`steps::resume`); busy until then.
             return Err(Error::SessionBusy);
         }
-        missed(&state, from).map(|(m, before)| Resumed::Whole(state.status, m, before))
+        state.kept.missed(from).map(|(m, before)| Resumed::Whole(state.status, m, before))
     }
 }
 
 impl Drop for Resumable {
     /// The room of what was kept goes back to the budget.
     fn drop(&mut self) {
-        lock(&self.state).release();
+        lock(&self.state).kept.release();
     }
-}
-
-/// The answer's bytes from `from` on, and the digest of those before.
-fn missed(state: &State, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
-    if from < state.base || from > state.len() {
-        return Err(Error::StepRefused(format!(
-            "the answer cannot be resumed from byte {from}: {} to {} are kept",
-            state.base,
-            state.len()
-        )));
-    }
-    let mut skip = from - state.base;
-    let mut out = BytesMut::new();
-    let mut before = state.base_digest;
-    for chunk in &state.chunks {
-        let len = chunk.len() as u64;
-        if skip >= len {
-            before.update(chunk);
-            skip -= len;
-            continue;
-        }
-        if out.is_empty() {
-            before.update(&chunk[..skip as usize]);
-        }
-        out.extend_from_slice(&chunk[skip as usize..]);
-        skip = 0;
-    }
-    Ok((out.freeze(), before))
 }
 
 #[cfg(test)]

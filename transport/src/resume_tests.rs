@@ -53,11 +53,11 @@ fn only_the_window_is_kept() {
     {
         let mut state = lock(&r.state);
         for _ in 0..12 {
-            state.record(&chunk, DEFAULT_WINDOW);
+            state.kept.record(&chunk, DEFAULT_WINDOW);
         }
         state.complete = true;
     }
-    let kept = lock(&r.state).base;
+    let kept = lock(&r.state).kept.base();
     // (the default window: 8 MiB)
     assert_eq!(kept, 4 << 20, "the oldest 4 of 12 MiB are dropped");
     assert!(resumed_bytes(&r, 1, 0).is_err(), "too far behind");
@@ -75,7 +75,7 @@ fn the_budget_bounds_what_all_sessions_keep() {
         assert!(r.begin(1).is_ok());
         let mut state = lock(&r.state);
         for _ in 0..2 {
-            state.record(&chunk, DEFAULT_WINDOW);
+            state.kept.record(&chunk, DEFAULT_WINDOW);
         }
         state.complete = true;
     }
@@ -100,13 +100,13 @@ fn the_digest_before_a_resume_is_that_of_the_bytes_before_it() {
         let mut state = lock(&r.state);
         let mut at = 0;
         for size in [1, 999, 5_000, 14_000, 1, 19_999] {
-            state.record(&Bytes::copy_from_slice(&answer[at..at + size]), 16_384);
+            state.kept.record(&Bytes::copy_from_slice(&answer[at..at + size]), 16_384);
             at += size;
         }
         assert_eq!(at, answer.len());
         state.complete = true;
     }
-    let base = lock(&r.state).base as usize;
+    let base = lock(&r.state).kept.base() as usize;
     assert!(base > 0, "the window dropped the oldest chunks");
     assert!(r.resume(1, base as u64 - 1).is_err(), "not kept");
     for from in [base, base + 1, base + 7_000, 39_999, 40_000] {

@@ -1,0 +1,128 @@
+//! The bytes of a step's answer kept for a resume: its last chunks, within the window and the
+//! transport's budget, and the digest of the bytes before them. The chunks are hashed only when
+//! a resume asks for the digest, or when they leave: most answers are never resumed, and their
+//! bytes go out without waiting for a CRC.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use common::wire::AnswerDigest;
+
+use crate::Error;
+use crate::resume_budget::ResumeBudget;
+
+/// An answer's last bytes, in chunks (shared with what went out, not copied).
+#[derive(Debug)]
+pub struct KeptAnswer {
+    chunks: VecDeque<Bytes>,
+    /// The answer's offset of the first chunk kept.
+    base: u64,
+    /// The digest of the answer's bytes before `base`.
+    base_digest: AnswerDigest,
+    /// Bytes of the answer so far.
+    len: u64,
+    /// Where the kept bytes' room comes from.
+    budget: Arc<ResumeBudget>,
+}
+
+impl KeptAnswer {
+    /// Nothing kept yet, the room taken from `budget`.
+    pub fn new(budget: Arc<ResumeBudget>) -> Self {
+        let (chunks, base_digest) = (VecDeque::new(), AnswerDigest::default());
+        Self { chunks, base: 0, base_digest, len: 0, budget }
+    }
+
+    /// Takes the room from `budget` from now on (what was kept is let go, hashed).
+    pub fn set_budget(&mut self, budget: Arc<ResumeBudget>) {
+        self.forget();
+        self.budget = budget;
+    }
+
+    /// Keeps a chunk that went out, within `window` and the budget: when the budget has no
+    /// room, the oldest chunks go first; when even that is not enough, nothing is kept.
+    pub fn record(&mut self, chunk: &Bytes, window: u64) {
+        let n = chunk.len() as u64;
+        self.len += n;
+        while self.chunks.front().is_some_and(|c| self.len - (self.base + c.len() as u64) >= window)
+        {
+            self.drop_oldest();
+        }
+        while !self.budget.try_take(n) {
+            if self.chunks.is_empty() {
+                // No room at all: only a resume from the very end is possible.
+                self.base_digest.update(chunk);
+                self.base = self.len;
+                return;
+            }
+            self.drop_oldest();
+        }
+        if self.chunks.is_empty() {
+            self.base = self.len - n;
+        }
+        self.chunks.push_back(chunk.clone());
+    }
+
+    /// Drops the oldest kept chunk (hashed now) and gives its room back.
+    fn drop_oldest(&mut self) {
+        if let Some(chunk) = self.chunks.pop_front() {
+            self.base_digest.update(&chunk);
+            self.base += chunk.len() as u64;
+            self.budget.give_back(chunk.len() as u64);
+        }
+    }
+
+    /// Drops every kept chunk, hashed (the answer can be resumed only from its end).
+    pub fn forget(&mut self) {
+        for chunk in &self.chunks {
+            self.base_digest.update(chunk);
+        }
+        self.release();
+        self.base = self.len;
+    }
+
+    /// Drops every kept chunk, unhashed, and gives their room back (the answer is done with).
+    pub fn release(&mut self) {
+        let kept: u64 = self.chunks.iter().map(|c| c.len() as u64).sum();
+        self.chunks = VecDeque::new();
+        self.budget.give_back(kept);
+    }
+
+    /// A new answer begins: nothing of the last one is kept or hashed.
+    pub fn restart(&mut self) {
+        self.release();
+        (self.base, self.len, self.base_digest) = (0, 0, AnswerDigest::default());
+    }
+
+    /// The answer's offset of the first byte kept.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The answer's bytes from `from` on, and the digest of those before.
+    pub fn missed(&self, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
+        if from < self.base || from > self.len {
+            return Err(Error::StepRefused(format!(
+                "the answer cannot be resumed from byte {from}: {} to {} are kept",
+                self.base, self.len
+            )));
+        }
+        let mut skip = from - self.base;
+        let mut out = BytesMut::new();
+        let mut before = self.base_digest;
+        for chunk in &self.chunks {
+            let len = chunk.len() as u64;
+            if skip >= len {
+                before.update(chunk);
+                skip -= len;
+                continue;
+            }
+            if out.is_empty() {
+                before.update(&chunk[..skip as usize]);
+            }
+            out.extend_from_slice(&chunk[skip as usize..]);
+            skip = 0;
+        }
+        Ok((out.freeze(), before))
+    }
+}
