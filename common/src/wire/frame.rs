@@ -81,60 +81,105 @@ pub fn encode_turn(buf: &mut BytesMut, end: TurnEnd) {
     buf.put_u8(end.code());
 }
 
-/// Incremental decoder: feed body chunks with [`FrameDecoder::extend`], take frames with
-/// [`FrameDecoder::next_frame`].
+/// Incremental decoder: feed body chunks with [`FrameDecoder::extend`] (copied) or
+/// [`FrameDecoder::extend_shared`] (decoded in place while no partial frame is buffered: the
+/// frames share the chunk's memory), take frames with [`FrameDecoder::next_frame`].
 #[derive(Debug)]
 pub struct FrameDecoder {
+    /// A partial frame and what came after it.
     buf: BytesMut,
+    /// A chunk being decoded in place (only while `buf` is empty).
+    shared: Bytes,
     max_frame: usize,
 }
 
 impl FrameDecoder {
     /// A decoder refusing frames whose payload exceeds `max_frame` bytes.
     pub fn new(max_frame: usize) -> Self {
-        Self { buf: BytesMut::new(), max_frame }
+        Self { buf: BytesMut::new(), shared: Bytes::new(), max_frame }
     }
 
     /// Appends received bytes.
     pub fn extend(&mut self, chunk: &[u8]) {
+        self.spill();
         self.buf.extend_from_slice(chunk);
+    }
+
+    /// Appends a received chunk, without a copy when nothing is buffered.
+    pub fn extend_shared(&mut self, chunk: Bytes) {
+        if self.is_empty() {
+            self.shared = chunk;
+        } else {
+            self.extend(&chunk);
+        }
+    }
+
+    /// Moves the chunk decoded in place into the buffer (a frame goes on past its end), with
+    /// room for that frame whole when its header is there.
+    fn spill(&mut self) {
+        if !self.shared.is_empty() {
+            let shared = std::mem::take(&mut self.shared);
+            if self.buf.is_empty() && shared.len() >= HEADER_LEN {
+                let len = (&shared[1..HEADER_LEN]).get_u32_le() as usize;
+                self.buf.reserve(HEADER_LEN + len.min(self.max_frame));
+            }
+            self.buf.extend_from_slice(&shared);
+        }
     }
 
     /// True when no partial frame is buffered.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.buf.is_empty() && self.shared.is_empty()
+    }
+
+    /// The tag and length of the frame `bytes` begin with, once its header is there.
+    fn header_of(&self, bytes: &[u8]) -> Result<Option<(u8, usize)>, Error> {
+        if bytes.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let len = (&bytes[1..HEADER_LEN]).get_u32_le() as usize;
+        if len > self.max_frame {
+            return Err(Error::FrameTooLarge { size: len, limit: self.max_frame });
+        }
+        Ok(Some((bytes[0], len)))
     }
 
     /// Decodes the next complete frame, if one is buffered.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, Error> {
-        if self.buf.len() < HEADER_LEN {
-            return Ok(None);
+        if !self.shared.is_empty() {
+            if let Some((tag, len)) = self.header_of(&self.shared)?
+                && self.shared.len() >= HEADER_LEN + len
+            {
+                self.shared.advance(HEADER_LEN);
+                return frame_of(tag, self.shared.split_to(len)).map(Some);
+            }
+            self.spill();
         }
-        let tag = self.buf[0];
-        let len = (&self.buf[1..HEADER_LEN]).get_u32_le() as usize;
-        if len > self.max_frame {
-            return Err(Error::FrameTooLarge { size: len, limit: self.max_frame });
-        }
+        let Some((tag, len)) = self.header_of(&self.buf)? else { return Ok(None) };
         if self.buf.len() < HEADER_LEN + len {
             self.buf.reserve(HEADER_LEN + len - self.buf.len());
             return Ok(None);
         }
         self.buf.advance(HEADER_LEN);
-        let payload = self.buf.split_to(len).freeze();
-        let frame = match tag {
-            TAG_HEARTBEAT if len == 0 => Frame::Heartbeat,
-            TAG_PACKETS => Frame::Packets(payload),
-            TAG_TURN if len == 1 => match TurnEnd::from_code(payload[0]) {
-                Some(end) => Frame::Turn(end),
-                None => return Err(Error::Wire("unknown turn end")),
-            },
-            TAG_HEARTBEAT | TAG_TURN => {
-                return Err(Error::Wire("frame payload has the wrong length for its tag"));
-            }
-            _ => return Err(Error::Wire("unknown frame tag")),
-        };
-        Ok(Some(frame))
+        frame_of(tag, self.buf.split_to(len).freeze()).map(Some)
     }
+}
+
+/// The frame of tag `tag` with `payload`.
+fn frame_of(tag: u8, payload: Bytes) -> Result<Frame, Error> {
+    let len = payload.len();
+    Ok(match tag {
+        TAG_HEARTBEAT if len == 0 => Frame::Heartbeat,
+        TAG_PACKETS => Frame::Packets(payload),
+        TAG_TURN if len == 1 => match TurnEnd::from_code(payload[0]) {
+            Some(end) => Frame::Turn(end),
+            None => return Err(Error::Wire("unknown turn end")),
+        },
+        TAG_HEARTBEAT | TAG_TURN => {
+            return Err(Error::Wire("frame payload has the wrong length for its tag"));
+        }
+        _ => return Err(Error::Wire("unknown frame tag")),
+    })
 }
 
 #[cfg(test)]
@@ -201,6 +246,37 @@ mod tests {
                 dec.extend(part);
                 while let Some(f) = dec.next_frame().ok().flatten() { got.push(f); }
             }
+            prop_assert_eq!(got, whole);
+        }
+
+        #[test]
+        fn shared_chunks_at_any_splits_decode_the_same(
+            items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20),
+            cuts in proptest::collection::vec(0usize..1000, 0..6),
+            copied in any::<u8>(),
+        ) {
+            let mut buf = BytesMut::new();
+            for item in &items {
+                encode_packets(&mut buf, item);
+            }
+            encode_turn(&mut buf, TurnEnd::Done);
+            let whole = decode_all(&buf);
+            let buf = buf.freeze();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(buf.len())).collect();
+            cuts.push(buf.len());
+            cuts.sort_unstable();
+            let (mut dec, mut got, mut at) = (FrameDecoder::new(DEFAULT_MAX_FRAME), Vec::new(), 0);
+            for (i, cut) in cuts.into_iter().enumerate() {
+                // Some chunks copied, most shared, as a sidecar may mix them.
+                if copied & (1 << (i % 8)) != 0 {
+                    dec.extend(&buf[at..cut]);
+                } else {
+                    dec.extend_shared(buf.slice(at..cut));
+                }
+                at = cut;
+                while let Some(f) = dec.next_frame().ok().flatten() { got.push(f); }
+            }
+            prop_assert!(dec.is_empty());
             prop_assert_eq!(got, whole);
         }
 

@@ -15,7 +15,7 @@ pub async fn write_answer(
 ) -> Result<TurnEnd, Error> {
     while let Some(frame) = frames.next().await? {
         match frame {
-            Frame::Packets(packets) => io.write_raw(&packets).await?,
+            Frame::Packets(packets) => io.write_raw(packets).await?,
             Frame::Heartbeat => {}
             // The answer is whole: it goes to the client before the rest of the body is
             // checked and the connection to the transport is put back.

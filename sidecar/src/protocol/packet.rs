@@ -52,6 +52,9 @@ pub struct PacketIo {
     peer: Option<std::net::SocketAddr>,
     rbuf: BytesMut,
     wbuf: BytesMut,
+    /// Relayed bytes queued as they came, without a copy, while nothing else is queued (most
+    /// answers are one piece); copied into `wbuf` once anything follows them.
+    held: Bytes,
     seq: u8,
     max_packet: usize,
     /// Relayed bytes still to come of the packet being relayed (0: at a boundary).
@@ -89,6 +92,7 @@ impl PacketIo {
             stream: MaybeTls::Plain(stream),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
+            held: Bytes::new(),
             seq: 0,
             relayed_left: 0,
             relayed_head: ([0; 4], 0),

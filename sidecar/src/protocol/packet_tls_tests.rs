@@ -61,7 +61,7 @@ async fn the_end_of_an_answer_reaches_a_tls_client_whose_socket_was_full() {
     let (tcp, _) = listener.accept().await.expect("accept");
     let mut io = PacketIo::new(tcp, 1 << 20);
     io.upgrade_tls(&acceptor).await.expect("server handshake");
-    io.write_raw(&[7u8; ANSWER]).await.expect("write");
+    io.write_raw(bytes::Bytes::from_static(&[7u8; ANSWER])).await.expect("write");
     io.flush().await.expect("flush");
     let (complete, _tls) = client.await.expect("client");
     assert!(complete, "the client got the whole answer");

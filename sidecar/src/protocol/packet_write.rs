@@ -3,7 +3,7 @@
 //! packets patched until they are sent, and the one place bytes leave for the socket, through
 //! the compressed protocol when it is on.
 
-use bytes::BufMut;
+use bytes::{BufMut, Bytes};
 use common::mysql::compressed;
 use common::mysql::packets::PacketHead;
 use tokio::io::AsyncWriteExt;
@@ -16,7 +16,7 @@ impl PacketIo {
     /// an exact multiple). Flushes when enough is buffered.
     pub async fn write_packet(&mut self, payload: &[u8]) -> Result<(), Error> {
         self.queue_packet(payload);
-        if self.wbuf.len() >= FLUSH_AT {
+        if self.queued() >= FLUSH_AT {
             self.flush_part().await?;
         }
         Ok(())
@@ -24,6 +24,7 @@ impl PacketIo {
 
     /// Queues one logical packet without flushing.
     pub fn queue_packet(&mut self, payload: &[u8]) {
+        self.spill();
         let mut chunks = payload.chunks(MAX_PAYLOAD);
         let mut last_len = 0;
         for chunk in chunks.by_ref() {
@@ -38,13 +39,31 @@ impl PacketIo {
 
     /// Queues bytes that already are MySQL packets (a relayed answer); flushes when enough is
     /// buffered.
-    pub async fn write_raw(&mut self, packets: &[u8]) -> Result<(), Error> {
-        self.track_relayed(packets);
-        self.wbuf.extend_from_slice(packets);
-        if self.wbuf.len() >= FLUSH_AT {
+    pub async fn write_raw(&mut self, packets: Bytes) -> Result<(), Error> {
+        self.track_relayed(&packets);
+        if self.wbuf.is_empty() && self.held.is_empty() {
+            self.held = packets;
+        } else {
+            self.spill();
+            self.wbuf.extend_from_slice(&packets);
+        }
+        if self.queued() >= FLUSH_AT {
             self.flush_part().await?;
         }
         Ok(())
+    }
+
+    /// Bytes queued to write.
+    fn queued(&self) -> usize {
+        self.wbuf.len() + self.held.len()
+    }
+
+    /// Moves the relayed bytes held without a copy into the write buffer, before anything is
+    /// queued behind them.
+    fn spill(&mut self) {
+        if !self.held.is_empty() {
+            self.wbuf.extend_from_slice(&std::mem::take(&mut self.held));
+        }
     }
 
     /// Follows the packet headers of relayed bytes, so that a packet of the sidecar's own
@@ -79,6 +98,7 @@ impl PacketIo {
 
     /// Queues a packet shorter than 16 MiB and remembers where it is.
     pub fn queue_packet_marked(&mut self, payload: &[u8]) -> QueuedPacket {
+        self.spill();
         let at = self.wbuf.len() + 4;
         self.queue_packet(payload);
         QueuedPacket { flushes: self.flushes, at, len: payload.len().min(MAX_PAYLOAD - 1) }
@@ -118,6 +138,17 @@ impl PacketIo {
 
     /// Writes what is queued but its last `hold` bytes.
     async fn send(&mut self, hold: usize) -> Result<(), Error> {
+        if !self.held.is_empty() && (hold > 0 || self.compressed.is_some()) {
+            self.spill();
+        }
+        if !self.held.is_empty() {
+            // A relayed answer in one piece, as it came.
+            self.flushes += 1;
+            self.stream.write_all(&self.held).await?;
+            self.stream.flush().await?;
+            self.held = Bytes::new();
+            return Ok(());
+        }
         if self.wbuf.len() > hold {
             self.flushes += 1;
             let upto = self.wbuf.len() - hold;

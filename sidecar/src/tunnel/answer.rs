@@ -111,7 +111,7 @@ impl FrameStream<'_> {
                 Ok(Some(data)) => match self.inflate.as_mut() {
                     Some(inflate) => inflate.push(&data),
                     None => {
-                        self.decoder.extend(&data);
+                        self.decoder.extend_shared(data.clone());
                         self.received.push(data);
                     }
                 },
