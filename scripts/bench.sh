@@ -20,7 +20,9 @@
 # doubled, peak and final RSS.
 # `--instructions [QUERIES]` counts, with callgrind, the instructions each half of the tunnel
 # (over a stream) and of wstunnel (when the main run has built it) executes per point select,
-# over QUERIES (default 3,000) on one thread: exact where the sampled CPU time is noisy.
+# over QUERIES (default 3,000) on one thread: exact where the sampled CPU time is noisy; then,
+# with a dump before each recv, send and epoll_wait, how many of them fall between a wake-up,
+# a read and the write it causes (the critical path at one thread) and after the write.
 # Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS] |
 #        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED] |
 #        scripts/bench.sh --instructions [QUERIES]
@@ -70,7 +72,7 @@ if [[ "${1:-}" == "--instructions" ]]; then
             --threads=1 --time=0 --events="$2" --db-ps-mode=disable "$3" >/dev/null
     }
     sb "$db_port" 1 prepare
-    callgrind() { valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/$1.out" "${@:2}" 2>/dev/null & PIDS+=($!); }
+    callgrind() { valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/$1.out" "${@:2}" >/dev/null 2>&1 & PIDS+=($!); }
     # measure NAME PORT SERVER_HALF_PID CLIENT_HALF_PID: Ir per query of each half.
     measure() {
         local name=$1 port=$2 half ir
@@ -85,23 +87,54 @@ if [[ "${1:-}" == "--instructions" ]]; then
             printf '%-8s %s half: %6d instructions per query\n' "$name" "$half" $((ir / QUERIES))
         done
     }
-    tport=$(free_port) sport=$(free_port)
-    sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$tport/" \
-        -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
-    sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$tport/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sport/" \
-        -e "s/level: info/level: warn/" configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
-    callgrind tunnel-server target/release/transport --config "$WORK/transport.yaml"
-    callgrind tunnel-client target/release/sidecar --config "$WORK/sidecar.yaml"
-    measure tunnel "$sport" "${PIDS[-2]}" "${PIDS[-1]}"
+    # pair NAME: starts both halves of NAME (tunnel or wstunnel) under callgrind; sets PORT.
+    pair() {
+        local server=$(free_port)
+        PORT=$(free_port)
+        if [[ $1 == tunnel ]]; then
+            sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$server/" \
+                -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
+            sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$server/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$PORT/" \
+                -e "s/level: info/level: warn/" configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
+            callgrind "$2-server" target/release/transport --config "$WORK/transport.yaml"
+            callgrind "$2-client" target/release/sidecar --config "$WORK/sidecar.yaml"
+        else
+            callgrind "$2-server" "$WSTUNNEL" server --restrict-to "127.0.0.1:$db_port" "ws://127.0.0.1:$server"
+            wait_port "$server"
+            callgrind "$2-client" "$WSTUNNEL" client -L "tcp://127.0.0.1:$PORT:127.0.0.1:$db_port" "ws://127.0.0.1:$server"
+        fi
+    }
+    # stop_pair: ends the last pair started (quietly: the shell reports killed jobs).
+    stop_pair() { { kill -9 "${PIDS[-2]}" "${PIDS[-1]}"; wait "${PIDS[-2]}" "${PIDS[-1]}"; } 2>/dev/null || true; }
+    # critical NAME: the same, with a dump before each recv, send and epoll_wait, over 300
+    # queries: the instructions between a wake-up, the read and the write it causes, on the
+    # critical path of each hop at one thread (scripts/critical_path.py).
+    critical() {
+        local args=(--dump-before=recv --dump-before=__libc_recv --dump-before=send
+            --dump-before=__libc_send --dump-before=epoll_wait)
+        callgrind() { valgrind --tool=callgrind --dump-instr=no --dump-line=no "${args[@]}" --callgrind-out-file="$WORK/$1.out" "${@:2}" >/dev/null 2>&1 & PIDS+=($!); }
+        pair "$1" "$1-critical"
+        wait_port "$PORT"
+        sb "$PORT" 100 run
+        sb "$PORT" 300 run
+        stop_pair
+        for half in server client; do
+            echo "$1 $half half, between system calls:"
+            python3 scripts/critical_path.py "$WORK/$1-critical-$half.out"
+        done
+    }
+    NAMES=(tunnel)
     if [[ -x "$WSTUNNEL" ]]; then
-        ws_server=$(free_port) ws_client=$(free_port)
-        callgrind wstunnel-server "$WSTUNNEL" server --restrict-to "127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server"
-        wait_port "$ws_server"
-        callgrind wstunnel-client "$WSTUNNEL" client -L "tcp://127.0.0.1:$ws_client:127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server"
-        measure wstunnel "$ws_client" "${PIDS[-2]}" "${PIDS[-1]}"
+        NAMES+=(wstunnel)
     else
         echo "note: no wstunnel at $WSTUNNEL (scripts/bench.sh builds it): its lines are skipped"
     fi
+    for name in "${NAMES[@]}"; do
+        pair "$name" "$name"
+        measure "$name" "$PORT" "${PIDS[-2]}" "${PIDS[-1]}"
+        stop_pair
+    done
+    for name in "${NAMES[@]}"; do critical "$name"; done
     exit 0
 fi
 
