@@ -142,7 +142,7 @@ async fn dispatch(
 ) -> Result<Response<ResponseBody>, Error> {
     let limit = state.config().max_request_bytes;
     let declared = req.header(&incoming::CONTENT_LENGTH);
-    let declared = declared.and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
+    let declared = declared.and_then(incoming::number);
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(Error::TooLarge { limit });
     }

@@ -56,7 +56,7 @@ pub async fn read_body_within(
     // A stream message's body has no Content-Length, but its size is known: it is here.
     let declared = req
         .header(&incoming::CONTENT_LENGTH)
-        .and_then(|v| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
+        .and_then(|v| usize::try_from(incoming::number(v)?).ok())
         .or_else(|| req.body_len());
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
@@ -133,7 +133,7 @@ fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
         return Err(Error::BadRequest(format!("Content-Encoding {encoding:?} is not taken")));
     }
     req.header(&incoming::DECODED_LENGTH)
-        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+        .and_then(|v| usize::try_from(incoming::number(v)?).ok())
         .map(Some)
         .ok_or_else(|| Error::BadRequest(format!("a zstd body needs {DECODED_LENGTH_HEADER}")))
 }

@@ -32,7 +32,19 @@ enum Head {
     /// through several layers of futures, and its parts are most of its size.
     Http(Box<http::request::Parts>),
     /// A stream message's, read in place.
-    Message { data: Bytes, method: Range<usize>, path: Range<usize>, headers: Vec<HeaderAt> },
+    Message(Box<MessageHead>),
+}
+
+/// Where a stream message's method, path and headers are in it.
+#[derive(Debug)]
+struct MessageHead {
+    data: Bytes,
+    method: Range<usize>,
+    path: Range<usize>,
+    headers: Vec<HeaderAt>,
+    /// For each known header, where its first value is in `headers`, plus one (`0`: absent),
+    /// so that an endpoint's look-up does not walk the list (a request has eight).
+    first: [u8; HEADER_NAMES.len()],
 }
 
 /// A request's body.
@@ -123,28 +135,32 @@ impl Incoming {
             return Err(bad("has a bad method"));
         }
         let path = &data[at.path.clone()];
-        if path.first() != Some(&b'/') || !all_bytes(path, |b| b.is_ascii_graphic()) {
+        if path.first() != Some(&b'/') || !scan::all_graphic(path) {
             return Err(bad("has a bad path"));
         }
-        for (name, value) in &at.headers {
-            if let NameAt::Spelled(name) = name
-                && !data[name.clone()].iter().all(|b| is_token(*b))
-            {
-                return Err(bad("has a bad header name"));
+        let mut first = [0; HEADER_NAMES.len()];
+        for (i, (name, value)) in at.headers.iter().enumerate() {
+            match name {
+                NameAt::Spelled(name) if !data[name.clone()].iter().all(|b| is_token(*b)) => {
+                    return Err(bad("has a bad header name"));
+                }
+                NameAt::Spelled(_) => {}
+                // A message has at most 255 headers (its count is a byte).
+                NameAt::Known(code) if first[*code] == 0 => first[*code] = (i + 1) as u8,
+                NameAt::Known(_) => {}
             }
-            if !all_bytes(&data[value.clone()], is_value_byte) {
+            if !scan::all_value_bytes(&data[value.clone()]) {
                 return Err(bad("has a bad header value"));
             }
         }
         let body = data.slice(at.body.clone());
-        let head = Head::Message { data, method: at.method, path: at.path, headers: at.headers };
+        let (method, path, headers) = (at.method, at.path, at.headers);
+        let head = Head::Message(Box::new(MessageHead { data, method, path, headers, first }));
         let request = Self { head, body: Body::Whole(body) };
         let declared = request.header(&CONTENT_LENGTH);
-        let length = |v: &[u8]| {
-            let digits = !v.is_empty() && v.iter().all(u8::is_ascii_digit);
-            digits.then(|| std::str::from_utf8(v).ok()?.parse::<usize>().ok()).flatten()
-        };
-        if declared.is_some_and(|v| length(v) != Some(request.body_len().unwrap_or(0))) {
+        let length = |v: &[u8]| v.iter().all(u8::is_ascii_digit).then(|| number(v)).flatten();
+        let body_len = request.body_len().unwrap_or(0) as u64;
+        if declared.is_some_and(|v| length(v) != Some(body_len)) {
             return Err(bad("has a body of another length than its Content-Length"));
         }
         Ok(request)
@@ -155,7 +171,7 @@ impl Incoming {
     pub fn target(&self) -> &[u8] {
         match &self.head {
             Head::Http(_) => &[],
-            Head::Message { data, method, path, .. } => &data[method.start..path.end],
+            Head::Message(m) => &m.data[m.method.start..m.path.end],
         }
     }
 
@@ -163,7 +179,7 @@ impl Incoming {
     pub fn method(&self) -> &str {
         match &self.head {
             Head::Http(parts) => parts.method.as_str(),
-            Head::Message { data, method, .. } => text(&data[method.clone()]),
+            Head::Message(m) => text(&m.data[m.method.clone()]),
         }
     }
 
@@ -180,23 +196,32 @@ impl Incoming {
     fn path_and_query(&self) -> &str {
         match &self.head {
             Head::Http(parts) => parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-            Head::Message { data, path, .. } => text(&data[path.clone()]),
+            Head::Message(m) => text(&m.data[m.path.clone()]),
         }
     }
 
     /// The value of the first header `header`.
     pub fn header(&self, header: &'static Known) -> Option<&[u8]> {
-        self.headers(header).next()
+        match &self.head {
+            Head::Http(parts) => parts.headers.get(&header.name).map(http::HeaderValue::as_bytes),
+            Head::Message(m) => {
+                let at = usize::from(m.first[header.code]).checked_sub(1)?;
+                Some(&m.data[m.headers[at].1.clone()])
+            }
+        }
     }
 
     /// The values of every header `header`, in order.
     pub fn headers(&self, header: &'static Known) -> impl Iterator<Item = &[u8]> {
         let (http, message) = match &self.head {
             Head::Http(parts) => (Some(parts.headers.get_all(&header.name).iter()), None),
-            Head::Message { data, headers, .. } => {
+            Head::Message(m) => {
                 let named = |(at, _): &&HeaderAt| *at == NameAt::Known(header.code);
-                let values = headers.iter().filter(named);
-                (None, Some(values.map(|(_, value)| &data[value.clone()])))
+                // From the first: none when there is none.
+                let from =
+                    usize::from(m.first[header.code]).checked_sub(1).unwrap_or(m.headers.len());
+                let values = m.headers[from..].iter().filter(named);
+                (None, Some(values.map(|(_, value)| &m.data[value.clone()])))
             }
         };
         let http = http.into_iter().flatten().map(http::HeaderValue::as_bytes);
@@ -249,10 +274,18 @@ fn text(bytes: &[u8]) -> &str {
     std::str::from_utf8(bytes).unwrap_or_default()
 }
 
-/// True when every byte passes `good`. (Without an early exit, so that the loop runs over
-/// several bytes at a time: values are read whole anyway.)
-fn all_bytes(bytes: &[u8], good: impl Fn(u8) -> bool) -> bool {
-    bytes.iter().fold(true, |all, b| all & good(*b))
+/// A header's number (a step, a length, an offset) as `str::parse::<u64>` reads it: digits,
+/// after an optional `+`, that fit in a `u64`; without checking the bytes for UTF-8 first.
+pub fn number(value: &[u8]) -> Option<u64> {
+    let digits = value.strip_prefix(b"+").unwrap_or(value);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, b| {
+        let digit = b.wrapping_sub(b'0');
+        (digit < 10).then_some(())?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// A byte of an HTTP token (a method, a header name).
@@ -263,6 +296,59 @@ fn is_token(b: u8) -> bool {
 /// A byte HTTP takes in a header value (as `http::HeaderValue` does).
 fn is_value_byte(b: u8) -> bool {
     (b >= 0x20) & (b != 0x7f) | (b == b'\t')
+}
+
+/// Checks of a message's bytes, eight at a time: a head is checked whole for every request.
+mod scan {
+    /// Each byte of a word, set to `b`.
+    const fn each(b: u8) -> u64 {
+        u64::from_ne_bytes([b; 8])
+    }
+
+    /// True when `word` has a byte below `n` (`n` at most 128; exact).
+    fn has_below(word: u64, n: u8) -> bool {
+        word.wrapping_sub(each(n)) & !word & each(0x80) != 0
+    }
+
+    /// True when `word` has a byte above `n` (`n` below 128; exact).
+    fn has_above(word: u64, n: u8) -> bool {
+        (word.wrapping_add(each(127 - n)) | word) & each(0x80) != 0
+    }
+
+    /// True when `word` has a byte equal to `b`.
+    fn has_byte(word: u64, b: u8) -> bool {
+        has_below(word ^ each(b), 1)
+    }
+
+    /// True when every word of `bytes` (the last one padded with `pad`) passes `good`, and
+    /// every byte of a word that does not passes `good_byte`.
+    fn all(
+        bytes: &[u8],
+        pad: u8,
+        good: impl Fn(u64) -> bool,
+        good_byte: impl Fn(u8) -> bool,
+    ) -> bool {
+        let mut words = bytes.chunks_exact(8);
+        let whole = words.by_ref().all(|w| {
+            let word = u64::from_ne_bytes(w.try_into().unwrap_or_default());
+            good(word) || w.iter().all(|b| good_byte(*b))
+        });
+        let rest = words.remainder();
+        let mut last = [pad; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        whole && (good(u64::from_ne_bytes(last)) || rest.iter().all(|b| good_byte(*b)))
+    }
+
+    /// True when every byte is visible ASCII (`u8::is_ascii_graphic`): a path's.
+    pub(super) fn all_graphic(bytes: &[u8]) -> bool {
+        all(bytes, b'/', |w| !has_below(w, 0x21) && !has_above(w, 0x7e), |b| b.is_ascii_graphic())
+    }
+
+    /// True when every byte may be in an HTTP header value (`super::is_value_byte`).
+    pub(super) fn all_value_bytes(bytes: &[u8]) -> bool {
+        let good = |w| !has_below(w, 0x20) && !has_byte(w, 0x7f);
+        all(bytes, b' ', good, super::is_value_byte)
+    }
 }
 
 #[cfg(test)]

@@ -169,9 +169,68 @@ fn a_message_is_taken_exactly_when_http_would_take_its_parts() {
             taken += 1;
             assert_eq!(req.method().as_bytes(), &method[..]);
             assert_eq!(req.path_and_query().as_bytes(), &path[..]);
+            // The first value of a known header, and all of them in order.
+            let steps: Vec<&[u8]> = headers
+                .iter()
+                .filter(|(n, _)| n == b"x-tunnel-step")
+                .map(|(_, v)| &v[..])
+                .collect();
+            assert_eq!(req.header(&STEP), steps.first().copied(), "{message:?}");
+            assert_eq!(req.headers(&STEP).collect::<Vec<_>>(), steps, "{message:?}");
         } else {
             refused += 1;
         }
     }
     assert!(taken > 1_000 && refused > 1_000, "both kinds drawn: {taken} taken, {refused} refused");
+}
+
+#[test]
+fn bytes_checked_a_word_at_a_time_are_judged_as_one_at_a_time() {
+    let mut rng = Draw::seeded("word checks against byte checks");
+    for _ in 0..50_000 {
+        let len = rng.below(40);
+        let mut bytes: Vec<u8> = draw(&mut rng, len);
+        // Now and then a byte at an edge: the ends of a range, a tab, DEL, the high bit.
+        if !bytes.is_empty() && rng.below(2) == 0 {
+            const EDGES: &[u8] = &[0x00, 0x1f, 0x20, 0x21, 0x7e, 0x7f, 0x80, 0xff, b'\t'];
+            let at = rng.below(bytes.len());
+            bytes[at] = EDGES[rng.below(EDGES.len())];
+        }
+        assert_eq!(
+            scan::all_value_bytes(&bytes),
+            bytes.iter().all(|b| is_value_byte(*b)),
+            "{bytes:?}"
+        );
+        assert_eq!(scan::all_graphic(&bytes), bytes.iter().all(u8::is_ascii_graphic), "{bytes:?}");
+    }
+}
+
+#[test]
+fn a_number_is_read_as_str_parse_reads_it() {
+    let mut rng = Draw::seeded("numbers against str::parse");
+    let fixed: [&[u8]; 9] = [
+        b"",
+        b"+",
+        b"0",
+        b"+7",
+        b"-1",
+        b"18446744073709551615",
+        b"18446744073709551616",
+        b"1 ",
+        b"\xff",
+    ];
+    let drawn = (0..20_000).map(|_| {
+        const DIGITS: &[u8] = b"0123456789+-a ";
+        let len = rng.below(22);
+        (0..len)
+            .map(|_| {
+                let among = if rng.below(4) == 0 { DIGITS.len() } else { 10 };
+                DIGITS[rng.below(among)]
+            })
+            .collect::<Vec<u8>>()
+    });
+    for value in fixed.iter().map(|v| v.to_vec()).chain(drawn) {
+        let parsed = std::str::from_utf8(&value).ok().and_then(|v| v.parse::<u64>().ok());
+        assert_eq!(number(&value), parsed, "{value:?}");
+    }
 }

@@ -21,9 +21,7 @@ pub fn step_request(req: &Incoming, session: &Session) -> Result<Option<StepRequ
     let number = |header: &'static Known| -> Result<Option<u64>, Error> {
         match req.header(header) {
             None => Ok(None),
-            Some(v) => std::str::from_utf8(v)
-                .ok()
-                .and_then(|v| v.parse().ok())
+            Some(v) => incoming::number(v)
                 .map(Some)
                 .ok_or_else(|| Error::BadRequest(format!("{} must be a number", header.name))),
         }
