@@ -90,16 +90,21 @@ impl HttpConn {
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
-        match self.silence.within_ready_first(send(ws, message)).await {
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
-            sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
-        }
-        let message = self.silence.within(next(ws)).await.map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
-                io::Error::new(io::ErrorKind::ConnectionAborted, e)
+        {
+            // Made where it stays: a future passed by value would be moved into the wait.
+            let sending = std::pin::pin!(send(ws, message));
+            match self.silence.within_ready_first(sending).await {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
+                sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
             }
-            _ => e,
-        })?;
+        }
+        let message =
+            self.silence.within(std::pin::pin!(next(ws))).await.map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                    io::Error::new(io::ErrorKind::ConnectionAborted, e)
+                }
+                _ => e,
+            })?;
         let answer = read_answer(&message).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -133,12 +138,13 @@ impl HttpConn {
         if !self.message_body {
             return Ok(None);
         }
-        let data = self.silence.within(next(ws)).await.map_err(|e| match e.kind() {
-            io::ErrorKind::ConnectionAborted => {
-                io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
-            }
-            _ => e,
-        })?;
+        let data =
+            self.silence.within(std::pin::pin!(next(ws))).await.map_err(|e| match e.kind() {
+                io::ErrorKind::ConnectionAborted => {
+                    io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
+                }
+                _ => e,
+            })?;
         self.message_body = !data.is_empty();
         Ok(self.message_body.then_some(data))
     }
