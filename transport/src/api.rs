@@ -14,7 +14,7 @@ use tracing::{Instrument, info};
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
-use crate::http::{RequestBody, error_response, json, no_content, read_body, text};
+use crate::http::{Reply, RequestBody, error_response, json, no_content, read_body, text};
 use crate::identity::{Caller, IdentityId, LastCaller};
 use crate::incoming::{self, Incoming};
 use crate::relayed::StepKind;
@@ -24,7 +24,7 @@ use crate::{ending, relayed, stream};
 /// Largest keepalive body (about 100,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
 
-/// Answers one request of a connection whose last accepted token is in `last`.
+/// Answers one HTTP request of a connection whose last accepted token is in `last`.
 pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
@@ -33,7 +33,7 @@ pub async fn handle(
 ) -> Response<ResponseBody> {
     let req = Incoming::from_http(req);
     let route = Route::parse(req.method(), req.path());
-    handle_routed(state, peer, route, req, last).await
+    *handle_routed(state, peer, route, req, last).await
 }
 
 /// [`handle`] for a request already routed (`route` is what `Route::parse` makes of it).
@@ -43,7 +43,7 @@ pub async fn handle_routed(
     route: Route,
     req: Incoming,
     last: &LastCaller,
-) -> Response<ResponseBody> {
+) -> Reply {
     let zstd = state.config().compression && accepts_zstd(&req);
     let authorization = req.header(&incoming::AUTHORIZATION);
     match route {
@@ -97,7 +97,7 @@ fn accepts_zstd(req: &Incoming) -> bool {
 }
 
 /// A frames answer compressed (zstd), when it is worth it.
-fn compress(response: Response<ResponseBody>) -> Response<ResponseBody> {
+fn compress(response: Reply) -> Reply {
     let frames = response
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -105,24 +105,21 @@ fn compress(response: Response<ResponseBody>) -> Response<ResponseBody> {
     if !frames {
         return response;
     }
-    let (mut parts, body) = response.into_parts();
-    let body = match body.compressed() {
+    let mut response = response;
+    let body = std::mem::replace(response.body_mut(), ResponseBody::Whole(None));
+    *response.body_mut() = match body.compressed() {
         Ok(body) => {
-            parts
-                .headers
-                .insert(http::header::CONTENT_ENCODING, http::HeaderValue::from_static(ZSTD));
+            let zstd = http::HeaderValue::from_static(ZSTD);
+            response.headers_mut().insert(http::header::CONTENT_ENCODING, zstd);
             body
         }
         Err(body) => body,
     };
-    Response::from_parts(parts, body)
+    response
 }
 
 /// The answer to a request whose token was accepted, or to its error.
-fn answer_of(
-    state: &AppState,
-    result: Result<Response<ResponseBody>, Error>,
-) -> Response<ResponseBody> {
+fn answer_of(state: &AppState, result: Result<Reply, Error>) -> Reply {
     match result {
         Ok(response) => response,
         // A session ended by the drain is gone because of the shutdown: say so.
@@ -143,7 +140,7 @@ async fn dispatch(
     req: Incoming,
     route: Route,
     caller: &Arc<Caller>,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     let limit = state.config().max_request_bytes;
     let declared = req.header(&incoming::CONTENT_LENGTH);
     let declared = declared.and_then(incoming::number);
@@ -171,7 +168,7 @@ async fn dispatch(
 }
 
 /// The metrics exposition (also served on `metrics_listen`, without a token).
-pub fn metrics(state: &AppState) -> Response<ResponseBody> {
+pub fn metrics(state: &AppState) -> Reply {
     let (_, upstreams) = state.readiness.report(&state.config().upstreams);
     let sessions = (state.sessions.len(), state.sessions.parked_count());
     let body = state.metrics.render(sessions, state.resume_budget.used(), &upstreams);
@@ -182,7 +179,7 @@ pub fn metrics(state: &AppState) -> Response<ResponseBody> {
 /// 503 too once shutdown has begun. Without a token only the status is said: the upstreams'
 /// names and errors are for a caller with a token (or `metrics_listen`), who sees those it may
 /// reach, and who the transport took it for.
-fn ready(state: &AppState, caller: Option<&Caller>) -> Response<ResponseBody> {
+fn ready(state: &AppState, caller: Option<&Caller>) -> Reply {
     let (mut all, mut upstreams) = state.readiness.report(&state.config().upstreams);
     if let Some(caller) = caller {
         upstreams.retain(|u| caller.access.allows(&u.name));
@@ -209,11 +206,7 @@ fn ready(state: &AppState, caller: Option<&Caller>) -> Response<ResponseBody> {
 
 /// Marks every listed session of the caller's token as heard from and names those that are
 /// gone (another token's sessions are gone, to this caller).
-async fn keep_alive(
-    state: &Arc<AppState>,
-    req: Incoming,
-    caller: &Caller,
-) -> Result<Response<ResponseBody>, Error> {
+async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Result<Reply, Error> {
     let owner = &caller.id;
     let config = state.config();
     let body = read_body(req, MAX_KEEPALIVE_BODY, config.body_timeout).await?;
@@ -258,12 +251,7 @@ async fn keep_alive(
 /// with COM_QUIT for a client that quit, without for one that hung up (the server counts an
 /// aborted client, as it would directly); for a sidecar shutting down, a statement still
 /// running is ended upstream first. Only the token that opened a session can close it.
-fn close_session(
-    state: &Arc<AppState>,
-    id: &str,
-    owner: &IdentityId,
-    end: SessionEnd,
-) -> Response<ResponseBody> {
+fn close_session(state: &Arc<AppState>, id: &str, owner: &IdentityId, end: SessionEnd) -> Reply {
     if let Some(session) = state.sessions.remove_owned(id, owner) {
         info!(session = %session_label(id), ?end, "session closed by client");
         let state = state.clone();

@@ -12,14 +12,14 @@ use common::wire::{
     PIPELINE_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, ZSTD,
     encode_packets, encode_turn, session_label,
 };
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderValue, StatusCode};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::http::{
-    Budget, MAX_CONTROL_BODY, frames, millis, no_content, read_body, read_body_within,
+    Budget, MAX_CONTROL_BODY, Reply, frames, millis, no_content, read_body, read_body_within,
 };
 use crate::identity::Caller;
 use crate::incoming::{self, Incoming};
@@ -39,7 +39,7 @@ pub async fn open(
     state: &Arc<AppState>,
     req: Incoming,
     caller: &Arc<Caller>,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     state.refuse_if_draining()?;
     // One view of the configuration for the whole request (a reload may swap it).
     let config = state.config();
@@ -114,7 +114,7 @@ pub async fn step(
     id: &str,
     caller: &Caller,
     req: Incoming,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     let started = Instant::now();
     let owner = &caller.id;
     let session = state.sessions.get(id, owner).map_err(|_| state.session_gone(id, owner))?;
@@ -140,7 +140,7 @@ async fn login(
     session: Arc<Session>,
     step: Option<u64>,
     req: Incoming,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     let id = session.id.as_str();
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
@@ -195,7 +195,7 @@ async fn login_as(
     mut guard: LinkGuard,
     login: &LoginAs,
     session: &Session,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     let id = session.id.as_str();
     let Some(link) = guard.as_mut() else { return Ok(closed()) };
     let change_user = match link.phase {
@@ -253,7 +253,7 @@ async fn command(
     step: Option<u64>,
     req: Incoming,
     started: Instant,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let (body, _room) = read_big_body(state, req).await?;
@@ -287,7 +287,7 @@ async fn infile(
     session: Arc<Session>,
     step: Option<u64>,
     req: Incoming,
-) -> Result<Response<ResponseBody>, Error> {
+) -> Result<Reply, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
     let last = match req.header(&incoming::INFILE) {
@@ -330,7 +330,7 @@ async fn turn(
     framing: Framing,
     session: &Session,
     step: Option<u64>,
-) -> Response<ResponseBody> {
+) -> Reply {
     let label = session_label(&session.id).to_string();
     let on_end: OnEnd = Box::new(move |report| {
         command_log::log_broken_turn(&label, "login or file", &report.outcome)
@@ -347,7 +347,7 @@ async fn turn_with(
     session: &Session,
     on_end: impl IntoIterator<Item = OnEnd>,
     step: Option<u64>,
-) -> Response<ResponseBody> {
+) -> Reply {
     let heartbeat = state.config().heartbeat_interval;
     let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
     for hook in on_end {
@@ -385,13 +385,13 @@ async fn read_big_body(
 }
 
 /// A turn that ends at once.
-fn ended(end: TurnEnd) -> Response<ResponseBody> {
+fn ended(end: TurnEnd) -> Reply {
     let mut out = BytesMut::new();
     encode_turn(&mut out, end);
     frames(StatusCode::OK, ResponseBody::from(out.freeze()), None)
 }
 
 /// The upstream connection is gone: the client's connection ends as a direct one would.
-fn closed() -> Response<ResponseBody> {
+fn closed() -> Reply {
     ended(TurnEnd::Closed)
 }

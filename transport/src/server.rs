@@ -257,7 +257,7 @@ async fn serve_metrics(listener: TcpListener, state: Arc<AppState>, shutdown: Ca
                     ("GET" | "HEAD", "/metrics") => api::metrics(&state),
                     _ => crate::http::error_response(&crate::Error::NotFound),
                 };
-                Ok::<_, std::convert::Infallible>(response)
+                Ok::<_, std::convert::Infallible>(*response)
             }
         });
         tokio::spawn(async move {

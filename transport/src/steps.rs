@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use common::wire::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER, session_label};
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderValue, StatusCode};
 use tracing::debug;
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::http::{frames, no_content};
+use crate::http::{Reply, frames, no_content};
 use crate::incoming::{self, Incoming, Known};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
@@ -41,11 +41,7 @@ pub fn begin(session: &Session, step: Option<u64>) -> Result<(), Error> {
 }
 
 /// Keeps a whole answer of step `step` for a resume.
-pub fn remember(
-    session: &Session,
-    step: Option<u64>,
-    response: Response<ResponseBody>,
-) -> Response<ResponseBody> {
+pub fn remember(session: &Session, step: Option<u64>, response: Reply) -> Reply {
     if step.is_some() {
         match response.body() {
             ResponseBody::Whole(bytes) => {
@@ -59,11 +55,7 @@ pub fn remember(
 }
 
 /// Step `step` again after a broken connection, from byte `from` of its answer.
-pub async fn resume(
-    session: &Arc<Session>,
-    step: u64,
-    from: u64,
-) -> Result<Response<ResponseBody>, Error> {
+pub async fn resume(session: &Arc<Session>, step: u64, from: u64) -> Result<Reply, Error> {
     let id = session.id.as_str();
     debug!(session = %session_label(id), step, from, "a step resumed");
     let resumed = match session.resume.resume(step, from) {
@@ -91,10 +83,7 @@ pub async fn resume(
 
 /// A resumed answer states where it resumes and the digest of the bytes before, which the
 /// sidecar checks against its own.
-fn resumed_from(
-    mut response: Response<ResponseBody>,
-    before: AnswerDigest,
-) -> Response<ResponseBody> {
+fn resumed_from(mut response: Reply, before: AnswerDigest) -> Reply {
     let headers = response.headers_mut();
     headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(before.len()));
     if let Ok(crc) = HeaderValue::from_str(&before.crc_header()) {

@@ -24,7 +24,7 @@ use tracing::debug;
 
 use crate::Error;
 use crate::body::ResponseBody;
-use crate::http::RequestBody;
+use crate::http::{Reply, RequestBody};
 use crate::incoming::Incoming;
 
 /// Most bytes of an answer's body in one message.
@@ -57,7 +57,7 @@ pub struct StreamLimits {
 /// Accepts `GET …/v1/stream` as a WebSocket upgrade: `101 Switching Protocols`, carrying
 /// [`Upgrading`]. A request that is not an upgrade (a proxy dropped its `Upgrade` header) or
 /// one that arrived over a stream already is refused with `426`.
-pub fn accept(mut req: Request<RequestBody>) -> Result<Response<ResponseBody>, Error> {
+pub fn accept(mut req: Request<RequestBody>) -> Result<Reply, Error> {
     let headers = req.headers();
     if !lists(headers, &UPGRADE, "websocket") || !lists(headers, &CONNECTION, "upgrade") {
         return Err(Error::UpgradeRequired("the request lost its Upgrade header on the way"));
@@ -76,7 +76,7 @@ pub fn accept(mut req: Request<RequestBody>) -> Result<Response<ResponseBody>, E
         .extensions_mut()
         .remove::<OnUpgrade>()
         .ok_or(Error::UpgradeRequired("a stream cannot be opened inside a stream"))?;
-    let mut response = Response::new(ResponseBody::from(Bytes::new()));
+    let mut response = Box::new(Response::new(ResponseBody::from(Bytes::new())));
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = response.headers_mut();
     h.insert(UPGRADE, HeaderValue::from_static("websocket"));
@@ -116,7 +116,7 @@ pub async fn serve<IO, F, Fut>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin,
     F: FnMut(Route, Incoming) -> Fut,
-    Fut: Future<Output = Response<ResponseBody>>,
+    Fut: Future<Output = Reply>,
 {
     let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
     let mut ws = MessageSocket::new(io, Role::Server, largest, WRITE_ROOM);
@@ -200,13 +200,14 @@ fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incomin
 /// ends it. A sidecar that takes nothing for `idle` is given up.
 async fn write_response<S>(
     ws: &mut MessageSocket<S>,
-    response: Response<ResponseBody>,
+    response: Reply,
     idle: Duration,
 ) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let (parts, mut body) = response.into_parts();
+    let mut response = response;
+    let mut body = std::mem::replace(response.body_mut(), ResponseBody::Whole(None));
     let mut data = match body.frame().now_or_never() {
         Some(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
         // Not ready yet, or no body: the head goes first, saying more follows unless ended.
@@ -214,8 +215,8 @@ where
     };
     let whole = body.is_end_stream() && data.len() <= MAX_MESSAGE_DATA;
     let first = data.split_to(data.len().min(MAX_MESSAGE_DATA));
-    let mut head = HeadWriter::answer(parts.status.as_u16(), !whole, first.len());
-    for (name, value) in &parts.headers {
+    let mut head = HeadWriter::answer(response.status().as_u16(), !whole, first.len());
+    for (name, value) in response.headers() {
         head.header(name.as_str(), value.as_bytes()).map_err(io_error)?;
     }
     let mut message = head.finish().map_err(io_error)?;
