@@ -30,7 +30,7 @@ pub async fn get(
     conn: &mut HttpConn,
     path: &str,
     extra: &str,
-) -> std::io::Result<(ResponseHead, Bytes)> {
+) -> std::io::Result<(Box<ResponseHead>, Bytes)> {
     let head = target.request_head("GET", path, 0, extra);
     let response = conn.request(head.as_bytes(), b"").await?;
     let body = conn.body_to_end(MAX_BODY).await?;

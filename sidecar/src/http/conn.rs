@@ -86,13 +86,15 @@ pub struct ResponseHead {
 
 impl ResponseHead {
     /// The head of an answer with `status` and `headers` (any carrier's: HTTP/1.1 text or a
-    /// stream message), read in one pass; of a header given twice, the first counts.
+    /// stream message), read in one pass; of a header given twice, the first counts. Boxed:
+    /// it moves out through several layers of futures and results (250 bytes a move
+    /// otherwise).
     pub(super) fn from_headers<'a>(
         status: u16,
         reason: &str,
         headers: impl Iterator<Item = (&'a str, &'a str)>,
-    ) -> Self {
-        let mut head = Self {
+    ) -> Box<Self> {
+        let mut head = Box::new(Self {
             status,
             reason: reason.to_owned(),
             content_type: Cow::Borrowed(""),
@@ -104,7 +106,7 @@ impl ResponseHead {
             pipeline: None,
             resumed: (None, None),
             upgrade: (String::new(), String::new()),
-        };
+        });
         // A bit for each name of KNOWN already read.
         let mut seen = 0u16;
         for (name, value) in headers {
@@ -235,7 +237,11 @@ impl HttpConn {
 
     /// Sends a request written by its carrier (HTTP/1.1 text, or a stream message without
     /// text in between) and reads the response head, as [`Self::request`].
-    pub async fn send(&mut self, head: &RequestHead<'_>, body: &[u8]) -> io::Result<ResponseHead> {
+    pub async fn send(
+        &mut self,
+        head: &RequestHead<'_>,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
         match &self.carrier {
             Carrier::Messages(_) => {
                 let message = head.message(body)?;
@@ -248,7 +254,7 @@ impl HttpConn {
     /// Sends a request (head and body in one write when small) and reads the response head.
     /// `Err` with kind `ConnectionAborted` means nothing at all came back: the caller may retry
     /// on a fresh connection when this one was reused.
-    pub async fn request(&mut self, head: &[u8], body: &[u8]) -> io::Result<ResponseHead> {
+    pub async fn request(&mut self, head: &[u8], body: &[u8]) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         self.body = BodyDecoder::empty();
         let stream = match &mut self.carrier {
@@ -276,7 +282,7 @@ impl HttpConn {
         self.read_head().await
     }
 
-    async fn read_head(&mut self) -> io::Result<ResponseHead> {
+    async fn read_head(&mut self) -> io::Result<Box<ResponseHead>> {
         let mut first = true;
         loop {
             if let Some((head, body, keep_alive)) = Self::parse_head(&mut self.buf)? {
@@ -307,7 +313,7 @@ impl HttpConn {
     /// and whether the connection stays open after it; `None` while it is incomplete.
     pub(super) fn parse_head(
         buf: &mut BytesMut,
-    ) -> io::Result<Option<(ResponseHead, BodyDecoder, bool)>> {
+    ) -> io::Result<Option<(Box<ResponseHead>, BodyDecoder, bool)>> {
         {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut response = httparse::Response::new(&mut headers);

@@ -49,7 +49,7 @@ impl HttpConn {
         &mut self,
         head: &[u8],
         key: &str,
-    ) -> io::Result<Option<(ResponseHead, Bytes)>> {
+    ) -> io::Result<Option<(Box<ResponseHead>, Bytes)>> {
         let answer = self.request(head, b"").await?;
         if answer.status != 101 {
             let body = self.body_to_end(MAX_REFUSAL_BODY).await?;
@@ -77,7 +77,7 @@ impl HttpConn {
         &mut self,
         head: &[u8],
         body: &[u8],
-    ) -> io::Result<ResponseHead> {
+    ) -> io::Result<Box<ResponseHead>> {
         let message = request_from_text(head, body)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         self.message_exchange(message).await
@@ -85,7 +85,10 @@ impl HttpConn {
 
     /// Over a stream: sends a request message and reads the answer's head, as
     /// [`Self::message_request`].
-    pub(super) async fn message_exchange(&mut self, message: Vec<u8>) -> io::Result<ResponseHead> {
+    pub(super) async fn message_exchange(
+        &mut self,
+        message: Vec<u8>,
+    ) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));

@@ -13,7 +13,7 @@ use crate::protocol::split_payloads;
 
 impl TunnelConn {
     /// The frames of an answer whose head was read.
-    pub(super) fn frames(&mut self, head: ResponseHead) -> Result<FrameStream<'_>, Error> {
+    pub(super) fn frames(&mut self, head: Box<ResponseHead>) -> Result<FrameStream<'_>, Error> {
         if head.content_type != FRAMES_CONTENT_TYPE {
             let detail =
                 format!(" with content type {:?} instead of sqltunnel frames", head.content_type);
@@ -42,7 +42,7 @@ impl TunnelConn {
     /// The frames of an answer already read whole.
     pub(super) fn frames_of(
         &mut self,
-        head: ResponseHead,
+        head: Box<ResponseHead>,
         body: &[u8],
     ) -> Result<FrameStream<'_>, Error> {
         let mut frames = self.frames(head)?;

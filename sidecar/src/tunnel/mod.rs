@@ -157,7 +157,10 @@ impl TunnelConn {
     /// Sends one request; returns the head and the connection once a 2xx head has been read.
     /// A token from `token_command` that the transport refused is asked for again, and the
     /// request sent once more (a refused request ran nothing).
-    async fn send(&mut self, req: Outgoing<'_>) -> Result<(ResponseHead, &mut HttpConn), Error> {
+    async fn send(
+        &mut self,
+        req: Outgoing<'_>,
+    ) -> Result<(Box<ResponseHead>, &mut HttpConn), Error> {
         let authorization = self.authorization.header().await?;
         let head = match self.send_once(req, &authorization).await {
             Err(Error::TokenRefused { url, reason }) => {
@@ -179,7 +182,7 @@ impl TunnelConn {
         &mut self,
         req: Outgoing<'_>,
         authorization: &str,
-    ) -> Result<ResponseHead, Error> {
+    ) -> Result<Box<ResponseHead>, Error> {
         let Outgoing { method, path, content_type, session, body, extra_headers, tries } = req;
         let ep = self.endpoint.clone();
         let affinity = self.affinity.clone();
@@ -335,11 +338,10 @@ impl TunnelConn {
             ) => Box::pin(self.resend(&pending, 0)).await?,
             Err(e) => return Err(e),
         };
-        let head = if head.status == 204 {
-            ResponseHead { content_type: FRAMES_CONTENT_TYPE.into(), ..head }
-        } else {
-            head
-        };
+        let mut head = head;
+        if head.status == 204 {
+            head.content_type = FRAMES_CONTENT_TYPE.into();
+        }
         let mut frames = self.frames(head)?;
         frames.pending = Some(pending);
         Ok(frames)

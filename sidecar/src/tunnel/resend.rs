@@ -38,7 +38,7 @@ impl TunnelConn {
         &mut self,
         pending: &Pending,
         from: u64,
-    ) -> Result<ResponseHead, Error> {
+    ) -> Result<Box<ResponseHead>, Error> {
         let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
         let deadline =
             tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
