@@ -260,7 +260,7 @@ async fn feed<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    within(idle, ws.feed(message)).await
+    within(idle, std::pin::pin!(ws.feed(message))).await
 }
 
 /// Sends what is queued; waits (at most `idle`) only when the socket takes nothing.
@@ -268,10 +268,11 @@ async fn flush<S>(ws: &mut MessageSocket<S>, idle: Duration) -> std::io::Result<
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    within(idle, ws.flush()).await
+    within(idle, std::pin::pin!(ws.flush())).await
 }
 
-/// `op`, given up after `idle`; no timer is set when it completes at once.
+/// `op`, given up after `idle`; no timer is set when it completes at once. (Callers pin `op`
+/// where they make it: a future passed by value is moved into this one's state.)
 async fn within<T>(
     idle: Duration,
     op: impl Future<Output = std::io::Result<T>>,
