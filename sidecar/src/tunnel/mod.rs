@@ -162,7 +162,9 @@ impl TunnelConn {
         req: Outgoing<'_>,
     ) -> Result<(Box<ResponseHead>, &mut HttpConn), Error> {
         let authorization = self.authorization.header().await?;
-        let head = match self.send_once(req, &authorization).await {
+        // Pinned where it is made: awaited as it is returned, it would be moved (2.4 KB).
+        let sent = std::pin::pin!(self.send_once(req, &authorization)).await;
+        let head = match sent {
             Err(Error::TokenRefused { url, reason }) => {
                 if !self.authorization.refused(&authorization).await {
                     return Err(Error::TokenRefused { url, reason });
