@@ -320,34 +320,29 @@ mod scan {
         has_below(word ^ each(b), 1)
     }
 
-    /// True when every word of `bytes` (the last one padded with `pad`) passes `good`, and
-    /// every byte of a word that does not passes `good_byte`.
-    fn all(
-        bytes: &[u8],
-        pad: u8,
-        good: impl Fn(u64) -> bool,
-        good_byte: impl Fn(u8) -> bool,
-    ) -> bool {
-        let mut words = bytes.chunks_exact(8);
-        let whole = words.by_ref().all(|w| {
+    /// True when every word of `bytes` passes `good`, or, for a word that does not, each of
+    /// its bytes passes `good_byte`. The last word is the last eight bytes (overlapping the
+    /// word before); fewer than eight are checked one by one.
+    fn all(bytes: &[u8], good: impl Fn(u64) -> bool, good_byte: impl Fn(u8) -> bool) -> bool {
+        let passes = |w: &[u8]| {
             let word = u64::from_ne_bytes(w.try_into().unwrap_or_default());
             good(word) || w.iter().all(|b| good_byte(*b))
-        });
-        let rest = words.remainder();
-        let mut last = [pad; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        whole && (good(u64::from_ne_bytes(last)) || rest.iter().all(|b| good_byte(*b)))
+        };
+        match bytes.len().checked_sub(8) {
+            None => bytes.iter().all(|b| good_byte(*b)),
+            Some(last) => bytes.chunks_exact(8).all(passes) && passes(&bytes[last..]),
+        }
     }
 
     /// True when every byte is visible ASCII (`u8::is_ascii_graphic`): a path's.
     pub(super) fn all_graphic(bytes: &[u8]) -> bool {
-        all(bytes, b'/', |w| !has_below(w, 0x21) && !has_above(w, 0x7e), |b| b.is_ascii_graphic())
+        all(bytes, |w| !has_below(w, 0x21) && !has_above(w, 0x7e), |b| b.is_ascii_graphic())
     }
 
     /// True when every byte may be in an HTTP header value (`super::is_value_byte`).
     pub(super) fn all_value_bytes(bytes: &[u8]) -> bool {
         let good = |w| !has_below(w, 0x20) && !has_byte(w, 0x7f);
-        all(bytes, b' ', good, super::is_value_byte)
+        all(bytes, good, super::is_value_byte)
     }
 }
 

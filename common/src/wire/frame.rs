@@ -60,8 +60,9 @@ pub enum Frame {
 }
 
 fn header(buf: &mut BytesMut, tag: u8, len: usize) {
-    buf.put_u8(tag);
-    buf.put_u32_le(u32::try_from(len).unwrap_or(u32::MAX));
+    // One copy of the five bytes (a byte and a word put apart are two).
+    let [a, b, c, d] = u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes();
+    buf.put_slice(&[tag, a, b, c, d]);
 }
 
 /// Appends a `Heartbeat` frame.
@@ -77,8 +78,7 @@ pub fn encode_packets(buf: &mut BytesMut, packets: &[u8]) {
 
 /// Appends a `Turn` frame.
 pub fn encode_turn(buf: &mut BytesMut, end: TurnEnd) {
-    header(buf, TAG_TURN, 1);
-    buf.put_u8(end.code());
+    buf.put_slice(&[TAG_TURN, 1, 0, 0, 0, end.code()]);
 }
 
 /// Incremental decoder: feed body chunks with [`FrameDecoder::extend`] (copied) or
