@@ -97,7 +97,7 @@ fn accepts_zstd(req: &Incoming) -> bool {
 }
 
 /// A frames answer compressed (zstd), when it is worth it.
-fn compress(response: Reply) -> Reply {
+fn compress(mut response: Reply) -> Reply {
     let frames = response
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -105,7 +105,6 @@ fn compress(response: Reply) -> Reply {
     if !frames {
         return response;
     }
-    let mut response = response;
     let body = std::mem::replace(response.body_mut(), ResponseBody::Whole(None));
     *response.body_mut() = match body.compressed() {
         Ok(body) => {

@@ -200,13 +200,12 @@ fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incomin
 /// ends it. A sidecar that takes nothing for `idle` is given up.
 async fn write_response<S>(
     ws: &mut MessageSocket<S>,
-    response: Reply,
+    mut response: Reply,
     idle: Duration,
 ) -> std::io::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut response = response;
     let mut body = std::mem::replace(response.body_mut(), ResponseBody::Whole(None));
     let mut data = match body.frame().now_or_never() {
         Some(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),

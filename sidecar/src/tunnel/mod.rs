@@ -331,7 +331,7 @@ impl TunnelConn {
         let pending = Pending { extra, path, content_type, session, body };
         // A broken connection (a stale kept-alive one too) is the resume's to send again.
         let sent = self.send(pending.outgoing(&pending.extra)).await.map(|(head, _)| head);
-        let head = match sent {
+        let mut head = match sent {
             Ok(head) => head,
             Err(
                 Error::TransportUnreachable { .. }
@@ -340,7 +340,6 @@ impl TunnelConn {
             ) => Box::pin(self.resend(&pending, 0)).await?,
             Err(e) => return Err(e),
         };
-        let mut head = head;
         if head.status == 204 {
             head.content_type = FRAMES_CONTENT_TYPE.into();
         }
