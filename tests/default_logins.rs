@@ -51,7 +51,13 @@ async fn login(client: Client, port: u16, user: &str, password: &str) -> String 
             };
             let url = format!("jdbc:{scheme}://127.0.0.1:{port}/{DATABASE}");
             let run = e2e::java::run(&classpath, "DefaultLogin", &[&url, user, password]).await;
-            String::from_utf8_lossy(&run.stdout).into_owned()
+            match String::from_utf8_lossy(&run.stdout).into_owned() {
+                // Not even an SQL error: what the JVM said instead.
+                out if out.trim().is_empty() => {
+                    format!("no output; stderr: {}", String::from_utf8_lossy(&run.stderr))
+                }
+                out => out,
+            }
         }
     };
     without_connection_tags(out.trim())

@@ -1,14 +1,31 @@
 //! Java programs under `tests/jdbc/`, compiled with `javac` against MariaDB Connector/J from
 //! Debian's libmariadb-java, and run with `java`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::{Mutex, PoisonError};
 
 /// The driver jar `libmariadb-java` installs.
 const DRIVER: &str = "/usr/share/java/mariadb-java-client.jar";
 
-/// Compiles `tests/jdbc/<class>.java` into a temp dir; returns the classpath to run it with.
+/// Compiles `tests/jdbc/<class>.java` into a temp dir, once per test process; returns the
+/// classpath to run it with. Tests of one process share the class files: compiled again while
+/// another test's JVM loads them, a class could be read half-written (seen as a Connector/J
+/// login that printed nothing).
 pub fn compile(class: &str) -> String {
+    static COMPILED: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+    let mut compiled = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(classpath) = compiled.get(class) {
+        return classpath.clone();
+    }
+    let classpath = compile_now(class);
+    compiled.insert(class.to_owned(), classpath.clone());
+    classpath
+}
+
+/// Runs `javac` for `class`.
+fn compile_now(class: &str) -> String {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("jdbc/{class}.java"));
     let out = std::env::temp_dir().join(format!("sqltunnel-jdbc-{}-{class}", std::process::id()));
     std::fs::create_dir_all(&out).expect("class dir");
