@@ -72,7 +72,10 @@ if [[ "${1:-}" == "--instructions" ]]; then
             --threads=1 --time=0 --events="$2" --db-ps-mode=disable "$3" >/dev/null
     }
     sb "$db_port" 1 prepare
-    callgrind() { valgrind --tool=callgrind --dump-instr=no --callgrind-out-file="$WORK/$1.out" "${@:2}" >/dev/null 2>&1 & PIDS+=($!); }
+    # callgrind NAME COMMAND...: COMMAND under callgrind (with the options in DUMPS), in the
+    # background, its output in $WORK/NAME.out.
+    DUMPS=()
+    callgrind() { valgrind --tool=callgrind --dump-instr=no "${DUMPS[@]}" --callgrind-out-file="$WORK/$1.out" "${@:2}" >/dev/null 2>&1 & PIDS+=($!); }
     # measure NAME PORT SERVER_HALF_PID CLIENT_HALF_PID: Ir per query of each half.
     measure() {
         local name=$1 port=$2 half ir
@@ -89,8 +92,8 @@ if [[ "${1:-}" == "--instructions" ]]; then
     }
     # pair NAME: starts both halves of NAME (tunnel or wstunnel) under callgrind; sets PORT.
     pair() {
-        local server=$(free_port)
-        PORT=$(free_port)
+        local server
+        server=$(free_port) PORT=$(free_port)
         if [[ $1 == tunnel ]]; then
             sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$server/" \
                 -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
@@ -110,14 +113,14 @@ if [[ "${1:-}" == "--instructions" ]]; then
     # queries: the instructions between a wake-up, the read and the write it causes, on the
     # critical path of each hop at one thread (scripts/critical_path.py).
     critical() {
-        local args=(--dump-before=recv --dump-before=__libc_recv --dump-before=send
+        DUMPS=(--dump-line=no --dump-before=recv --dump-before=__libc_recv --dump-before=send
             --dump-before=__libc_send --dump-before=epoll_wait)
-        callgrind() { valgrind --tool=callgrind --dump-instr=no --dump-line=no "${args[@]}" --callgrind-out-file="$WORK/$1.out" "${@:2}" >/dev/null 2>&1 & PIDS+=($!); }
         pair "$1" "$1-critical"
         wait_port "$PORT"
         sb "$PORT" 100 run
         sb "$PORT" 300 run
         stop_pair
+        DUMPS=()
         for half in server client; do
             echo "$1 $half half, between system calls:"
             python3 scripts/critical_path.py "$WORK/$1-critical-$half.out"

@@ -3,6 +3,7 @@
 //! HTTP, and the answer written back as messages.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -270,14 +271,13 @@ where
     within(idle, std::pin::pin!(ws.flush())).await
 }
 
-/// `op`, given up after `idle`; no timer is set when it completes at once. (Callers pin `op`
-/// where they make it: a future passed by value is moved into this one's state.)
+/// `op`, given up after `idle`; no timer is set when it completes at once. (`op` comes pinned
+/// where it was made: a future passed by value would be moved into this one's state.)
 async fn within<T>(
     idle: Duration,
-    op: impl Future<Output = std::io::Result<T>>,
+    mut op: Pin<&mut impl Future<Output = std::io::Result<T>>>,
 ) -> std::io::Result<T> {
-    let mut op = std::pin::pin!(op);
-    if let Some(done) = (&mut op).now_or_never() {
+    if let Some(done) = op.as_mut().now_or_never() {
         return done;
     }
     tokio::time::timeout(idle, op)

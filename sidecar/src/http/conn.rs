@@ -275,7 +275,7 @@ impl HttpConn {
             // Over HTTPS the last records may still sit in rustls: a flush sends them.
             stream.flush().await
         };
-        match self.silence.within(write).await {
+        match self.silence.within(std::pin::pin!(write)).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
         }
@@ -296,7 +296,7 @@ impl HttpConn {
             let Carrier::Http(stream) = &mut self.carrier else {
                 return Err(io::Error::other("not an HTTP connection"));
             };
-            let n = self.silence.within(stream.read_buf(&mut self.buf)).await?;
+            let n = self.silence.within(std::pin::pin!(stream.read_buf(&mut self.buf))).await?;
             if n == 0 {
                 let kind = if first && self.buf.is_empty() {
                     io::ErrorKind::ConnectionAborted
@@ -367,7 +367,7 @@ impl HttpConn {
                 Decoded::Done => return Ok(None),
                 Decoded::NeedMore => {
                     self.buf.reserve(16 * 1024);
-                    let read = stream.read_buf(&mut self.buf);
+                    let read = std::pin::pin!(stream.read_buf(&mut self.buf));
                     if self.silence.within(read).await? == 0 {
                         self.body.at_eof()?;
                         return Ok(None);

@@ -94,7 +94,6 @@ impl HttpConn {
             return Err(io::Error::other("not a stream"));
         };
         {
-            // Made where it stays: a future passed by value would be moved into the wait.
             let sending = std::pin::pin!(send(ws, message));
             match self.silence.within_ready_first(sending).await {
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),

@@ -35,19 +35,19 @@ impl Silence {
     /// takes whole): tried first without reading the clock.
     pub(super) async fn within_ready_first<T>(
         &mut self,
-        op: impl Future<Output = io::Result<T>>,
+        mut op: Pin<&mut impl Future<Output = io::Result<T>>>,
     ) -> io::Result<T> {
-        let mut op = std::pin::pin!(op);
-        match futures_util::FutureExt::now_or_never(&mut op) {
+        match futures_util::FutureExt::now_or_never(op.as_mut()) {
             Some(done) => done,
             None => self.within(op).await,
         }
     }
 
-    /// Runs one socket operation within the limit.
+    /// Runs one socket operation within the limit. (`op` comes pinned where it was made: a
+    /// future passed by value would be moved into this one's state.)
     pub(super) async fn within<T>(
         &mut self,
-        op: impl Future<Output = io::Result<T>>,
+        mut op: Pin<&mut impl Future<Output = io::Result<T>>>,
     ) -> io::Result<T> {
         let limit = self.limit;
         let due = Instant::now() + limit;
@@ -55,7 +55,6 @@ impl Silence {
         if self.timer.deadline() > due {
             self.timer.as_mut().reset(due);
         }
-        let mut op = std::pin::pin!(op);
         loop {
             tokio::select! {
                 biased;

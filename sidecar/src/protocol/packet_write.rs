@@ -77,24 +77,25 @@ impl PacketIo {
                 continue;
             }
             let (head, have) = &mut self.relayed_head;
-            if *have == 0 && data.len() >= 4 {
+            let relayed = if *have == 0 && data.len() >= PacketHead::LEN {
                 // A whole header here (most are): read in place, not gathered.
-                let relayed = PacketHead::parse(data).unwrap_or(PacketHead { len: 0, seq: 0 });
-                self.relayed_left = relayed.len;
-                self.seq = relayed.seq.wrapping_add(1);
-                data = &data[4..];
-                continue;
-            }
-            let take = (4 - *have).min(data.len());
-            head[*have..*have + take].copy_from_slice(&data[..take]);
-            *have += take;
-            data = &data[take..];
-            if *have == 4 {
-                let relayed = PacketHead::parse(&head[..]).unwrap_or(PacketHead { len: 0, seq: 0 });
-                self.relayed_left = relayed.len;
-                self.seq = relayed.seq.wrapping_add(1);
+                let relayed = PacketHead::parse(data);
+                data = &data[PacketHead::LEN..];
+                relayed
+            } else {
+                let take = (PacketHead::LEN - *have).min(data.len());
+                head[*have..*have + take].copy_from_slice(&data[..take]);
+                *have += take;
+                data = &data[take..];
+                if *have < PacketHead::LEN {
+                    continue;
+                }
                 *have = 0;
-            }
+                PacketHead::parse(&head[..])
+            };
+            let relayed = relayed.unwrap_or(PacketHead { len: 0, seq: 0 });
+            self.relayed_left = relayed.len;
+            self.seq = relayed.seq.wrapping_add(1);
         }
     }
 
