@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+# CI builds each crate once: no incremental caches (about 2 GB under target/ otherwise). The
+# disk is reported at the start and the end, since a full disk fails tests far from its cause.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+echo "== disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free here at the start"
 
 ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd tinyproxy
 # The other targets: Windows (mingw, run under Wine), static Linux (musl), aarch64 (under qemu).
@@ -60,6 +64,7 @@ status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run, summed over every test binary.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$WORK/cargo-test.log"
+echo "== disk: target/ holds $(du -sh target | cut -f1), $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 ((status == 0)) || exit "$status"
 
 echo "== fuzzing each parser of network bytes briefly (scripts/fuzz.sh)"
