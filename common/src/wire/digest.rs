@@ -68,23 +68,36 @@ impl AnswerDigest {
 /// Bytes of an answer held unhashed, at most: a larger piece is hashed as it arrives.
 const HOLD_AT_MOST: usize = 64 * 1024;
 
-/// An [`AnswerDigest`] that hashes its last piece only when it is asked for (a resume) or when
-/// the next piece comes: an answer in one piece, as most are, is never hashed, and the bytes
-/// reach their client without waiting for the CRC. The held piece is shared, not copied.
+/// An [`AnswerDigest`] that hashes the pieces it holds only when it is asked for (a resume)
+/// or when they would exceed [`HOLD_AT_MOST`]: an answer of a few pieces, as most are, is
+/// never hashed, and the bytes reach their client without waiting for the CRC. The held
+/// pieces are shared, not copied.
 #[derive(Debug, Clone, Default)]
 pub struct HeldDigest {
     hashed: AnswerDigest,
-    held: Option<bytes::Bytes>,
+    /// The first piece held (most answers have one).
+    first: Option<bytes::Bytes>,
+    /// The pieces held after it.
+    more: Vec<bytes::Bytes>,
+    /// Bytes held.
+    held: usize,
 }
 
 impl HeldDigest {
     /// Takes the next piece of the answer.
     pub fn push(&mut self, piece: bytes::Bytes) {
-        self.settle();
-        if piece.len() <= HOLD_AT_MOST {
-            self.held = Some(piece);
-        } else {
+        if self.held + piece.len() > HOLD_AT_MOST {
+            self.settle();
+        }
+        if piece.len() > HOLD_AT_MOST {
             self.hashed.update(&piece);
+            return;
+        }
+        self.held += piece.len();
+        if self.first.is_none() {
+            self.first = Some(piece);
+        } else {
+            self.more.push(piece);
         }
     }
 
@@ -96,7 +109,7 @@ impl HeldDigest {
 
     /// Bytes taken.
     pub fn len(&self) -> u64 {
-        self.hashed.len() + self.held.as_ref().map_or(0, |b| b.len() as u64)
+        self.hashed.len() + self.held as u64
     }
 
     /// True before the first byte.
@@ -106,8 +119,12 @@ impl HeldDigest {
 
     /// The digest of every byte taken.
     pub fn settle(&mut self) -> &AnswerDigest {
-        if let Some(held) = self.held.take() {
-            self.hashed.update(&held);
+        if let Some(first) = self.first.take() {
+            self.hashed.update(&first);
+            for piece in self.more.drain(..) {
+                self.hashed.update(&piece);
+            }
+            self.held = 0;
         }
         &self.hashed
     }
@@ -122,12 +139,13 @@ mod tests {
         let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 251) as u8).collect();
         let whole = AnswerDigest::default().then(&data);
         // Pieces small and large (over what is held), pushed or updated.
-        for cuts in [vec![], vec![1], vec![10, 70_000], vec![100_000, 100_001, 199_999]] {
+        let many: Vec<usize> = (1..60).map(|i| i * 3_000).collect();
+        for cuts in [vec![], vec![1], vec![10, 70_000], vec![100_000, 100_001, 199_999], many] {
             let mut held = HeldDigest::default();
             let mut at = 0;
             for (i, cut) in cuts.iter().copied().chain([data.len()]).enumerate() {
                 let piece = bytes::Bytes::copy_from_slice(&data[at..cut]);
-                if i % 2 == 0 {
+                if i % 2 == 0 || cuts.len() > 10 {
                     held.push(piece)
                 } else {
                     held.update(&piece)

@@ -83,20 +83,23 @@ pub fn encode_turn(buf: &mut BytesMut, end: TurnEnd) {
 
 /// Incremental decoder: feed body chunks with [`FrameDecoder::extend`] (copied) or
 /// [`FrameDecoder::extend_shared`] (decoded in place while no partial frame is buffered: the
-/// frames share the chunk's memory), take frames with [`FrameDecoder::next_frame`].
+/// frames share the chunk's memory), take frames with [`FrameDecoder::next_frame`], or with
+/// [`FrameDecoder::next_piece`] a `Packets` frame's payload as it arrives.
 #[derive(Debug)]
 pub struct FrameDecoder {
     /// A partial frame and what came after it.
     buf: BytesMut,
     /// A chunk being decoded in place (only while `buf` is empty).
     shared: Bytes,
+    /// Bytes still to come of a `Packets` frame taken in pieces.
+    packets_left: usize,
     max_frame: usize,
 }
 
 impl FrameDecoder {
     /// A decoder refusing frames whose payload exceeds `max_frame` bytes.
     pub fn new(max_frame: usize) -> Self {
-        Self { buf: BytesMut::new(), shared: Bytes::new(), max_frame }
+        Self { buf: BytesMut::new(), shared: Bytes::new(), packets_left: 0, max_frame }
     }
 
     /// Appends received bytes.
@@ -107,7 +110,7 @@ impl FrameDecoder {
 
     /// Appends a received chunk, without a copy when nothing is buffered.
     pub fn extend_shared(&mut self, chunk: Bytes) {
-        if self.is_empty() {
+        if self.buf.is_empty() && self.shared.is_empty() {
             self.shared = chunk;
         } else {
             self.extend(&chunk);
@@ -119,7 +122,7 @@ impl FrameDecoder {
     fn spill(&mut self) {
         if !self.shared.is_empty() {
             let shared = std::mem::take(&mut self.shared);
-            if self.buf.is_empty() && shared.len() >= HEADER_LEN {
+            if self.buf.is_empty() && self.packets_left == 0 && shared.len() >= HEADER_LEN {
                 let len = (&shared[1..HEADER_LEN]).get_u32_le() as usize;
                 self.buf.reserve(HEADER_LEN + len.min(self.max_frame));
             }
@@ -127,9 +130,9 @@ impl FrameDecoder {
         }
     }
 
-    /// True when no partial frame is buffered.
+    /// True when no partial frame is buffered or being taken in pieces.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty() && self.shared.is_empty()
+        self.buf.is_empty() && self.shared.is_empty() && self.packets_left == 0
     }
 
     /// The tag and length of the frame `bytes` begin with, once its header is there.
@@ -144,8 +147,46 @@ impl FrameDecoder {
         Ok(Some((bytes[0], len)))
     }
 
-    /// Decodes the next complete frame, if one is buffered.
+    /// Decodes the next frame, like [`Self::next_frame`], but a `Packets` frame's payload comes
+    /// as it arrives, in pieces that may end anywhere (inside a MySQL packet too): nothing is
+    /// gathered into a buffer, and a large frame's first bytes need not wait for its last.
+    pub fn next_piece(&mut self) -> Result<Option<Frame>, Error> {
+        if self.packets_left == 0 {
+            let source = if self.shared.is_empty() { &self.buf[..] } else { &self.shared[..] };
+            match self.header_of(source)? {
+                Some((TAG_PACKETS, len)) if len > 0 => {
+                    if self.shared.is_empty() {
+                        self.buf.advance(HEADER_LEN);
+                    } else {
+                        self.shared.advance(HEADER_LEN);
+                    }
+                    self.packets_left = len;
+                }
+                _ => return self.next_frame(),
+            }
+        }
+        Ok(self.take_piece())
+    }
+
+    /// What has arrived of the `Packets` frame being taken in pieces, up to its end.
+    fn take_piece(&mut self) -> Option<Frame> {
+        let piece = if !self.shared.is_empty() {
+            self.shared.split_to(self.packets_left.min(self.shared.len()))
+        } else if !self.buf.is_empty() {
+            self.buf.split_to(self.packets_left.min(self.buf.len())).freeze()
+        } else {
+            return None;
+        };
+        self.packets_left -= piece.len();
+        Some(Frame::Packets(piece))
+    }
+
+    /// Decodes the next complete frame, if one is buffered (the rest of a frame begun with
+    /// [`Self::next_piece`] comes in pieces).
     pub fn next_frame(&mut self) -> Result<Option<Frame>, Error> {
+        if self.packets_left > 0 {
+            return Ok(self.take_piece());
+        }
         if !self.shared.is_empty() {
             if let Some((tag, len)) = self.header_of(&self.shared)?
                 && self.shared.len() >= HEADER_LEN + len
@@ -281,10 +322,68 @@ mod tests {
         }
 
         #[test]
+        fn frames_taken_in_pieces_carry_the_same_bytes(
+            items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20),
+            cuts in proptest::collection::vec(0usize..1000, 0..8),
+            copied in any::<u8>(),
+        ) {
+            let mut buf = BytesMut::new();
+            for (i, item) in items.iter().enumerate() {
+                encode_packets(&mut buf, item);
+                if i % 3 == 0 {
+                    encode_heartbeat(&mut buf);
+                }
+            }
+            encode_turn(&mut buf, TurnEnd::Done);
+            let whole = decode_all(&buf);
+            let buf = buf.freeze();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(buf.len())).collect();
+            cuts.push(buf.len());
+            cuts.sort_unstable();
+            let (mut dec, mut got, mut at) = (FrameDecoder::new(DEFAULT_MAX_FRAME), Vec::new(), 0);
+            for (i, cut) in cuts.into_iter().enumerate() {
+                if copied & (1 << (i % 8)) != 0 {
+                    dec.extend(&buf[at..cut]);
+                } else {
+                    dec.extend_shared(buf.slice(at..cut));
+                }
+                at = cut;
+                while let Some(f) = dec.next_piece().ok().flatten() { got.push(f); }
+            }
+            prop_assert!(dec.is_empty());
+            // The pieces of each frame, joined, are the frame: in the same order, the same
+            // bytes, and the other frames as they were.
+            let mut joined: Vec<Frame> = Vec::new();
+            let mut left = 0usize;
+            let mut expected = whole.iter();
+            for frame in got {
+                if let Frame::Packets(piece) = &frame && left > 0 {
+                    prop_assert!(piece.len() <= left);
+                    left -= piece.len();
+                    if let Some(Frame::Packets(last)) = joined.last_mut() {
+                        *last = [&last[..], &piece[..]].concat().into();
+                    }
+                    continue;
+                }
+                let next = expected.next().cloned();
+                if let (Frame::Packets(piece), Some(Frame::Packets(full))) = (&frame, &next) {
+                    prop_assert!(!piece.is_empty() || full.is_empty());
+                    left = full.len() - piece.len();
+                }
+                joined.push(frame);
+            }
+            prop_assert_eq!(left, 0);
+            prop_assert_eq!(joined, whole);
+        }
+
+        #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let mut dec = FrameDecoder::new(1024);
             dec.extend(&bytes);
             while let Ok(Some(_)) = dec.next_frame() {}
+            let mut dec = FrameDecoder::new(1024);
+            dec.extend_shared(Bytes::from(bytes));
+            while let Ok(Some(_)) = dec.next_piece() {}
         }
     }
 }

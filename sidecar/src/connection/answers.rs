@@ -8,12 +8,13 @@ use crate::Error;
 use crate::protocol::{PacketIo, split_payloads};
 use crate::tunnel::FrameStream;
 
-/// Writes a relayed answer's packets as they are; returns how the turn ended.
+/// Writes a relayed answer's packets as they are, each piece as it arrives (the writer
+/// follows packet headers across pieces); returns how the turn ended.
 pub async fn write_answer(
     io: &mut PacketIo,
     frames: &mut FrameStream<'_>,
 ) -> Result<TurnEnd, Error> {
-    while let Some(frame) = frames.next().await? {
+    while let Some(frame) = frames.next_piece().await? {
         match frame {
             Frame::Packets(packets) => io.write_raw(packets).await?,
             Frame::Heartbeat => {}

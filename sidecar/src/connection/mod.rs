@@ -125,9 +125,10 @@ impl Connection {
     }
 
     /// Sends the client the error that ends its connection, if the socket still works and
-    /// the error would not land inside a relayed packet.
+    /// the error would not land inside a relayed packet (one a broken answer left
+    /// half-queued is taken back first).
     async fn send_error(&mut self, e: &Error) {
-        if !matches!(e, Error::Io(_)) && self.io.at_packet_boundary() {
+        if !matches!(e, Error::Io(_)) && self.io.take_back_partial() {
             drop(self.write_error(e).await);
         }
     }

@@ -73,20 +73,29 @@ impl PacketIo {
             if self.relayed_left > 0 {
                 let take = self.relayed_left.min(data.len());
                 self.relayed_left -= take;
+                self.relayed_partial.0 += take;
                 data = &data[take..];
+                if self.relayed_left == 0 {
+                    self.relayed_partial.0 = 0;
+                }
                 continue;
             }
             let (head, have) = &mut self.relayed_head;
+            if *have == 0 {
+                self.relayed_partial = (0, self.seq);
+            }
             let relayed = if *have == 0 && data.len() >= PacketHead::LEN {
                 // A whole header here (most are): read in place, not gathered.
                 let relayed = PacketHead::parse(data);
                 data = &data[PacketHead::LEN..];
+                self.relayed_partial.0 += PacketHead::LEN;
                 relayed
             } else {
                 let take = (PacketHead::LEN - *have).min(data.len());
                 head[*have..*have + take].copy_from_slice(&data[..take]);
                 *have += take;
                 data = &data[take..];
+                self.relayed_partial.0 += take;
                 if *have < PacketHead::LEN {
                     continue;
                 }
@@ -96,6 +105,9 @@ impl PacketIo {
             let relayed = relayed.unwrap_or(PacketHead { len: 0, seq: 0 });
             self.relayed_left = relayed.len;
             self.seq = relayed.seq.wrapping_add(1);
+            if relayed.len == 0 {
+                self.relayed_partial.0 = 0;
+            }
         }
     }
 
@@ -103,6 +115,30 @@ impl PacketIo {
     /// follow.
     pub fn at_packet_boundary(&self) -> bool {
         self.relayed_left == 0 && self.relayed_head.1 == 0
+    }
+
+    /// Takes back the relayed packet a broken answer left half-written, when none of it was
+    /// sent yet (an answer is sent whole at its end, or in parts of [`FLUSH_AT`] bytes), so
+    /// that a packet of the sidecar's own may follow with that packet's sequence id. True
+    /// when the writer is at a packet boundary.
+    pub fn take_back_partial(&mut self) -> bool {
+        let (partial, seq) = self.relayed_partial;
+        if self.at_packet_boundary() {
+            return true;
+        }
+        if partial > self.queued() {
+            return false;
+        }
+        if self.held.is_empty() {
+            self.wbuf.truncate(self.wbuf.len() - partial);
+        } else {
+            self.held.truncate(self.held.len() - partial);
+        }
+        self.relayed_left = 0;
+        self.relayed_head.1 = 0;
+        self.relayed_partial = (0, seq);
+        self.seq = seq;
+        true
     }
 
     /// Queues a packet shorter than 16 MiB and remembers where it is.
@@ -221,6 +257,27 @@ mod tests {
                 at = end;
             }
             assert_eq!(io.next_seq(), last_seq.wrapping_add(1));
+            io.flush().await.expect("flush");
+            // An answer broken anywhere: what is queued of its last packet is taken back, the
+            // queue then ends where its last whole packet ends, and the id after that
+            // packet's is next.
+            let cut = 1 + rng.below(wire.len());
+            let whole = ends.iter().copied().filter(|&e| e <= cut).max().unwrap_or(0);
+            let expected_seq = match ends.iter().position(|&e| e == whole) {
+                Some(i) => wire[if i == 0 { 0 } else { ends[i - 1] } + 3].wrapping_add(1),
+                None => io.next_seq(),
+            };
+            let mut at = 0;
+            while at < cut {
+                let end = (at + 1 + rng.below(12)).min(cut);
+                io.write_raw(Bytes::copy_from_slice(&wire[at..end])).await.expect("write");
+                at = end;
+            }
+            assert!(io.take_back_partial(), "nothing of it was sent");
+            assert!(io.at_packet_boundary());
+            assert_eq!(io.queued(), whole, "cut at {cut} of {wire:?}");
+            assert_eq!(io.next_seq(), expected_seq, "cut at {cut} of {wire:?}");
+            io.flush().await.expect("flush");
         }
         io.flush().await.expect("flush");
         drop(io);

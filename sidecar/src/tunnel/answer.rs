@@ -79,9 +79,23 @@ fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>
 impl FrameStream<'_> {
     /// The next frame; `None` at the end of the body.
     pub async fn next(&mut self) -> Result<Option<Frame>, Error> {
+        self.next_taken(FrameDecoder::next_frame).await
+    }
+
+    /// The next frame, a `Packets` frame's payload in pieces as it arrives (they may end
+    /// inside a MySQL packet); `None` at the end of the body.
+    pub async fn next_piece(&mut self) -> Result<Option<Frame>, Error> {
+        self.next_taken(FrameDecoder::next_piece).await
+    }
+
+    /// The next frame as `take` takes it from the decoder.
+    async fn next_taken(
+        &mut self,
+        take: fn(&mut FrameDecoder) -> Result<Option<Frame>, common::Error>,
+    ) -> Result<Option<Frame>, Error> {
         loop {
             if let Some(frame) =
-                self.decoder.next_frame().map_err(|e| Error::StreamBroken(e.to_string()))?
+                take(&mut self.decoder).map_err(|e| Error::StreamBroken(e.to_string()))?
             {
                 self.ended |= matches!(frame, Frame::Turn(_));
                 return Ok(Some(frame));
