@@ -162,6 +162,11 @@ impl FrameDecoder {
                     }
                     self.packets_left = len;
                 }
+                // Another frame, whole in the chunk decoded in place: taken from there.
+                Some((tag, len)) if self.shared.len() >= HEADER_LEN + len => {
+                    self.shared.advance(HEADER_LEN);
+                    return frame_of(tag, self.shared.split_to(len)).map(Some);
+                }
                 _ => return self.next_frame(),
             }
         }

@@ -61,9 +61,9 @@ pub struct PacketIo {
     relayed_left: usize,
     /// The bytes of a relayed packet's header seen so far, when split across writes.
     relayed_head: ([u8; 4], usize),
-    /// Bytes of the relayed packet begun and not ended (queued or sent), and the sequence id
-    /// that was next before it: what a broken answer leaves half-written.
-    relayed_partial: (usize, u8),
+    /// The payload length of the relayed packet whose header was read last, and the sequence
+    /// id that was next before it: what a broken answer may leave half-written.
+    relayed_packet: (usize, u8),
     /// Times the write buffer was sent: a [`QueuedPacket`] from an earlier round is gone.
     flushes: u64,
     /// The compressed protocol, once the login asked for it and succeeded.
@@ -99,7 +99,7 @@ impl PacketIo {
             seq: 0,
             relayed_left: 0,
             relayed_head: ([0; 4], 0),
-            relayed_partial: (0, 0),
+            relayed_packet: (0, 0),
             max_packet,
             flushes: 0,
             compressed: None,

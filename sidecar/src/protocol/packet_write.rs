@@ -73,29 +73,20 @@ impl PacketIo {
             if self.relayed_left > 0 {
                 let take = self.relayed_left.min(data.len());
                 self.relayed_left -= take;
-                self.relayed_partial.0 += take;
                 data = &data[take..];
-                if self.relayed_left == 0 {
-                    self.relayed_partial.0 = 0;
-                }
                 continue;
             }
             let (head, have) = &mut self.relayed_head;
-            if *have == 0 {
-                self.relayed_partial = (0, self.seq);
-            }
             let relayed = if *have == 0 && data.len() >= PacketHead::LEN {
                 // A whole header here (most are): read in place, not gathered.
                 let relayed = PacketHead::parse(data);
                 data = &data[PacketHead::LEN..];
-                self.relayed_partial.0 += PacketHead::LEN;
                 relayed
             } else {
                 let take = (PacketHead::LEN - *have).min(data.len());
                 head[*have..*have + take].copy_from_slice(&data[..take]);
                 *have += take;
                 data = &data[take..];
-                self.relayed_partial.0 += take;
                 if *have < PacketHead::LEN {
                     continue;
                 }
@@ -104,10 +95,8 @@ impl PacketIo {
             };
             let relayed = relayed.unwrap_or(PacketHead { len: 0, seq: 0 });
             self.relayed_left = relayed.len;
+            self.relayed_packet = (relayed.len, self.seq);
             self.seq = relayed.seq.wrapping_add(1);
-            if relayed.len == 0 {
-                self.relayed_partial.0 = 0;
-            }
         }
     }
 
@@ -122,10 +111,15 @@ impl PacketIo {
     /// that a packet of the sidecar's own may follow with that packet's sequence id. True
     /// when the writer is at a packet boundary.
     pub fn take_back_partial(&mut self) -> bool {
-        let (partial, seq) = self.relayed_partial;
         if self.at_packet_boundary() {
             return true;
         }
+        // Its header in part (the sequence id is not taken yet), or whole and some payload.
+        let (len, seq_before) = self.relayed_packet;
+        let (partial, seq) = match self.relayed_head.1 {
+            0 => (PacketHead::LEN + len - self.relayed_left, seq_before),
+            have => (have, self.seq),
+        };
         if partial > self.queued() {
             return false;
         }
@@ -136,7 +130,6 @@ impl PacketIo {
         }
         self.relayed_left = 0;
         self.relayed_head.1 = 0;
-        self.relayed_partial = (0, seq);
         self.seq = seq;
         true
     }
