@@ -162,11 +162,6 @@ impl FrameDecoder {
                     }
                     self.packets_left = len;
                 }
-                // Another frame, whole in the chunk decoded in place: taken from there.
-                Some((tag, len)) if self.shared.len() >= HEADER_LEN + len => {
-                    self.shared.advance(HEADER_LEN);
-                    return frame_of(tag, self.shared.split_to(len)).map(Some);
-                }
                 _ => return self.next_frame(),
             }
         }
@@ -233,6 +228,32 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// Feeds `buf` to a decoder in chunks ending at `cuts`, each copied or shared as the bits
+    /// of `copied` say (as a sidecar may mix them), taking what `take` gives after each.
+    fn take_in_chunks(
+        buf: &Bytes,
+        cuts: Vec<usize>,
+        copied: u8,
+        take: fn(&mut FrameDecoder) -> Result<Option<Frame>, Error>,
+    ) -> (FrameDecoder, Vec<Frame>) {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(buf.len())).collect();
+        cuts.push(buf.len());
+        cuts.sort_unstable();
+        let (mut dec, mut got, mut at) = (FrameDecoder::new(DEFAULT_MAX_FRAME), Vec::new(), 0);
+        for (i, cut) in cuts.into_iter().enumerate() {
+            if copied & (1 << (i % 8)) != 0 {
+                dec.extend(&buf[at..cut]);
+            } else {
+                dec.extend_shared(buf.slice(at..cut));
+            }
+            at = cut;
+            while let Some(f) = take(&mut dec).ok().flatten() {
+                got.push(f);
+            }
+        }
+        (dec, got)
+    }
 
     fn decode_all(bytes: &[u8]) -> Vec<Frame> {
         let mut dec = FrameDecoder::new(DEFAULT_MAX_FRAME);
@@ -307,21 +328,7 @@ mod tests {
             }
             encode_turn(&mut buf, TurnEnd::Done);
             let whole = decode_all(&buf);
-            let buf = buf.freeze();
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(buf.len())).collect();
-            cuts.push(buf.len());
-            cuts.sort_unstable();
-            let (mut dec, mut got, mut at) = (FrameDecoder::new(DEFAULT_MAX_FRAME), Vec::new(), 0);
-            for (i, cut) in cuts.into_iter().enumerate() {
-                // Some chunks copied, most shared, as a sidecar may mix them.
-                if copied & (1 << (i % 8)) != 0 {
-                    dec.extend(&buf[at..cut]);
-                } else {
-                    dec.extend_shared(buf.slice(at..cut));
-                }
-                at = cut;
-                while let Some(f) = dec.next_frame().ok().flatten() { got.push(f); }
-            }
+            let (dec, got) = take_in_chunks(&buf.freeze(), cuts, copied, FrameDecoder::next_frame);
             prop_assert!(dec.is_empty());
             prop_assert_eq!(got, whole);
         }
@@ -341,20 +348,7 @@ mod tests {
             }
             encode_turn(&mut buf, TurnEnd::Done);
             let whole = decode_all(&buf);
-            let buf = buf.freeze();
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(buf.len())).collect();
-            cuts.push(buf.len());
-            cuts.sort_unstable();
-            let (mut dec, mut got, mut at) = (FrameDecoder::new(DEFAULT_MAX_FRAME), Vec::new(), 0);
-            for (i, cut) in cuts.into_iter().enumerate() {
-                if copied & (1 << (i % 8)) != 0 {
-                    dec.extend(&buf[at..cut]);
-                } else {
-                    dec.extend_shared(buf.slice(at..cut));
-                }
-                at = cut;
-                while let Some(f) = dec.next_piece().ok().flatten() { got.push(f); }
-            }
+            let (dec, got) = take_in_chunks(&buf.freeze(), cuts, copied, FrameDecoder::next_piece);
             prop_assert!(dec.is_empty());
             // The pieces of each frame, joined, are the frame: in the same order, the same
             // bytes, and the other frames as they were.
