@@ -17,6 +17,7 @@ pub mod config;
 pub mod ending;
 pub mod error;
 pub mod http;
+pub mod id_hash;
 pub mod identity;
 pub mod idle_watch;
 pub mod incoming;

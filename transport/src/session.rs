@@ -12,6 +12,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::id_hash::IdHashing;
 use crate::identity::{Caller, IdentityId};
 use crate::relay::RelayLink;
 use crate::relay::turn::{LinkGuard, LinkUse};
@@ -172,13 +173,14 @@ pub struct SessionLimits {
 /// The table of open sessions.
 #[derive(Debug)]
 pub struct SessionTable {
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// By id: ids are random, made here, so they are hashed cheaply ([`IdHashing`]).
+    sessions: Mutex<HashMap<String, Arc<Session>, IdHashing>>,
     origin: Instant,
 }
 
 impl Default for SessionTable {
     fn default() -> Self {
-        Self { sessions: Mutex::new(HashMap::new()), origin: Instant::now() }
+        Self { sessions: Mutex::new(HashMap::default()), origin: Instant::now() }
     }
 }
 
