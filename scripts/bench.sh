@@ -63,7 +63,9 @@ if [[ "${1:-}" == "--instructions" ]]; then
     WSTUNNEL=${WSTUNNEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sqltunnel-bench/wstunnel-${WSTUNNEL_TAG:-v10.6.2}}/bin/wstunnel
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-instructions.XXXXXX")
     PIDS=()
-    trap 'kill -9 "${PIDS[@]}" 2>/dev/null; wait "${PIDS[@]}" 2>/dev/null || true; stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+    # (Every pid is gone already after the last stop_pair: a failing kill must not end the trap
+    # before MariaDB is stopped.)
+    trap 'kill -9 "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
     db_port=$(free_port)
     start_mariadb "$WORK/mariadb" "$db_port"
     sb() {

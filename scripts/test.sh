@@ -21,7 +21,7 @@ install_test_clients "$CLIENTS"
 echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 echo "== cargo build (binaries used by the end-to-end tests)"
 cargo build --workspace --locked
 

@@ -7,6 +7,8 @@
 //! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`; `check` (the `sidecar check` command) and `service` (`sidecar service`,
 //! a Windows service) beside them.
 
+#[cfg(feature = "calibrate")]
+pub mod calibrate;
 pub mod check;
 pub mod client_tls;
 pub mod config;

@@ -12,6 +12,9 @@ use common::wire::AnswerDigest;
 use crate::Error;
 use crate::resume_budget::ResumeBudget;
 
+/// Most chunks whose list is kept from one answer to the next, not freed.
+const KEEP_LIST_CAPACITY: usize = 16;
+
 /// An answer's last bytes, in chunks (shared with what went out, not copied).
 #[derive(Debug)]
 pub struct KeptAnswer {
@@ -84,7 +87,13 @@ impl KeptAnswer {
     /// Drops every kept chunk, unhashed, and gives their room back (the answer is done with).
     pub fn release(&mut self) {
         let kept: u64 = self.chunks.iter().map(|c| c.len() as u64).sum();
-        self.chunks = VecDeque::new();
+        // A small list is kept for the next answer (most answers are a chunk or a few); one a
+        // large answer grew is freed.
+        if self.chunks.capacity() > KEEP_LIST_CAPACITY {
+            self.chunks = VecDeque::new();
+        } else {
+            self.chunks.clear();
+        }
         self.budget.give_back(kept);
     }
 
