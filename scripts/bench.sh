@@ -277,10 +277,13 @@ per_query() {
 
 sb oltp_point_select "$db_port" disable 1 prepare >/dev/null
 WORKLOADS=("oltp_point_select disable 1" "oltp_point_select disable 8" "oltp_read_only auto 1")
-for _ in $(seq "$ROUNDS"); do
+for round in $(seq "$ROUNDS"); do
     for i in "${!WORKLOADS[@]}"; do
         read -r test ps threads <<<"${WORKLOADS[$i]}"
-        for target in "${TARGETS[@]}"; do
+        # Each round starts one target further on, so that no target always follows the same
+        # one (a place in the order can favour whoever holds it).
+        for k in "${!TARGETS[@]}"; do
+            target=${TARGETS[$(((k + round) % ${#TARGETS[@]}))]}
             read -r name port tpid spid <<<"$target"
             [[ -n "${tpid:-}" ]] && t0=$(cpu_ticks "$tpid") s0=$(cpu_ticks "$spid")
             q=$(qps "$test" "$port" "$ps" "$threads")

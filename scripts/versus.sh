@@ -74,7 +74,10 @@ NAMES+=(wstunnel)
 echo "$WORKLOAD, --db-ps-mode=$PS_MODE, $THREADS thread(s): $ROUNDS interleaved rounds of ${SECONDS_EACH}s"
 for name in "${NAMES[@]}"; do sysbench_on "${PORT[$name]}" 2 run >/dev/null; done
 for round in $(seq "$ROUNDS"); do
-    for name in "${NAMES[@]}"; do
+    # Each round starts one target further on: a place in the order (right after wstunnel,
+    # say) favours or hurts whoever holds it, and rotating shares it out.
+    for k in "${!NAMES[@]}"; do
+        name=${NAMES[$(((k + round) % ${#NAMES[@]}))]}
         qps=$(sysbench_on "${PORT[$name]}" "$SECONDS_EACH" run | grep -oE 'queries: +[0-9]+ +\([0-9.]+' | grep -oE '[0-9.]+$')
         echo "$round $name $qps" | tee -a "$WORK/rounds"
     done

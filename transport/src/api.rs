@@ -70,14 +70,15 @@ pub async fn handle_routed(
     if let Some(version) = req.http_version() {
         state.churn.note(version, req.http_headers(), &state.metrics.requests_closing);
     }
-    // Every line logged about a session's request names the session.
+    // Every line logged about a session's request names the session: lines at info and above
+    // in their own fields; with debug lines on, every line, through the session's span.
     let span = match &route {
         Route::Login(id) | Route::Command(id) | Route::Infile(id) | Route::CloseSession(id) => {
             state.sessions.span_of(id, &caller.id)
         }
         _ => tracing::Span::none(),
     };
-    // No span (logs below INFO): no wrapper entering it at each poll. Each branch makes its
+    // No span (debug lines off): no wrapper entering it at each poll. Each branch makes its
     // future where it is awaited: one made before would be moved there (3.5 KB, each request).
     let result = if span.is_none() {
         dispatch(&state, req, route, &caller).await

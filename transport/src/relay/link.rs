@@ -80,6 +80,9 @@ pub struct RelayLink {
     pub last_seq: u8,
     /// The connection id from the greeting.
     pub connection_id: u32,
+    /// The label of the session that holds it (`common::wire::session_label`), for the lines
+    /// logged about it (empty until the session is registered).
+    pub session: Box<str>,
     /// The greeting's scramble and plugin (for the transport's own logins).
     greeting: Option<Greeting>,
     tls: Option<UpstreamTlsLink>,
@@ -170,6 +173,7 @@ impl RelayLink {
     ) -> Self {
         Self {
             connection_id: greeting.as_ref().map_or(0, |g| g.connection_id),
+            session: Box::default(),
             greeting,
             stream,
             rbuf: BytesMut::with_capacity(READ_CHUNK),

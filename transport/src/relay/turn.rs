@@ -323,7 +323,8 @@ impl Turn {
                 if let Some(link) = self.guard.as_mut() {
                     link.phase = Phase::Ready;
                     if extra > 0 {
-                        warn!(bytes = extra, "upstream sent more than its answer");
+                        let session = &*link.session;
+                        warn!(session, bytes = extra, "upstream sent more than its answer");
                     }
                 }
             }
