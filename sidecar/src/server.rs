@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{info, info_span, warn};
 
 use crate::Error;
 use crate::config::SidecarConfig;
@@ -106,12 +106,11 @@ pub async fn run_with_reloads(
                 // The stop is polled only when it wakes the task, not at each command.
                 tokio::select! {
                     biased;
-                    _ = conn.run() => {}
+                    _ = conn.run(info_span!("client", conn = n, %peer)) => {}
                     () = RareWait::new(token.cancelled()) => {}
                 }
                 metrics.clients_open.dec();
             }
-            .instrument(info_span!("client", conn = n, %peer))
         });
     }
     // New clients are refused from here on, not left waiting in the backlog.
@@ -137,6 +136,7 @@ pub async fn run_with_reloads(
 
 /// Refuses a client beyond `max_clients` as a server does: error 1040 in place of the greeting.
 async fn too_many(stream: tokio::net::TcpStream, max_packet: usize) {
-    let refuse = Connection::refuse(PacketIo::new(stream, max_packet), &Error::TooManyClients);
+    let mut io = PacketIo::new(stream, max_packet);
+    let refuse = Connection::refuse(&mut io, &Error::TooManyClients);
     drop(tokio::time::timeout(REFUSAL_WRITE, refuse).await);
 }
