@@ -6,8 +6,10 @@
 #   - sysbench oltp_point_select, text protocol, 1 and 8 threads (QPS ratios to direct)
 #   - sysbench oltp_read_only, prepared statements, 1 thread (QPS ratio)
 #   - a 1,000,000-row SELECT read by the mariadb client (wall-time ratio to direct)
-# Each runs ROUNDS times (default 3); medians are printed, with the CPU time, user and system,
-# the transport and the sidecar spent per query (from /proc/<pid>/stat).
+# Each runs ROUNDS times (default 3), each round starting one target further on; medians are
+# printed, with the CPU time, user and system, the transport and the sidecar spent per query
+# (from /proc/<pid>/stat). Both halves run with the example configs as they are (log level
+# info, as a user's would).
 # BASELINE_BIN=DIR (a directory with other `transport` and `sidecar` binaries, e.g. an older
 # build) and BASELINE_CONFIGS=DIR (their example configs) add its columns, measured
 # interleaved in the same run: an A/B comparison of two builds.
@@ -98,9 +100,9 @@ if [[ "${1:-}" == "--instructions" ]]; then
         server=$(free_port) PORT=$(free_port)
         if [[ $1 == tunnel ]]; then
             sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$server/" \
-                -e "s/level: info/level: warn/" configs/transport.example.yaml >"$WORK/transport.yaml"
+                configs/transport.example.yaml >"$WORK/transport.yaml"
             sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$server/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$PORT/" \
-                -e "s/level: info/level: warn/" configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
+                configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
             callgrind "$2-server" target/release/transport --config "$WORK/transport.yaml"
             callgrind "$2-client" target/release/sidecar --config "$WORK/sidecar.yaml"
         else
@@ -170,7 +172,7 @@ start_tunnel() {
     tport=$(free_port) sport=$(free_port) rport=$(free_port)
     sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
         -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$tport/" \
-        -e "s/level: info/level: warn/" "$configs/transport.example.yaml" >"$WORK/$tag-transport.yaml"
+        "$configs/transport.example.yaml" >"$WORK/$tag-transport.yaml"
     "$bin/transport" --config "$WORK/$tag-transport.yaml" 2>"$WORK/$tag-transport.log" &
     PIDS+=($!)
     printf -v "PID_${tag}_TRANSPORT" '%s' $!
@@ -180,7 +182,7 @@ start_tunnel() {
         sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$tport/#" \
             -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$port/" \
             -e "s/^  stream: auto/  stream: $mode/" \
-            -e "s/level: info/level: warn/" "$configs/sidecar.example.yaml" >"$WORK/$tag-$carrier.yaml"
+            "$configs/sidecar.example.yaml" >"$WORK/$tag-$carrier.yaml"
         "$bin/sidecar" --config "$WORK/$tag-$carrier.yaml" 2>"$WORK/$tag-$carrier.log" &
         PIDS+=($!)
         printf -v "PID_${tag}_${carrier^^}" '%s' $!

@@ -48,10 +48,10 @@ for i in "${!BUILDS[@]}"; do
     dir=${build%@*} spin=0
     [[ $build == *@* ]] && spin=${build##*@}
     sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
-        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$transport_port/" -e "s/level: info/level: warn/" \
+        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$transport_port/" \
         configs/transport.example.yaml >"$WORK/transport.$i.yaml"
     sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$transport_port/#" \
-        -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sidecar_port/" -e "s/level: info/level: warn/" \
+        -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sidecar_port/" \
         configs/sidecar.example.yaml >"$WORK/sidecar.$i.yaml"
     "$dir/transport" --config "$WORK/transport.$i.yaml" >"$WORK/transport.$i.log" 2>&1 &
     PIDS+=($!)
