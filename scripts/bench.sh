@@ -99,10 +99,8 @@ if [[ "${1:-}" == "--instructions" ]]; then
         local server
         server=$(free_port) PORT=$(free_port)
         if [[ $1 == tunnel ]]; then
-            sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$server/" \
-                configs/transport.example.yaml >"$WORK/transport.yaml"
-            sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$server/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$PORT/" \
-                configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
+            transport_config configs "127.0.0.1:$db_port" "$server" "$WORK/transport.yaml"
+            sidecar_config configs "$server" "$PORT" "$WORK/sidecar.yaml"
             callgrind "$2-server" target/release/transport --config "$WORK/transport.yaml"
             callgrind "$2-client" target/release/sidecar --config "$WORK/sidecar.yaml"
         else
@@ -170,19 +168,14 @@ start_mariadb "$WORK/mariadb" "$db_port"
 start_tunnel() {
     local bin=$1 configs=$2 tag=$3 tport sport rport
     tport=$(free_port) sport=$(free_port) rport=$(free_port)
-    sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
-        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$tport/" \
-        "$configs/transport.example.yaml" >"$WORK/$tag-transport.yaml"
+    transport_config "$configs" "127.0.0.1:$db_port" "$tport" "$WORK/$tag-transport.yaml"
     "$bin/transport" --config "$WORK/$tag-transport.yaml" 2>"$WORK/$tag-transport.log" &
     PIDS+=($!)
     printf -v "PID_${tag}_TRANSPORT" '%s' $!
     for carrier in stream requests; do
         local port=$sport mode=auto
         [[ $carrier == requests ]] && port=$rport mode=off
-        sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$tport/#" \
-            -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$port/" \
-            -e "s/^  stream: auto/  stream: $mode/" \
-            "$configs/sidecar.example.yaml" >"$WORK/$tag-$carrier.yaml"
+        sidecar_config "$configs" "$tport" "$port" "$WORK/$tag-$carrier.yaml" "$mode"
         "$bin/sidecar" --config "$WORK/$tag-$carrier.yaml" 2>"$WORK/$tag-$carrier.log" &
         PIDS+=($!)
         printf -v "PID_${tag}_${carrier^^}" '%s' $!

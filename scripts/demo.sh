@@ -32,12 +32,8 @@ transport_port=$(free_port)
 sidecar_port=3306
 (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null && sidecar_port=$(free_port)
 
-sed -e "s/address: 127.0.0.1:3306/address: $upstream/" \
-    -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$transport_port/" \
-    configs/transport.example.yaml >"$WORK/transport.yaml"
-sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$transport_port/#" \
-    -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sidecar_port/" \
-    configs/sidecar.example.yaml >"$WORK/sidecar.yaml"
+transport_config configs "$upstream" "$transport_port" "$WORK/transport.yaml"
+sidecar_config configs "$transport_port" "$sidecar_port" "$WORK/sidecar.yaml"
 
 target/release/transport --config "$WORK/transport.yaml" 2>"$WORK/transport.log" &
 PIDS+=($!)

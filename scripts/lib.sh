@@ -22,6 +22,21 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# transport_config CONFIGS UPSTREAM PORT OUT: CONFIGS/transport.example.yaml, as it is but for
+# its upstream's address (host:port) and the port it listens on, written to OUT.
+transport_config() {
+    sed -e "s/address: 127.0.0.1:3306/address: $2/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$3/" \
+        "$1/transport.example.yaml" >"$4"
+}
+
+# sidecar_config CONFIGS TRANSPORT_PORT PORT OUT [STREAM]: CONFIGS/sidecar.example.yaml, as it
+# is but for the transport's port, the port it listens on and `transport.stream` (default
+# auto), written to OUT.
+sidecar_config() {
+    sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$2/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$3/" \
+        -e "s/^  stream: auto/  stream: ${5:-auto}/" "$1/sidecar.example.yaml" >"$4"
+}
+
 # Waits until host:port accepts connections (at most $3 seconds, default 30).
 wait_port() {
     local port=$1 deadline=$((SECONDS + ${2:-30}))

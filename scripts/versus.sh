@@ -47,12 +47,8 @@ for i in "${!BUILDS[@]}"; do
     build=${BUILDS[$i]} transport_port=$(free_port) sidecar_port=$(free_port)
     dir=${build%@*} spin=0
     [[ $build == *@* ]] && spin=${build##*@}
-    sed -e "s/address: 127.0.0.1:3306/address: 127.0.0.1:$db_port/" \
-        -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$transport_port/" \
-        configs/transport.example.yaml >"$WORK/transport.$i.yaml"
-    sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$transport_port/#" \
-        -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$sidecar_port/" \
-        configs/sidecar.example.yaml >"$WORK/sidecar.$i.yaml"
+    transport_config configs "127.0.0.1:$db_port" "$transport_port" "$WORK/transport.$i.yaml"
+    sidecar_config configs "$transport_port" "$sidecar_port" "$WORK/sidecar.$i.yaml"
     "$dir/transport" --config "$WORK/transport.$i.yaml" >"$WORK/transport.$i.log" 2>&1 &
     PIDS+=($!)
     SQLTUNNEL_CALIBRATE_SPIN=$spin "$dir/sidecar" --config "$WORK/sidecar.$i.yaml" >"$WORK/sidecar.$i.log" 2>&1 &

@@ -255,6 +255,20 @@ mod tests {
         (dec, got)
     }
 
+    /// An answer's frames: a `Packets` frame per item, a heartbeat after every
+    /// `heartbeat_every`-th item from the first (none when 0), and the turn's end.
+    fn answer_of(items: &[Vec<u8>], heartbeat_every: usize) -> BytesMut {
+        let mut buf = BytesMut::new();
+        for (i, item) in items.iter().enumerate() {
+            encode_packets(&mut buf, item);
+            if heartbeat_every > 0 && i % heartbeat_every == 0 {
+                encode_heartbeat(&mut buf);
+            }
+        }
+        encode_turn(&mut buf, TurnEnd::Done);
+        buf
+    }
+
     fn decode_all(bytes: &[u8]) -> Vec<Frame> {
         let mut dec = FrameDecoder::new(DEFAULT_MAX_FRAME);
         dec.extend(bytes);
@@ -299,12 +313,7 @@ mod tests {
             items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20),
             cut in 0usize..1000,
         ) {
-            let mut buf = BytesMut::new();
-            for item in &items {
-                encode_packets(&mut buf, item);
-                encode_heartbeat(&mut buf);
-            }
-            encode_turn(&mut buf, TurnEnd::Done);
+            let buf = answer_of(&items, 1);
             let whole = decode_all(&buf);
             let cut = cut.min(buf.len());
             let mut dec = FrameDecoder::new(DEFAULT_MAX_FRAME);
@@ -322,11 +331,7 @@ mod tests {
             cuts in proptest::collection::vec(0usize..1000, 0..6),
             copied in any::<u8>(),
         ) {
-            let mut buf = BytesMut::new();
-            for item in &items {
-                encode_packets(&mut buf, item);
-            }
-            encode_turn(&mut buf, TurnEnd::Done);
+            let buf = answer_of(&items, 0);
             let whole = decode_all(&buf);
             let (dec, got) = take_in_chunks(&buf.freeze(), cuts, copied, FrameDecoder::next_frame);
             prop_assert!(dec.is_empty());
@@ -339,14 +344,7 @@ mod tests {
             cuts in proptest::collection::vec(0usize..1000, 0..8),
             copied in any::<u8>(),
         ) {
-            let mut buf = BytesMut::new();
-            for (i, item) in items.iter().enumerate() {
-                encode_packets(&mut buf, item);
-                if i % 3 == 0 {
-                    encode_heartbeat(&mut buf);
-                }
-            }
-            encode_turn(&mut buf, TurnEnd::Done);
+            let buf = answer_of(&items, 3);
             let whole = decode_all(&buf);
             let (dec, got) = take_in_chunks(&buf.freeze(), cuts, copied, FrameDecoder::next_piece);
             prop_assert!(dec.is_empty());
