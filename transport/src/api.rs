@@ -1,5 +1,5 @@
 //! HTTP endpoints: authentication, routing, and the control endpoints (health, keep-alive,
-//! closing a session, metrics). A session's own requests are served by [`crate::relayed`].
+//! closing a session, metrics). A session's own requests are served by [`crate::session_endpoints`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,12 +14,13 @@ use tracing::{Instrument, info};
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
-use crate::http::{Reply, RequestBody, error_response, json, no_content, read_body, text};
 use crate::identity::{Caller, IdentityId, LastCaller};
 use crate::incoming::{self, Incoming};
-use crate::relayed::StepKind;
+use crate::reply::{Reply, error_response, json, no_content, text};
+use crate::request_body::{RequestBody, read_body};
+use crate::session_endpoints::StepKind;
 use crate::state::AppState;
-use crate::{ending, relayed, stream};
+use crate::{ending, session_endpoints, stream};
 
 /// Largest keepalive body (about 100,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 4 << 20;
@@ -148,15 +149,19 @@ async fn dispatch(
         return Err(Error::TooLarge { limit });
     }
     match route {
-        Route::OpenRelay => Box::pin(relayed::open(state, req, caller)).await,
+        Route::OpenRelay => Box::pin(session_endpoints::open(state, req, caller)).await,
         Route::Stream => {
             state.refuse_if_draining()?;
             let inside = Error::UpgradeRequired("a stream cannot be opened inside a stream");
             stream::accept(req.into_http().ok_or(inside)?)
         }
-        Route::Login(id) => relayed::step(state, StepKind::Login, &id, caller, req).await,
-        Route::Command(id) => relayed::step(state, StepKind::Command, &id, caller, req).await,
-        Route::Infile(id) => relayed::step(state, StepKind::Infile, &id, caller, req).await,
+        Route::Login(id) => session_endpoints::step(state, StepKind::Login, &id, caller, req).await,
+        Route::Command(id) => {
+            session_endpoints::step(state, StepKind::Command, &id, caller, req).await
+        }
+        Route::Infile(id) => {
+            session_endpoints::step(state, StepKind::Infile, &id, caller, req).await
+        }
         Route::KeepAlive => Box::pin(keep_alive(state, req, caller)).await,
         Route::CloseSession(id) => {
             Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.query())))

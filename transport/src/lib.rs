@@ -3,8 +3,8 @@
 //!
 //! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
-//! within the budget all sessions share) → `session` → `state` → `incoming` (a request of either carrier), `body`, `http`,
-//! `stream` (the WebSocket carrier) → `relayed` (a session's endpoints) → `api`
+//! within the budget all sessions share) → `session` → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
+//! `stream` (the WebSocket carrier) → `session_endpoints` (a session's steps: open, login, command, infile) → `api`
 //! (routing, control endpoints) → `reaper`, `server`.
 
 pub mod api;
@@ -16,7 +16,6 @@ pub mod command_log;
 pub mod config;
 pub mod ending;
 pub mod error;
-pub mod http;
 pub mod id_hash;
 pub mod identity;
 pub mod idle_watch;
@@ -27,12 +26,14 @@ pub mod readiness;
 pub mod reaper;
 pub mod refusals;
 pub mod relay;
-pub mod relayed;
+pub mod reply;
+pub mod request_body;
 pub mod resume;
 pub mod resume_budget;
 pub mod resume_kept;
 pub mod server;
 pub mod session;
+pub mod session_endpoints;
 pub mod state;
 pub mod steps;
 pub mod stream;

@@ -255,7 +255,7 @@ async fn serve_metrics(listener: TcpListener, state: Arc<AppState>, shutdown: Ca
             async move {
                 let response = match (req.method().as_str(), req.uri().path()) {
                     ("GET" | "HEAD", "/metrics") => api::metrics(&state),
-                    _ => crate::http::error_response(&crate::Error::NotFound),
+                    _ => crate::reply::error_response(&crate::Error::NotFound),
                 };
                 Ok::<_, std::convert::Infallible>(*response)
             }

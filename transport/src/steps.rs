@@ -10,8 +10,8 @@ use tracing::debug;
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::http::{Reply, frames, no_content};
 use crate::incoming::{self, Incoming, Known};
+use crate::reply::{Reply, frames, no_content};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
 

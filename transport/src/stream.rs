@@ -25,8 +25,9 @@ use tracing::debug;
 
 use crate::Error;
 use crate::body::ResponseBody;
-use crate::http::{Reply, RequestBody};
 use crate::incoming::Incoming;
+use crate::reply::Reply;
+use crate::request_body::RequestBody;
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
@@ -156,7 +157,7 @@ pub async fn serve<IO, F, Fut>(
         };
         let response = match parse_request(data, &mut repeated) {
             Ok((route, req)) => answer(route, req).await,
-            Err(e) => crate::http::error_response(&e),
+            Err(e) => crate::reply::error_response(&e),
         };
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
             return debug!(error = %e, "a stream broke mid-answer");

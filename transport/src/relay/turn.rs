@@ -177,9 +177,9 @@ impl Turn {
         }
     }
 
-    /// Marks the turn ended and reports it: the current answer with `outcome` and what it
+    /// Marks the turn over and reports it: the current answer with `outcome` and what it
     /// said, and the answers of a batch that never came with `outcome` alone.
-    fn finish(&mut self, outcome: Outcome) {
+    fn report(&mut self, outcome: Outcome) {
         self.finished = true;
         self.report_answered();
         let (bytes, tally) = (self.passed.saturating_sub(self.reported), self.framing.tally);
@@ -204,7 +204,7 @@ impl Turn {
                 return Poll::Ready(Some(self.cut_short()));
             }
             let Some(link) = self.guard.as_mut() else {
-                self.finish(Outcome::UpstreamLost("already closed".into()));
+                self.report(Outcome::UpstreamLost("already closed".into()));
                 return Poll::Ready(Some(turn_frame(TurnEnd::Closed)));
             };
             let mut out = BytesMut::new();
@@ -220,14 +220,14 @@ impl Turn {
                         }
                         self.report_answered();
                         if let Some(end) = scan.end {
-                            return Poll::Ready(Some(self.end(out, Outcome::Ended(end))));
+                            return Poll::Ready(Some(self.last_chunk(out, Outcome::Ended(end))));
                         }
                     }
                     Err(e) => {
                         // Answers that ended in what could not be passed on are not reported.
                         drop(self.framing.take_answered());
                         let outcome = Outcome::NotUnderstood(e.to_string());
-                        return Poll::Ready(Some(self.end(out, outcome)));
+                        return Poll::Ready(Some(self.last_chunk(out, outcome)));
                     }
                 }
             }
@@ -242,12 +242,12 @@ impl Turn {
             match tokio_util::io::poll_read_buf(Pin::new(&mut link.stream), cx, &mut link.rbuf) {
                 Poll::Ready(Ok(0)) => {
                     let outcome = Outcome::UpstreamLost("closed".into());
-                    return Poll::Ready(Some(self.end(out, outcome)));
+                    return Poll::Ready(Some(self.last_chunk(out, outcome)));
                 }
                 Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(e)) => {
                     let outcome = Outcome::UpstreamLost(e.to_string());
-                    return Poll::Ready(Some(self.end(out, outcome)));
+                    return Poll::Ready(Some(self.last_chunk(out, outcome)));
                 }
                 Poll::Pending => {
                     // The cut's wait was polled at the top of the loop: it wakes this task.
@@ -264,7 +264,7 @@ impl Turn {
     /// Ends the turn at once: the client gets error 1053 (where a packet may go) and the
     /// upstream connection is closed.
     fn cut_short(&mut self) -> Bytes {
-        self.finish(Outcome::Cut);
+        self.report(Outcome::Cut);
         *self.guard = None;
         let mut out = BytesMut::new();
         if let (Some(seq), Some(payload)) =
@@ -295,15 +295,15 @@ impl Turn {
         }
     }
 
-    /// Closes the turn with `end` after the frames in `out`, and leaves the link as the
-    /// next request must find it.
-    fn end(&mut self, mut out: BytesMut, outcome: Outcome) -> Bytes {
+    /// The turn's last chunk: the frames in `out`, then its `Turn` frame; reports the
+    /// outcome and leaves the link as the next request must find it.
+    fn last_chunk(&mut self, mut out: BytesMut, outcome: Outcome) -> Bytes {
         let end = match &outcome {
             Outcome::Ended(end) => *end,
             _ => TurnEnd::Closed,
         };
         let extra = self.guard.as_ref().map_or(0, |link| link.rbuf.len());
-        self.finish(outcome);
+        self.report(outcome);
         match end {
             TurnEnd::Closed => *self.guard = None,
             TurnEnd::AwaitFile | TurnEnd::AwaitAuth => {
@@ -340,7 +340,7 @@ impl Drop for Turn {
     fn drop(&mut self) {
         if !self.finished {
             self.guard.take();
-            self.finish(Outcome::Abandoned);
+            self.report(Outcome::Abandoned);
         }
     }
 }

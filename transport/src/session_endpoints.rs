@@ -18,9 +18,6 @@ use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::http::{
-    Budget, MAX_CONTROL_BODY, Reply, frames, millis, no_content, read_body, read_body_within,
-};
 use crate::identity::Caller;
 use crate::incoming::{self, Incoming};
 use crate::relay::handshake::{ClientLeg, login_names};
@@ -28,6 +25,8 @@ use crate::relay::link::LinkError;
 use crate::relay::request::{commands_asked, ends_file};
 use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
+use crate::reply::{Reply, frames, millis, no_content};
+use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body, read_body_within};
 use crate::resume::StepRequest;
 use crate::session::{Session, Who, lock};
 use crate::state::AppState;
@@ -146,7 +145,7 @@ async fn login(
     state.refuse_if_draining()?;
     let as_json = req.header(&incoming::CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
     let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
-    let Some(link) = guard.as_mut() else { return Ok(closed()) };
+    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)
             .map_err(|e| Error::BadRequest(format!("invalid login: {e}")))?;
@@ -182,7 +181,7 @@ async fn login(
         Err(LinkError::Io(e)) => {
             debug!(session = %session_label(id), error = %e, "upstream lost during login");
             *guard = None;
-            closed()
+            upstream_gone()
         }
     };
     Ok(remember(&session, step, response))
@@ -197,7 +196,7 @@ async fn login_as(
     session: &Session,
 ) -> Result<Reply, Error> {
     let id = session.id.as_str();
-    let Some(link) = guard.as_mut() else { return Ok(closed()) };
+    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     let change_user = match link.phase {
         Phase::Greeted => false,
         Phase::Ready if link.pending.is_none() => true,
@@ -259,7 +258,7 @@ async fn command(
     let (body, _room) = read_big_body(state, req).await?;
     state.metrics.request_bytes.inc_by(body.len() as u64);
     let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
-    let Some(link) = guard.as_mut() else { return Ok(closed()) };
+    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     if link.phase != Phase::Ready || link.pending.is_some() {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
@@ -269,10 +268,10 @@ async fn command(
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost");
         *guard = None;
-        return Ok(remember(&session, step, closed()));
+        return Ok(remember(&session, step, upstream_gone()));
     }
     let Some(framing) = Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) else {
-        return Ok(remember(&session, step, ended(TurnEnd::Done)));
+        return Ok(remember(&session, step, turn_without_answer(TurnEnd::Done)));
     };
     let on_end = asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
     let response = turn_with(state, guard, framing, &session, on_end, step).await;
@@ -297,7 +296,7 @@ async fn infile(
     };
     let (body, _room) = read_big_body(state, req).await?;
     state.metrics.request_bytes.inc_by(body.len() as u64);
-    let Some(link) = guard.as_mut() else { return Ok(closed()) };
+    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
     if awaited != Some(TurnEnd::AwaitFile) {
         return Err(Error::BadRequest("no file is awaited".into()));
@@ -309,13 +308,13 @@ async fn infile(
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost during a file");
         *guard = None;
-        return Ok(remember(&session, step, closed()));
+        return Ok(remember(&session, step, upstream_gone()));
     }
     if !last {
         return Ok(remember(&session, step, no_content()));
     }
     let Some(mut framing) = link.pending.take() else {
-        return Ok(remember(&session, step, closed()));
+        return Ok(remember(&session, step, upstream_gone()));
     };
     framing.resume();
     let response = turn(state, guard, framing, &session, step).await;
@@ -384,14 +383,14 @@ async fn read_big_body(
     read_body_within(req, config.max_request_bytes, config.body_timeout, Some(budget)).await
 }
 
-/// A turn that ends at once.
-fn ended(end: TurnEnd) -> Reply {
+/// A turn with no answer to pass on: its `Turn` frame alone.
+fn turn_without_answer(end: TurnEnd) -> Reply {
     let mut out = BytesMut::new();
     encode_turn(&mut out, end);
     frames(StatusCode::OK, ResponseBody::from(out.freeze()), None)
 }
 
 /// The upstream connection is gone: the client's connection ends as a direct one would.
-fn closed() -> Reply {
-    ended(TurnEnd::Closed)
+fn upstream_gone() -> Reply {
+    turn_without_answer(TurnEnd::Closed)
 }

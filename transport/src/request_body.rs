@@ -1,24 +1,16 @@
-//! HTTP plumbing the endpoints share: bounded request bodies, the answers (JSON, frames,
-//! empty), and the one place transport errors become HTTP answers.
+//! Request bodies as the endpoints read them: bounded in size and in stalls, held against
+//! `max_inflight_bytes`, a zstd body decoded to its announced length.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::wire::{
-    DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE, JSON_CONTENT_TYPE, SESSION_HEADER, ZSTD,
-    decompress_exact,
-};
+use common::wire::{DECODED_LENGTH_HEADER, ZSTD, decompress_exact};
 use futures_util::FutureExt;
-use http::header::CONTENT_TYPE;
-use http::{HeaderName, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
-use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tracing::warn;
 
 use crate::Error;
-use crate::body::ResponseBody;
 use crate::incoming::{self, Incoming};
 use prometheus_client::metrics::counter::Counter;
 
@@ -153,58 +145,4 @@ async fn reserve(
         Ok(Ok(permit)) => Ok(permit),
         _ => Err(Error::Busy),
     }
-}
-
-/// A response of either carrier, boxed: it moves through several layers of futures and
-/// results on its way out, 152 bytes at each move otherwise.
-pub type Reply = Box<Response<ResponseBody>>;
-
-/// A JSON answer.
-pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Reply {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    let mut response = Box::new(Response::new(ResponseBody::from(Bytes::from(body))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(JSON_CONTENT_TYPE));
-    response
-}
-
-/// A frames answer; an opened session's names the session (a step's path already does).
-pub fn frames(status: StatusCode, body: ResponseBody, session: Option<&str>) -> Reply {
-    let mut response = Box::new(Response::new(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(FRAMES_CONTENT_TYPE));
-    if let Some(v) = session.and_then(|id| HeaderValue::from_str(id).ok()) {
-        // (A name made once, not parsed each answer.)
-        static SESSION: HeaderName = HeaderName::from_static(SESSION_HEADER);
-        response.headers_mut().insert(SESSION.clone(), v);
-    }
-    response
-}
-
-/// `204 No Content`.
-pub fn no_content() -> Reply {
-    let mut response = Box::new(Response::new(ResponseBody::from(Bytes::new())));
-    *response.status_mut() = StatusCode::NO_CONTENT;
-    response
-}
-
-/// Prometheus text.
-pub fn text(body: String, content_type: &'static str) -> Reply {
-    let mut response = Box::new(Response::new(ResponseBody::from(Bytes::from(body))));
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
-}
-
-/// The one place transport errors become HTTP answers.
-pub fn error_response(err: &Error) -> Reply {
-    let (status, body) = err.to_api();
-    if status.is_server_error() {
-        warn!(error = %err, "request failed");
-    }
-    json(status, &body)
-}
-
-/// A duration as a header value in milliseconds.
-pub fn millis(d: std::time::Duration) -> HeaderValue {
-    HeaderValue::from(d.as_millis().min(u64::MAX.into()) as u64)
 }
