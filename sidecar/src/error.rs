@@ -124,9 +124,9 @@ pub enum Error {
     /// The sidecar is shutting down and its grace is over.
     #[error("Server shutdown in progress: the sqltunnel sidecar is shutting down")]
     ShuttingDown,
-    /// The answer stream broke off.
+    /// The answer stream broke off, and why.
     #[error("Lost connection to MySQL server during query: {0}")]
-    StreamBroken(String),
+    StreamBroken(Broken),
     /// The connection to the transport broke and the step could not be resumed.
     #[error(
         "Lost connection to MySQL server during query: the connection to the sqltunnel transport broke and could not be resumed: {0}"
@@ -135,6 +135,58 @@ pub enum Error {
     /// Another request of the session still runs on the transport.
     #[error("the sqltunnel transport is still running another request of this session")]
     SessionBusy,
+}
+
+/// Why an answer from the transport broke off, or could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Broken {
+    /// The connection to the transport is gone.
+    #[error("connection lost")]
+    ConnectionLost,
+    /// Reading the answer's body failed.
+    #[error("{reason} (transport at {url})")]
+    Read {
+        /// Base URL.
+        url: String,
+        /// What failed.
+        reason: std::io::Error,
+    },
+    /// A control answer's body could not be read.
+    #[error("{0}")]
+    ControlBody(std::io::Error),
+    /// The body ended before the turn's end.
+    #[error("the transport's answer ended early")]
+    EndedEarly,
+    /// The body ended inside a frame.
+    #[error("answer ended inside a frame")]
+    InsideFrame,
+    /// Frames came after the turn's end.
+    #[error("frames after the end of a turn")]
+    AfterTurnEnd,
+    /// A frame the decoder refused.
+    #[error("{0}")]
+    BadFrame(common::Error),
+    /// A zstd answer that does not decode (or a decoder that could not be made).
+    #[error("a compressed answer is corrupt: {0}")]
+    Corrupt(String),
+    /// A relayed login answer holds a cut packet.
+    #[error("a cut packet in a relayed answer")]
+    CutPacket,
+    /// The upstream answered a new connection without a greeting to log in to.
+    #[error("the upstream refused a connection")]
+    UpstreamRefused,
+    /// The upstream's greeting is not one the sidecar can use (what is wrong with it).
+    #[error("{0}")]
+    Greeting(&'static str),
+    /// The upstream answered a new connection with an error (its message).
+    #[error("{0}")]
+    UpstreamSaid(String),
+}
+
+impl From<Broken> for Error {
+    fn from(broken: Broken) -> Self {
+        Error::StreamBroken(broken)
+    }
 }
 
 impl Error {

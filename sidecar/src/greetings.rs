@@ -127,7 +127,7 @@ async fn open_session(
     let fresh_for = timeout.map_or(FRESH_FOR, |t| FRESH_FOR.min(t / 2));
     let (greeting, end) = frames.payloads().await?;
     if end != Some(TurnEnd::AwaitAuth) || session.is_empty() {
-        return Err(Error::StreamBroken("the upstream refused a connection".into()));
+        return Err(Error::StreamBroken(crate::error::Broken::UpstreamRefused));
     }
     let authorization = conn.authorization();
     Ok(Prepared { session, greeting, bucket, authorization, made: Instant::now(), fresh_for })

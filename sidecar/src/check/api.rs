@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::line::{Line, fail, ok, warn};
 use crate::Error;
 use crate::config::{SidecarConfig, StreamMode};
+use crate::error::Broken;
 use crate::http::{HttpConn, ResponseHead, upgrade_request};
 use crate::tunnel::{Target, TunnelClient, refuses_streams};
 
@@ -277,14 +278,14 @@ async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<Strin
         (Some(TurnEnd::AwaitAuth), Some((10, _))) => {
             let version = common::mysql::greeting::Greeting::parse(first)
                 .map(|g| g.version)
-                .ok_or_else(|| Error::StreamBroken("a greeting cut short".into()))?;
+                .ok_or(Error::StreamBroken(Broken::Greeting("a greeting cut short")))?;
             // MariaDB prefixes its version with 5.5.5- for old clients.
             Ok(version.strip_prefix("5.5.5-").unwrap_or(&version).to_owned())
         }
         (_, Some((&common::mysql::packet::ERR, rest))) if rest.len() > 2 => {
-            Err(Error::StreamBroken(String::from_utf8_lossy(&rest[2..]).into_owned()))
+            Err(Broken::UpstreamSaid(String::from_utf8_lossy(&rest[2..]).into_owned()).into())
         }
-        _ => Err(Error::StreamBroken("no greeting".into())),
+        _ => Err(Broken::Greeting("no greeting").into()),
     }
 }
 

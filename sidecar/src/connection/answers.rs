@@ -5,6 +5,7 @@ use bytes::Bytes;
 use common::wire::{Frame, TurnEnd};
 
 use crate::Error;
+use crate::error::Broken;
 use crate::protocol::{PacketIo, split_payloads};
 use crate::tunnel::FrameStream;
 
@@ -22,11 +23,11 @@ pub async fn write_answer(
             // checked and the connection to the transport is put back.
             Frame::Turn(end) => {
                 io.flush().await?;
-                return finish(frames, end).await;
+                return expect_body_end(frames, end).await;
             }
         }
     }
-    Err(Error::StreamBroken("the transport's answer ended early".into()))
+    Err(Error::StreamBroken(Broken::EndedEarly))
 }
 
 /// Writes login packets with the client leg's own sequence ids (TLS may be on one leg only,
@@ -47,17 +48,17 @@ pub async fn write_login_packets(
             Frame::Heartbeat => {}
             Frame::Turn(end) => {
                 io.flush().await?;
-                return Ok((finish(frames, end).await?, written));
+                return Ok((expect_body_end(frames, end).await?, written));
             }
         }
     }
-    Err(Error::StreamBroken("the transport's answer ended early".into()))
+    Err(Error::StreamBroken(Broken::EndedEarly))
 }
 
 /// The end of a turn must be the end of the body.
-async fn finish(frames: &mut FrameStream<'_>, end: TurnEnd) -> Result<TurnEnd, Error> {
+async fn expect_body_end(frames: &mut FrameStream<'_>, end: TurnEnd) -> Result<TurnEnd, Error> {
     match frames.next().await? {
         None => Ok(end),
-        Some(_) => Err(Error::StreamBroken("frames after the end of a turn".into())),
+        Some(_) => Err(Error::StreamBroken(Broken::AfterTurnEnd)),
     }
 }

@@ -8,6 +8,7 @@ use common::wire::{
 
 use super::{FrameStream, TunnelConn};
 use crate::Error;
+use crate::error::Broken;
 use crate::http::ResponseHead;
 use crate::protocol::split_payloads;
 
@@ -21,7 +22,7 @@ impl TunnelConn {
             return Err(Error::BadAnswer { url, status: head.status_line(), detail });
         }
         if self.http.is_none() {
-            return Err(Error::StreamBroken("connection lost".into()));
+            return Err(Broken::ConnectionLost.into());
         }
         let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
         let ended = head.status == 204;
@@ -65,7 +66,9 @@ const INFLATE_PIECE: usize = 64 * 1024;
 fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>, Error> {
     match head.content_encoding.as_str() {
         "" | "identity" => Ok(None),
-        ZSTD => StreamDecompressor::new().map(Some).map_err(|e| Error::StreamBroken(e.to_string())),
+        ZSTD => {
+            StreamDecompressor::new().map(Some).map_err(|e| Broken::Corrupt(e.to_string()).into())
+        }
         other => Err(Error::BadAnswer {
             url: url.to_owned(),
             status: head.status_line(),
@@ -94,17 +97,15 @@ impl FrameStream<'_> {
         take: fn(&mut FrameDecoder) -> Result<Option<Frame>, common::Error>,
     ) -> Result<Option<Frame>, Error> {
         loop {
-            if let Some(frame) =
-                take(&mut self.decoder).map_err(|e| Error::StreamBroken(e.to_string()))?
-            {
+            if let Some(frame) = take(&mut self.decoder).map_err(Broken::BadFrame)? {
                 self.ended |= matches!(frame, Frame::Turn(_));
                 return Ok(Some(frame));
             }
             if let Some(inflate) = self.inflate.as_mut().filter(|i| !i.is_drained()) {
                 let mut piece = bytes::BytesMut::new();
-                let n = inflate.pull(&mut piece, INFLATE_PIECE).map_err(|e| {
-                    Error::StreamBroken(format!("a compressed answer is corrupt: {e}"))
-                })?;
+                let n = inflate
+                    .pull(&mut piece, INFLATE_PIECE)
+                    .map_err(|e| Broken::Corrupt(e.to_string()))?;
                 if n > 0 {
                     self.received.update(&piece);
                     self.decoder.extend(&piece);
@@ -115,11 +116,11 @@ impl FrameStream<'_> {
                 return if self.decoder.is_empty() {
                     Ok(None)
                 } else {
-                    Err(Error::StreamBroken("answer ended inside a frame".into()))
+                    Err(Broken::InsideFrame.into())
                 };
             }
             let Some(conn) = self.tunnel.http.as_mut() else {
-                return Err(Error::StreamBroken("connection lost".into()));
+                return Err(Broken::ConnectionLost.into());
             };
             match conn.body_chunk().await {
                 Ok(Some(data)) => match self.inflate.as_mut() {
@@ -134,8 +135,8 @@ impl FrameStream<'_> {
                 Ok(None) | Err(_) if self.pending.is_some() => Box::pin(self.resume()).await?,
                 Ok(None) => self.done = true,
                 Err(e) => {
-                    let url = &self.tunnel.endpoint.url;
-                    return Err(Error::StreamBroken(format!("{e} (transport at {url})")));
+                    let url = self.tunnel.endpoint.url.clone();
+                    return Err(Broken::Read { url, reason: e }.into());
                 }
             }
         }

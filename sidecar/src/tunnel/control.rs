@@ -14,6 +14,7 @@ use super::{
     TunnelConn,
 };
 use crate::Error;
+use crate::error::Broken;
 
 impl TunnelConn {
     async fn json<T: serde::de::DeserializeOwned>(
@@ -27,7 +28,7 @@ impl TunnelConn {
         let body = conn
             .body_to_end(MAX_CONTROL_BODY)
             .await
-            .map_err(|e| Error::StreamBroken(e.to_string()))?;
+            .map_err(|e| Error::from(Broken::ControlBody(e)))?;
         serde_json::from_slice(&body).map_err(|e| Error::BadAnswer {
             url,
             status: "2xx".into(),
@@ -43,8 +44,7 @@ impl TunnelConn {
         wait: Duration,
     ) -> Result<KeepAliveAnswer, Error> {
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        let body = serde_json::to_vec(&KeepAlive { sessions, wait_ms })
-            .map_err(|e| Error::StreamBroken(e.to_string()))?;
+        let body = to_json(&KeepAlive { sessions, wait_ms });
         self.json("POST", &Route::KeepAlive.path(), &body).await
     }
 
@@ -54,7 +54,7 @@ impl TunnelConn {
         &mut self,
         req: &OpenRelay,
     ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
-        let body = serde_json::to_vec(req).map_err(|e| Error::StreamBroken(e.to_string()))?;
+        let body = to_json(req);
         let (path, mut pause) = (Route::OpenRelay.path(), OPEN_PAUSE);
         let (head, greeting) = loop {
             // The greeting is small: read whole, so a connection that breaks inside it is
@@ -111,11 +111,18 @@ impl TunnelConn {
                 .body_to_end(MAX_CONTROL_BODY)
                 .await
                 .map(drop)
-                .map_err(|e| Error::StreamBroken(e.to_string())),
+                .map_err(|e| Error::from(Broken::ControlBody(e))),
             Err(e) => Err(e),
         };
         if let Err(e) = result {
             tracing::debug!(error = %e, "closing the session failed");
         }
     }
+}
+
+/// A control request's JSON body. The protocol's requests hold only strings, numbers and
+/// lists, which always serialize; an empty body (which the transport refuses) would stand for
+/// a failure.
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
 }

@@ -14,6 +14,7 @@ use common::wire::{
 };
 
 use crate::Error;
+use crate::error::Broken;
 use crate::http::{HttpConn, ResponseHead};
 
 mod answer;
@@ -174,8 +175,7 @@ impl TunnelConn {
             }
             sent => sent?,
         };
-        let conn =
-            self.http.as_mut().ok_or_else(|| Error::StreamBroken("connection lost".into()))?;
+        let conn = self.http.as_mut().ok_or(Error::StreamBroken(Broken::ConnectionLost))?;
         Ok((head, conn))
     }
 
@@ -306,8 +306,7 @@ impl TunnelConn {
                 (other_path(Route::Login(session.into())), payload, vec![])
             }
             RelayStep::LoginAs(login) => {
-                let json =
-                    serde_json::to_vec(login).map_err(|e| Error::StreamBroken(e.to_string()))?;
+                let json = control::to_json(login);
                 content_type = JSON_CONTENT_TYPE;
                 (other_path(Route::Login(session.into())), Bytes::from(json), vec![])
             }
