@@ -21,7 +21,9 @@ pub async fn run(state: Arc<AppState>, shutdown: CancellationToken) {
         for upstream in &config.upstreams {
             let Some(login) = admin_login(upstream) else { continue };
             let outcome = match state.upstream_tls(upstream) {
-                Ok(tls) => probe(upstream, tls, &login, PROBE_TIMEOUT).await,
+                Ok(tls) => {
+                    probe(upstream, tls, &login, PROBE_TIMEOUT).await.map_err(|e| e.to_string())
+                }
                 Err(e) => Err(e.to_string()),
             };
             state.readiness.record(&upstream.name, outcome);

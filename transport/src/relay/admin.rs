@@ -9,12 +9,37 @@ use common::mysql::{capability as cap, packet};
 use common::wire::LoginAs;
 
 use super::handshake::ClientLeg;
-use super::link::{Phase, RelayLink, UpstreamTlsLink};
+use super::link::{LinkError, Phase, RelayLink, UpstreamTlsLink};
 use crate::config::UpstreamConfig;
 use common::mysql::packets::PacketHead;
 
 /// utf8mb4_general_ci, the collation of the transport's own logins.
 const COLLATION: u8 = 45;
+
+/// Why one of the transport's own connections failed. No variant holds the password.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The upstream could not be reached.
+    #[error(transparent)]
+    Dial(#[from] crate::Error),
+    /// The connection failed after it was made.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// The upstream answered with an error packet ("code: message").
+    #[error("{0}")]
+    Refused(String),
+    /// The upstream refused the login.
+    #[error("login as {user:?} refused: {reason}")]
+    LoginRefused {
+        /// Who logged in.
+        user: String,
+        /// The upstream's error ("code: message").
+        reason: String,
+    },
+    /// Nothing came back in time.
+    #[error("no answer within {}s", .0.as_secs())]
+    NoAnswer(Duration),
+}
 
 /// The login of `upstream`'s `admin_user`, if it has one.
 pub fn admin_login(upstream: &UpstreamConfig) -> Option<LoginAs> {
@@ -36,16 +61,16 @@ async fn log_in(
     tls: Option<UpstreamTlsLink>,
     login: &LoginAs,
     timeout: Duration,
-) -> Result<RelayLink, String> {
-    let (mut link, greeting) = RelayLink::dial(upstream, tls, ClientLeg::default(), timeout)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<RelayLink, AdminError> {
+    let (mut link, greeting) =
+        RelayLink::dial(upstream, tls, ClientLeg::default(), timeout).await?;
     if greeting.get(PacketHead::LEN) == Some(&packet::ERR) {
-        return Err(error_text(&greeting));
+        return Err(AdminError::Refused(error_text(&greeting)));
     }
-    let answer = link.login_as(login).await.map_err(|e| e.to_string())?;
+    let answer = link.login_as(login).await?;
     if answer.get(PacketHead::LEN) != Some(&packet::OK) {
-        return Err(format!("login as {:?} refused: {}", login.user, error_text(&answer)));
+        let (user, reason) = (login.user.clone(), error_text(&answer));
+        return Err(AdminError::LoginRefused { user, reason });
     }
     link.phase = Phase::Ready;
     Ok(link)
@@ -59,19 +84,17 @@ async fn run_alone(
     login: &LoginAs,
     sql: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), AdminError> {
     let steps = async {
         let mut link = log_in(upstream, tls, login, timeout).await?;
-        let answer = link.run_simple(sql).await.map_err(|e| e.to_string())?;
+        let answer = link.run_simple(sql).await?;
         link.quit().await;
         match answer.get(PacketHead::LEN) {
             Some(&packet::OK) => Ok(()),
-            _ => Err(error_text(&answer)),
+            _ => Err(AdminError::Refused(error_text(&answer))),
         }
     };
-    tokio::time::timeout(timeout, steps)
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
+    tokio::time::timeout(timeout, steps).await.unwrap_or(Err(AdminError::NoAnswer(timeout)))
 }
 
 /// Kills the statement running on connection `thread_id` of `upstream`, as `login`.
@@ -81,7 +104,7 @@ pub async fn kill_query(
     thread_id: u32,
     login: &LoginAs,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), AdminError> {
     run_alone(upstream, tls, login, &format!("KILL QUERY {thread_id}"), timeout).await
 }
 
@@ -91,7 +114,7 @@ pub async fn probe(
     tls: Option<UpstreamTlsLink>,
     login: &LoginAs,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), AdminError> {
     run_alone(upstream, tls, login, "DO 1", timeout).await
 }
 
