@@ -8,9 +8,9 @@ many there were and their median instruction count:
   - read -> write: from a `recv` to the `send` it caused (what the relay does with the bytes);
   - write -> sleep: from a `send` to the next `epoll_wait` (what it does after the write).
 At one client thread every hop waits for the one before it, so the first two are on the
-critical path of each query. On the two-core bench machine the third is too: scripts/hops.sh
-shows a one-thread query running its whole chain on one CPU, where the next hop runs only once
-the writer sleeps.
+critical path of each query. The third may be too: on the two-core bench machine
+scripts/hops.sh finds a one-thread query's whole chain on one CPU, where the next hop either
+pre-empts the writer or waits for it to sleep.
 
 Usage: critical_path.py DUMP_PREFIX   (the files DUMP_PREFIX.1, DUMP_PREFIX.2, ...)
 """
