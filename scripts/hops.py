@@ -10,7 +10,9 @@ Reads `perf script` output of `raw_syscalls:sys_enter`, `raw_syscalls:sys_exit` 
     ran on the same CPU;
   - for each half, its CPU time per query, in user space (everything on the CPU outside a
     system call) and in each system call, with the calls per query.
-Syscall numbers are x86_64's.
+Syscall numbers are x86_64's. CPU times are per query asked (QUERIES), over the whole trace,
+which also holds a second before the queries; stretches are over the queries found whole.
+Reads and writes of 8 bytes (a runtime's eventfd wake-ups) are not taken for the query's data.
 
 Usage: hops.py TRACE QUERIES CLIENT_COMMAND SERVER_PID CLIENT_HALF_PID SERVER_HALF_PID
 (the client by its command name, e.g. sysbench; the others by process id)
@@ -35,6 +37,7 @@ CHAIN = [("client", "write", None), ("C", "read", "client > C"), ("C", "write", 
 LINE = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s*(.*)$")
 SYSCALL = re.compile(r"NR (-?\d+)(?: = (-?\d+))?")
 SWITCH = re.compile(r"prev_pid=(\d+) .*next_pid=(\d+)")
+ARGUMENTS = re.compile(r"NR -?\d+ \(([0-9a-f, ]*)\)")
 
 
 def events(path):
@@ -54,6 +57,7 @@ def analyse(path, roles, client):
     calls = {"C": collections.Counter(), "S": collections.Counter()}
     threads = {}  # tid of a half: [on the CPU, current syscall or None, time of last event]
     role_of_tid = {}
+    small = {}  # tid -> the read or write it is in moves 8 bytes at most (an eventfd's)
 
     def account(tid, time):
         thread = threads[tid]
@@ -64,6 +68,8 @@ def analyse(path, roles, client):
     for time, pid, tid, cpu, event, rest, command in events(path):
         if event == "sched:sched_switch":
             switch = SWITCH.search(rest)
+            if switch is None:
+                sys.exit("a sched_switch line this script cannot read: " + rest)
             for other, running in ((int(switch.group(1)), False), (int(switch.group(2)), True)):
                 if other in threads:
                     account(other, time)
@@ -80,14 +86,20 @@ def analyse(path, roles, client):
             role_of_tid[tid] = role
             threads.setdefault(tid, [True, None, time])
             account(tid, time)
+            # A thread in a system call is on a CPU, whatever the switches lost said.
+            threads[tid][0] = True
             if event == "raw_syscalls:sys_enter":
                 threads[tid][1] = NAMES.get(number, str(number))
                 calls[role][threads[tid][1]] += 1
             else:
                 threads[tid][1] = None
-        if event == "raw_syscalls:sys_enter" and number in WRITES:
-            steps.append((time, role, "write", cpu))
-        elif event == "raw_syscalls:sys_exit" and number in READS and int(call.group(2) or 0) > 0:
+        if event == "raw_syscalls:sys_enter":
+            arguments = ARGUMENTS.search(rest)
+            count = arguments.group(1).split(", ")[2] if arguments else "0"
+            small[tid] = number in (0, 1) and int(count or "0", 16) <= 8
+            if number in WRITES and not small[tid]:
+                steps.append((time, role, "write", cpu))
+        elif number in READS and int(call.group(2) or 0) > 0 and not small.get(tid):
             steps.append((time, role, "read", cpu))
     return stretches(steps), cpu_time, calls
 

@@ -14,13 +14,16 @@ source scripts/lib.sh
 QUERIES=${1:-3000} ROUNDS=${2:-3}
 WSTUNNEL=${WSTUNNEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sqltunnel-bench/wstunnel-v10.6.2}/bin/wstunnel
 [[ -x $WSTUNNEL ]] || { echo "no wstunnel at $WSTUNNEL: run scripts/bench.sh once, or set WSTUNNEL_DIR" >&2; exit 1; }
+((EUID == 0)) || { echo "scripts/hops.sh traces every process with perf: run it as root" >&2; exit 1; }
 command -v sysbench >/dev/null || ensure_packages sysbench
 command -v perf >/dev/null || ensure_packages linux-perf
 cargo build --release --locked
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-hops.XXXXXX")
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+recorder=
+# (perf is stopped first, with SIGINT: it writes its trace and exits.)
+trap '[[ -n $recorder ]] && kill -INT "$recorder" 2>/dev/null; kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
 db_port=$(free_port)
 start_mariadb "$WORK/mariadb" "$db_port" >/dev/null
 db_pid=$(cat "$WORK/mariadb/mysqld.pid")
@@ -56,13 +59,17 @@ for round in $(seq "$ROUNDS"); do
     for k in "${!NAMES[@]}"; do
         name=${NAMES[$(((k + round) % ${#NAMES[@]}))]}
         sysbench_on "${PORT[$name]}" 300 run >/dev/null
-        perf record -q -a -e raw_syscalls:sys_enter,raw_syscalls:sys_exit,sched:sched_switch \
-            -o "$WORK/trace.data" >/dev/null 2>&1 &
+        perf record -a -e raw_syscalls:sys_enter,raw_syscalls:sys_exit,sched:sched_switch \
+            -o "$WORK/trace.data" >"$WORK/perf.log" 2>&1 &
         recorder=$!
         sleep 1
+        kill -0 "$recorder" 2>/dev/null || { cat "$WORK/perf.log" >&2; exit 1; }
         sysbench_on "${PORT[$name]}" "$QUERIES" run >"$WORK/sysbench.out"
         kill -INT "$recorder"
         wait "$recorder" || true
+        recorder=
+        # Events perf could not keep up with would leave holes in the stretches.
+        if grep -i "lost" "$WORK/perf.log" >&2; then echo "round $round, $name: perf lost events (above)" >&2; fi
         perf script --ns -i "$WORK/trace.data" -F comm,pid,tid,cpu,time,event,trace >"$WORK/trace.txt" 2>/dev/null
         echo "round $round, $name: $(grep -oE 'queries: +[0-9]+ +\([0-9.]+ per sec' "$WORK/sysbench.out" | grep -oE '[0-9.]+ per sec') (traced)"
         # shellcheck disable=SC2086 # two pids

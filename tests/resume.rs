@@ -128,10 +128,10 @@ async fn a_session_gone_during_an_outage_is_a_clear_error() {
         let mut idle = tunnel.connect().await;
         let mut busy = tunnel.connect().await;
         let thread: Option<u64> = busy.query_first("SELECT CONNECTION_ID()").await.expect("id");
-        let slow = busy.query_drop("SELECT SLEEP(1)");
+        let slow = busy.query_drop("SELECT SLEEP(2)");
         let outage = async {
             // The outage begins while the statement runs upstream.
-            e2e::wait_running(thread.expect("id"), "SLEEP(1)").await;
+            e2e::wait_running(thread.expect("id"), "SLEEP(2)").await;
             shaper.refuse(true);
             shaper.cut();
             tokio::time::sleep(Duration::from_secs(4)).await;

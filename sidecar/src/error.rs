@@ -166,9 +166,12 @@ pub enum Broken {
     /// A frame the decoder refused.
     #[error("{0}")]
     BadFrame(common::Error),
-    /// A zstd answer that does not decode (or a decoder that could not be made).
+    /// A zstd answer that does not decode.
     #[error("a compressed answer is corrupt: {0}")]
     Corrupt(String),
+    /// No zstd decoder could be made for a compressed answer.
+    #[error("{0}")]
+    NoDecoder(std::io::Error),
     /// A relayed login answer holds a cut packet.
     #[error("a cut packet in a relayed answer")]
     CutPacket,

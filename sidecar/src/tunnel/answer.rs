@@ -66,9 +66,7 @@ const INFLATE_PIECE: usize = 64 * 1024;
 fn inflater(head: &ResponseHead, url: &str) -> Result<Option<StreamDecompressor>, Error> {
     match head.content_encoding.as_str() {
         "" | "identity" => Ok(None),
-        ZSTD => {
-            StreamDecompressor::new().map(Some).map_err(|e| Broken::Corrupt(e.to_string()).into())
-        }
+        ZSTD => StreamDecompressor::new().map(Some).map_err(|e| Broken::NoDecoder(e).into()),
         other => Err(Error::BadAnswer {
             url: url.to_owned(),
             status: head.status_line(),
