@@ -168,7 +168,7 @@ pub enum Broken {
     BadFrame(common::Error),
     /// A zstd answer that does not decode.
     #[error("a compressed answer is corrupt: {0}")]
-    Corrupt(String),
+    Corrupt(std::io::Error),
     /// No zstd decoder could be made for a compressed answer.
     #[error("{0}")]
     NoDecoder(std::io::Error),

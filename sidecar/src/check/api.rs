@@ -278,7 +278,7 @@ async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<Strin
         (Some(TurnEnd::AwaitAuth), Some((10, _))) => {
             let version = common::mysql::greeting::Greeting::parse(first)
                 .map(|g| g.version)
-                .ok_or(Error::StreamBroken(Broken::Greeting("a greeting cut short")))?;
+                .ok_or(Broken::Greeting("a greeting cut short"))?;
             // MariaDB prefixes its version with 5.5.5- for old clients.
             Ok(version.strip_prefix("5.5.5-").unwrap_or(&version).to_owned())
         }

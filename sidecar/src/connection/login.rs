@@ -117,9 +117,8 @@ impl Connection {
         hello: &ClientHello,
         greeting: Option<&Bytes>,
     ) -> Result<(LoginAs, String), Error> {
-        let scramble = greeting.and_then(|g| greeting_scramble(g)).ok_or(Error::StreamBroken(
-            crate::error::Broken::Greeting("the upstream's greeting has no scramble"),
-        ))?;
+        let no_scramble = crate::error::Broken::Greeting("the upstream's greeting has no scramble");
+        let scramble = greeting.and_then(|g| greeting_scramble(g)).ok_or(no_scramble)?;
         let host = self.io.peer().map_or_else(|| "localhost".into(), |p| p.ip().to_string());
         let first = Answer { plugin: hello.plugin.as_deref(), response: &hello.auth_response };
         let entry = self.shared.config.user(&hello.user);

@@ -19,8 +19,7 @@ use crate::Error;
 /// The payloads of whole packets in `packets` (headers included; login packets, never 16 MiB
 /// continuations); an error if one is cut short.
 pub fn split_payloads(packets: &[u8]) -> Result<Vec<Bytes>, Error> {
-    let split =
-        split_packets(packets).ok_or_else(|| Error::from(crate::error::Broken::CutPacket))?;
+    let split = split_packets(packets).ok_or(crate::error::Broken::CutPacket)?;
     Ok(split.into_iter().map(|(_, payload)| Bytes::copy_from_slice(payload)).collect())
 }
 

@@ -101,9 +101,7 @@ impl FrameStream<'_> {
             }
             if let Some(inflate) = self.inflate.as_mut().filter(|i| !i.is_drained()) {
                 let mut piece = bytes::BytesMut::new();
-                let n = inflate
-                    .pull(&mut piece, INFLATE_PIECE)
-                    .map_err(|e| Broken::Corrupt(e.to_string()))?;
+                let n = inflate.pull(&mut piece, INFLATE_PIECE).map_err(Broken::Corrupt)?;
                 if n > 0 {
                     self.received.update(&piece);
                     self.decoder.extend(&piece);

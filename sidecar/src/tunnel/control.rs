@@ -25,10 +25,7 @@ impl TunnelConn {
     ) -> Result<T, Error> {
         let url = self.endpoint.url.clone();
         let (_, conn) = self.send(Outgoing::control(method, path, None, body)).await?;
-        let body = conn
-            .body_to_end(MAX_CONTROL_BODY)
-            .await
-            .map_err(|e| Error::from(Broken::ControlBody(e)))?;
+        let body = conn.body_to_end(MAX_CONTROL_BODY).await.map_err(Broken::ControlBody)?;
         serde_json::from_slice(&body).map_err(|e| Error::BadAnswer {
             url,
             status: "2xx".into(),

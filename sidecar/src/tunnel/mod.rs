@@ -175,7 +175,7 @@ impl TunnelConn {
             }
             sent => sent?,
         };
-        let conn = self.http.as_mut().ok_or(Error::StreamBroken(Broken::ConnectionLost))?;
+        let conn = self.http.as_mut().ok_or(Broken::ConnectionLost)?;
         Ok((head, conn))
     }
 
