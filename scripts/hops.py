@@ -40,6 +40,16 @@ SWITCH = re.compile(r"prev_pid=(\d+) .*next_pid=(\d+)")
 ARGUMENTS = re.compile(r"NR -?\d+ \(([0-9a-f, ]*)\)")
 
 
+class Thread:
+    """A thread of a half: its half, whether it is on a CPU, the system call it is in (None
+    outside one), and since when that holds."""
+
+    __slots__ = ("role", "running", "call", "since")
+
+    def __init__(self, role, since):
+        self.role, self.running, self.call, self.since = role, True, None, since
+
+
 def events(path):
     """(time, pid, tid, cpu, event, rest) for each line of a `perf script` dump."""
     with open(path, errors="replace") as trace:
@@ -55,15 +65,13 @@ def analyse(path, roles, client):
     steps = []  # (time, role, "read"|"write", cpu): the data moving along the chain
     cpu_time = {"C": collections.Counter(), "S": collections.Counter()}
     calls = {"C": collections.Counter(), "S": collections.Counter()}
-    threads = {}  # tid of a half: [on the CPU, current syscall or None, time of last event]
-    role_of_tid = {}
+    threads = {}  # tid of a half: its Thread
     small = {}  # tid -> the read or write it is in moves 8 bytes at most (an eventfd's)
 
-    def account(tid, time):
-        thread = threads[tid]
-        if thread[0]:
-            cpu_time[role_of_tid[tid]][thread[1] or "user"] += time - thread[2]
-        thread[2] = time
+    def account(thread, time):
+        if thread.running:
+            cpu_time[thread.role][thread.call or "user"] += time - thread.since
+        thread.since = time
 
     for time, pid, tid, cpu, event, rest, command in events(path):
         if event == "sched:sched_switch":
@@ -72,8 +80,8 @@ def analyse(path, roles, client):
                 sys.exit("a sched_switch line this script cannot read: " + rest)
             for other, running in ((int(switch.group(1)), False), (int(switch.group(2)), True)):
                 if other in threads:
-                    account(other, time)
-                    threads[other][0] = running
+                    account(threads[other], time)
+                    threads[other].running = running
             continue
         role = "client" if command == client else roles.get(pid)
         if role is None:
@@ -83,16 +91,15 @@ def analyse(path, roles, client):
             continue
         number = int(call.group(1))
         if role in cpu_time:
-            role_of_tid[tid] = role
-            threads.setdefault(tid, [True, None, time])
-            account(tid, time)
+            thread = threads.setdefault(tid, Thread(role, time))
+            account(thread, time)
             # A thread in a system call is on a CPU, whatever the switches lost said.
-            threads[tid][0] = True
+            thread.running = True
             if event == "raw_syscalls:sys_enter":
-                threads[tid][1] = NAMES.get(number, str(number))
-                calls[role][threads[tid][1]] += 1
+                thread.call = NAMES.get(number, str(number))
+                calls[role][thread.call] += 1
             else:
-                threads[tid][1] = None
+                thread.call = None
         if event == "raw_syscalls:sys_enter":
             arguments = ARGUMENTS.search(rest)
             count = arguments.group(1).split(", ")[2] if arguments else "0"

@@ -27,70 +27,77 @@ fn line(trace: &mut String, pid: u32, micros: f64, event: &str, rest: &str) {
         .expect("a String takes any write");
 }
 
-/// Enters system call `nr` with a third argument (a length) of `len`.
-fn enter(trace: &mut String, pid: u32, micros: f64, nr: u32, len: u32) {
-    line(
-        trace,
-        pid,
-        micros,
-        "raw_syscalls:sys_enter",
-        &format!("NR {nr} (5, 7f00, {len:x}, 0, 0, 0)"),
-    );
+/// What a line of the made-up trace says.
+enum Event {
+    /// Enters system call `nr` with a third argument (a length) of `len`.
+    Enter(u32, u32),
+    /// Leaves system call `nr` with its result.
+    Exit(u32, i64),
+    /// The CPU goes from thread `prev` to thread `next` (0: idle).
+    Switch(u32, u32),
 }
 
-/// Leaves system call `nr` with `ret`.
-fn exit(trace: &mut String, pid: u32, micros: f64, nr: u32, ret: i64) {
-    line(trace, pid, micros, "raw_syscalls:sys_exit", &format!("NR {nr} = {ret}"));
-}
+const READ: u32 = 0;
+const WRITE: u32 = 1;
+const SENDTO: u32 = 44;
+const RECVFROM: u32 = 45;
+const EPOLL_WAIT: u32 = 232;
 
-fn switch(trace: &mut String, micros: f64, prev: u32, next: u32) {
-    let rest = format!(
-        "prev_comm=x prev_pid={prev} prev_prio=120 prev_state=S ==> next_comm=y next_pid={next} next_prio=120"
-    );
-    line(trace, 0, micros, "sched:sched_switch", &rest);
-}
-
-/// One query: the client writes at 0 µs and reads its answer at 70; each half reads, works,
-/// writes, and sleeps in `epoll_wait` between its two hops. An 8-byte eventfd write in the
-/// client half is not the query's data.
-fn one_query() -> String {
-    const READ: u32 = 0;
-    const WRITE: u32 = 1;
-    const SENDTO: u32 = 44;
-    const RECVFROM: u32 = 45;
-    const EPOLL_WAIT: u32 = 232;
-    let mut t = String::new();
-    enter(&mut t, CLIENT, 0.0, SENDTO, 20);
-    // The client half: in 10, out 11, asleep 15 to 58, in 60, out 64.
-    exit(&mut t, CLIENT_HALF, 10.0, RECVFROM, 20);
-    enter(&mut t, CLIENT_HALF, 10.5, WRITE, 8);
-    exit(&mut t, CLIENT_HALF, 10.6, WRITE, 8);
-    enter(&mut t, CLIENT_HALF, 11.0, SENDTO, 40);
-    exit(&mut t, CLIENT_HALF, 13.0, SENDTO, 40);
-    enter(&mut t, CLIENT_HALF, 14.0, EPOLL_WAIT, 0);
-    switch(&mut t, 15.0, CLIENT_HALF, 0);
+/// One query, as (process, µs, event): the client writes at 0 µs and reads its answer at 70;
+/// each half reads, works, writes, and sleeps in `epoll_wait` between its two hops.
+const ONE_QUERY: &[(u32, f64, Event)] = &[
+    (CLIENT, 0.0, Event::Enter(SENDTO, 20)),
+    // The client half: in 10, out 11, asleep 15 to 58, in 60, out 64. Its 8-byte eventfd
+    // write at 10.5 is not the query's data.
+    (CLIENT_HALF, 10.0, Event::Exit(RECVFROM, 20)),
+    (CLIENT_HALF, 10.5, Event::Enter(WRITE, 8)),
+    (CLIENT_HALF, 10.6, Event::Exit(WRITE, 8)),
+    (CLIENT_HALF, 11.0, Event::Enter(SENDTO, 40)),
+    (CLIENT_HALF, 13.0, Event::Exit(SENDTO, 40)),
+    (CLIENT_HALF, 14.0, Event::Enter(EPOLL_WAIT, 0)),
+    (0, 15.0, Event::Switch(CLIENT_HALF, 0)),
     // The server half: in 20, out 22, asleep from 26; in 50, out 53. The switch that put it
     // back on the CPU was lost: its system calls say it ran from 49.
-    exit(&mut t, SERVER_HALF, 20.0, RECVFROM, 40);
-    enter(&mut t, SERVER_HALF, 22.0, SENDTO, 20);
-    exit(&mut t, SERVER_HALF, 24.0, SENDTO, 20);
-    enter(&mut t, SERVER_HALF, 25.0, EPOLL_WAIT, 0);
-    switch(&mut t, 26.0, SERVER_HALF, 0);
-    enter(&mut t, DB, 28.0, READ, 4096);
-    exit(&mut t, DB, 30.0, READ, 20);
-    enter(&mut t, DB, 40.0, WRITE, 30);
-    exit(&mut t, SERVER_HALF, 49.0, EPOLL_WAIT, 1);
-    enter(&mut t, SERVER_HALF, 49.5, RECVFROM, 4096);
-    exit(&mut t, SERVER_HALF, 50.0, RECVFROM, 30);
-    enter(&mut t, SERVER_HALF, 53.0, SENDTO, 50);
-    switch(&mut t, 58.0, 0, CLIENT_HALF);
-    exit(&mut t, CLIENT_HALF, 59.0, EPOLL_WAIT, 1);
-    enter(&mut t, CLIENT_HALF, 59.5, RECVFROM, 4096);
-    exit(&mut t, CLIENT_HALF, 60.0, RECVFROM, 50);
-    enter(&mut t, CLIENT_HALF, 64.0, SENDTO, 30);
-    exit(&mut t, CLIENT_HALF, 66.0, SENDTO, 30);
-    exit(&mut t, CLIENT, 70.0, RECVFROM, 30);
-    t
+    (SERVER_HALF, 20.0, Event::Exit(RECVFROM, 40)),
+    (SERVER_HALF, 22.0, Event::Enter(SENDTO, 20)),
+    (SERVER_HALF, 24.0, Event::Exit(SENDTO, 20)),
+    (SERVER_HALF, 25.0, Event::Enter(EPOLL_WAIT, 0)),
+    (0, 26.0, Event::Switch(SERVER_HALF, 0)),
+    (DB, 28.0, Event::Enter(READ, 4096)),
+    (DB, 30.0, Event::Exit(READ, 20)),
+    (DB, 40.0, Event::Enter(WRITE, 30)),
+    (SERVER_HALF, 49.0, Event::Exit(EPOLL_WAIT, 1)),
+    (SERVER_HALF, 49.5, Event::Enter(RECVFROM, 4096)),
+    (SERVER_HALF, 50.0, Event::Exit(RECVFROM, 30)),
+    (SERVER_HALF, 53.0, Event::Enter(SENDTO, 50)),
+    (0, 58.0, Event::Switch(0, CLIENT_HALF)),
+    (CLIENT_HALF, 59.0, Event::Exit(EPOLL_WAIT, 1)),
+    (CLIENT_HALF, 59.5, Event::Enter(RECVFROM, 4096)),
+    (CLIENT_HALF, 60.0, Event::Exit(RECVFROM, 50)),
+    (CLIENT_HALF, 64.0, Event::Enter(SENDTO, 30)),
+    (CLIENT_HALF, 66.0, Event::Exit(SENDTO, 30)),
+    (CLIENT, 70.0, Event::Exit(RECVFROM, 30)),
+];
+
+/// [`ONE_QUERY`] as `perf script` prints it.
+fn one_query() -> String {
+    let mut trace = String::new();
+    for (pid, micros, event) in ONE_QUERY {
+        let (name, rest) = match event {
+            Event::Enter(nr, len) => {
+                ("raw_syscalls:sys_enter", format!("NR {nr} (5, 7f00, {len:x}, 0, 0, 0)"))
+            }
+            Event::Exit(nr, ret) => ("raw_syscalls:sys_exit", format!("NR {nr} = {ret}")),
+            Event::Switch(prev, next) => (
+                "sched:sched_switch",
+                format!(
+                    "prev_comm=x prev_pid={prev} prev_prio=120 prev_state=S ==> next_comm=y next_pid={next} next_prio=120"
+                ),
+            ),
+        };
+        line(&mut trace, *pid, *micros, name, &rest);
+    }
+    trace
 }
 
 #[test]
