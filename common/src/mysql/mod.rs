@@ -3,6 +3,7 @@
 
 pub mod compressed;
 pub mod greeting;
+pub mod local_infile;
 pub mod packets;
 
 /// Writes a MySQL length-encoded integer.
