@@ -12,8 +12,8 @@ use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-0123456789";
+const ALICE: &str = "alice-T0ken-5Rq8Zm2Xv7Lw4Np9";
+const BOB: &str = "bob-T0ken-3Hk6Yt1Gf8Sd5Ja2Qe";
 const CAROL: &str = "carol-token-0123456789";
 
 /// The SHA-256 of `token`, as `transport hash-token` prints it.

@@ -149,7 +149,7 @@ fn run(bin: &str, yaml: &str, rust_log: Option<&str>) -> (bool, String) {
 #[test]
 fn log_filters_are_checked_strictly() {
     let transport = format!(
-        "listen: 127.0.0.1:{}\ntokens: [change-me-please]\nupstreams: [{{name: main, address: '127.0.0.1:3306'}}]\n",
+        "listen: 127.0.0.1:{}\ntokens: [cHange-Not-7Yt4Re1Wq8Po5Iu2Lk]\nupstreams: [{{name: main, address: '127.0.0.1:3306'}}]\n",
         free_port()
     );
     let sidecar = format!(

@@ -90,7 +90,7 @@ async fn unauthenticated_callers_learn_nothing_about_upstreams() {
 #[tokio::test]
 async fn a_session_answers_only_the_token_that_opened_it() {
     within(60, async {
-        let (alice, bob) = ("alice-token-0123456789", "bob-token-0123456789ab");
+        let (alice, bob) = ("alice-T0ken-5Rq8Zm2Xv7Lw4Np9", "bob-T0ken-3Hk6Yt1Gf8Sd5Ja2Qe");
         let transport_port = free_port();
         let yaml = e2e::transport_yaml(mysql_port())
             .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))

@@ -162,12 +162,15 @@ async fn each_token_has_its_own_session_limit() {
             "{}max_sessions_per_token: 1\n",
             e2e::transport_yaml(mysql_port()).replace(
                 &format!("tokens: [{TOKEN}]"),
-                &format!("tokens: [{TOKEN}, other-team-token]")
+                &format!("tokens: [{TOKEN}, other-Team-7Wc4Vb9Nm2Kx6Lp3Zq]")
             )
         );
         let tunnel = Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await;
         let other = Tunnel::start_sidecar(
-            &sidecar_yaml(&format!("http://{}/", tunnel.transport), "other-team-token"),
+            &sidecar_yaml(
+                &format!("http://{}/", tunnel.transport),
+                "other-Team-7Wc4Vb9Nm2Kx6Lp3Zq",
+            ),
             tokio_util::sync::CancellationToken::new(),
         )
         .await;

@@ -188,7 +188,7 @@ fn request(method: &str, path: &str, token: &str, body: &str) -> Vec<u8> {
 async fn bad_input_on_a_stream_is_refused_and_other_sessions_carry_on() {
     within(60, async {
         let yaml = transport_yaml(mysql_port())
-            .replace("tokens: [", "tokens: [other-token-0123456789, ")
+            .replace("tokens: [", "tokens: [other-T0ken-8Ru5Ei2Oy7Tw4Qa1, ")
             + "max_request_bytes: 1048576\n";
         let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
         let url = format!("http://{}/", listener.local_addr().expect("addr"));
@@ -220,11 +220,11 @@ async fn bad_input_on_a_stream_is_refused_and_other_sessions_carry_on() {
             .find_map(|l| l.strip_prefix("x-tunnel-session: "))
             .expect("the session's id")
             .to_owned();
-        let mut other = raw_stream(port, "other-token-0123456789").await;
+        let mut other = raw_stream(port, "other-T0ken-8Ru5Ei2Oy7Tw4Qa1").await;
         let ping = "\x01\x00\x00\x00\x0e";
         let command = format!("/v1/sessions/{session}/command");
         let (status, _) =
-            ask(&mut other, request("POST", &command, "other-token-0123456789", ping)).await;
+            ask(&mut other, request("POST", &command, "other-T0ken-8Ru5Ei2Oy7Tw4Qa1", ping)).await;
         assert!(status.starts_with("HTTP/1.1 404"), "{status}");
         let (status, _) =
             ask(&mut ws, request("DELETE", &format!("/v1/sessions/{session}"), TOKEN, "")).await;

@@ -98,7 +98,12 @@ pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
     // NO_COLOR set.
     let (writer, terminal) = match &config.file {
         Some(path) => {
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).append(true);
+            // Only its owner reads it, whatever the umask.
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let file = options.open(path);
             let file =
                 file.map_err(|e| Error::Telemetry(format!("log.file {}: {e}", path.display())))?;
             (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)

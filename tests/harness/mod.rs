@@ -34,7 +34,7 @@ const LOOPBACK: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 /// Token shared by the in-process transport and sidecar.
-pub const TOKEN: &str = "test-token-123";
+pub const TOKEN: &str = "tEst-T0ken-9fK2mQ7xV4bN8pL3wR6z";
 /// Local login configured in the sidecar (also a real MariaDB user with the same password).
 pub const USER: &str = "app";
 /// Its password.

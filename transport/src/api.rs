@@ -1,6 +1,7 @@
 //! HTTP endpoints: authentication, routing, and the control endpoints (health, keep-alive,
 //! closing a session, metrics). A session's own requests are served by [`crate::session_endpoints`].
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,22 +9,26 @@ use std::time::Duration;
 use common::wire::{
     FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, Route, SessionEnd, ZSTD, session_label,
 };
-use http::{Request, Response, StatusCode};
+use http::{HeaderValue, Request, Response, StatusCode};
 use tracing::{Instrument, info};
 
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
-use crate::identity::{Caller, IdentityId, LastCaller};
+use crate::identity::{Caller, IdentityId, LastCaller, Refusal};
 use crate::incoming::{self, Incoming};
+use crate::refusals::Answer;
 use crate::reply::{Reply, error_response, json, no_content, text};
 use crate::request_body::{RequestBody, read_body};
 use crate::session_endpoints::StepKind;
+use crate::shares::Share;
 use crate::state::AppState;
 use crate::{ending, session_endpoints, stream};
 
-/// Largest keepalive body (about 100,000 session ids).
-const MAX_KEEPALIVE_BODY: usize = 4 << 20;
+/// Largest keepalive body (about 7,000 session ids).
+const MAX_KEEPALIVE_BODY: usize = 256 << 10;
+/// Session ids looked up between two yields to the other tasks of the thread.
+const KEEPALIVE_BATCH: usize = 256;
 
 /// Answers one HTTP request of a connection whose last accepted token is in `last`.
 pub async fn handle(
@@ -49,25 +54,17 @@ pub async fn handle_routed(
     let authorization = req.header(&incoming::AUTHORIZATION);
     match route {
         Route::Health => return json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
-        Route::Ready => {
-            let caller = state.identities().authorize(authorization).await.ok();
-            return ready(&state, caller.as_deref());
-        }
+        // Without a token, only the status; a token presented is checked as on any route.
+        Route::Ready if authorization.is_none() => return ready(&state, None),
         _ => {}
     }
     let caller = match state.identities().authorize_on(authorization, last).await {
         Ok(caller) => caller,
-        Err(refusal) => {
-            state.metrics.unauthorized.inc();
-            if refusal.is_suspicious() {
-                let trusted = &state.config().trusted_proxies;
-                let client = client_ip(peer.ip(), req.http_headers(), trusted);
-                let answer_at = state.refusals.refuse(client);
-                tokio::time::sleep_until(answer_at.into()).await;
-            }
-            return error_response(&Error::Unauthorized(refusal));
-        }
+        Err(refusal) => return refused(&state, peer, &req, refusal).await,
     };
+    if route == Route::Ready {
+        return ready(&state, Some(&caller));
+    }
     if let Some(version) = req.http_version() {
         state.churn.note(version, req.http_headers(), &state.metrics.requests_closing);
     }
@@ -88,6 +85,32 @@ pub async fn handle_routed(
     };
     let response = answer_of(&state, result);
     if zstd { compress(response) } else { response }
+}
+
+/// The answer to a request whose token was refused: counted, logged per client, and slowed
+/// down for a client that keeps guessing, within bounds that keep the door open (see
+/// [`crate::refusals`]); its connection is closed.
+async fn refused(state: &AppState, peer: SocketAddr, req: &Incoming, refusal: Refusal) -> Reply {
+    state.metrics.unauthorized.inc();
+    let mut error = Error::Unauthorized(refusal);
+    if refusal.is_suspicious() {
+        let trusted = &state.config().trusted_proxies;
+        let client = client_ip(peer.ip(), req.http_headers(), trusted);
+        match state.refusals.refuse(client) {
+            Answer::Now => {}
+            Answer::At(at, held) => {
+                tokio::time::sleep_until(at.into()).await;
+                drop(held);
+            }
+            Answer::Throttled => {
+                state.metrics.refusals_throttled.inc();
+                error = Error::Throttled;
+            }
+        }
+    }
+    let mut response = error_response(&error);
+    response.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// True when the request asks for zstd answers.
@@ -153,7 +176,8 @@ async fn dispatch(
         Route::Stream => {
             state.refuse_if_draining()?;
             let inside = Error::UpgradeRequired("a stream cannot be opened inside a stream");
-            stream::accept(req.into_http().ok_or(inside)?)
+            let share = state.take_share(caller, Share::Streams, 1)?;
+            stream::accept(req.into_http().ok_or(inside)?, share)
         }
         Route::Login(id) => session_endpoints::step(state, StepKind::Login, &id, caller, req).await,
         Route::Command(id) => {
@@ -217,6 +241,11 @@ async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Re
     let body = read_body(req, MAX_KEEPALIVE_BODY, config.body_timeout).await?;
     let list: KeepAlive = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid keepalive: {e}")))?;
+    // No more ids than the caller may have sessions (twice, for those ending meanwhile).
+    let most = config.max_sessions_per_token.saturating_mul(2);
+    if list.sessions.len() > most {
+        return Err(Error::BadRequest(format!("a keepalive lists at most {most} sessions")));
+    }
     // A long poll: answered at once when a session is gone, else when one ends or at `wait`
     // (at most a heartbeat interval, so the sidecar never takes the wait for silence).
     let wait = Duration::from_millis(list.wait_ms).min(config.heartbeat_interval);
@@ -224,9 +253,12 @@ async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Re
     // Sessions opened after the list was made count too: any of this token's the upstream
     // ends meanwhile.
     // A session the caller may no longer reach ends now, and is reported revoked below.
-    for id in &list.sessions {
+    for (i, id) in list.sessions.iter().enumerate() {
         if let Ok(session) = state.sessions.get(id, owner) {
             drop(ending::refuse_if_denied(state, caller, &session, false));
+        }
+        if i % KEEPALIVE_BATCH == KEEPALIVE_BATCH - 1 {
+            tokio::task::yield_now().await;
         }
     }
     let mut news = state.ended_news();
@@ -236,11 +268,17 @@ async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Re
         let ended = state.ended_since(since, owner);
         let reset: Vec<String> = ended.iter().filter(|e| e.1).map(|e| e.0.clone()).collect();
         let mut gone: Vec<String> = ended.into_iter().map(|e| e.0).collect();
-        for id in &list.sessions {
-            if state.sessions.get(id, owner).is_err() && !gone.contains(id) {
-                gone.push(id.clone());
+        let mut seen: HashSet<&str> = gone.iter().map(String::as_str).collect();
+        let mut missing = Vec::new();
+        for (i, id) in list.sessions.iter().enumerate() {
+            if state.sessions.get(id, owner).is_err() && seen.insert(id) {
+                missing.push(id.clone());
+            }
+            if i % KEEPALIVE_BATCH == KEEPALIVE_BATCH - 1 {
+                tokio::task::yield_now().await;
             }
         }
+        gone.extend(missing);
         if !gone.is_empty() || tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
             let revoked = gone
                 .iter()

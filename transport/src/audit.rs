@@ -2,7 +2,8 @@
 //! what (the statement text, a digest of it, or nothing, by configuration; an execute names
 //! its prepared statement's text), how long it took, how many rows and which error. Lines go
 //! through a bounded queue to a writer task: the command path never waits for the disk, and a
-//! line that finds the queue full is dropped and counted.
+//! line that finds the queue full is dropped and counted. Passwords in statements are
+//! redacted, and the file is created readable by its owner only.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 use tokio::sync::mpsc;
 use tracing::warn;
+
+use crate::audit_redact::redact_passwords;
 
 /// Lines waiting for the writer, at most.
 const QUEUE: usize = 16 * 1024;
@@ -131,17 +134,28 @@ impl AuditLog {
         self.reopen.store(true, Ordering::Release);
     }
 
-    /// What of `text` is written, and whether it was cut.
+    /// What of `text` is written, and whether it was cut. Passwords are redacted first
+    /// ([`redact_passwords`]), also before a digest (a digest of a password is a hash to
+    /// crack).
     pub fn statement(&self, text: &[u8]) -> (Option<String>, bool) {
+        if self.statements == StatementLogging::None {
+            return (None, false);
+        }
+        let text = String::from_utf8_lossy(text);
+        let text = redact_passwords(&text);
         match self.statements {
             StatementLogging::None => (None, false),
             StatementLogging::Digest => {
-                let digest = Sha1::digest(text);
+                let digest = Sha1::digest(text.as_bytes());
                 (Some(digest.iter().map(|b| format!("{b:02x}")).collect()), false)
             }
             StatementLogging::Text => {
                 let cut = text.len() > MAX_TEXT;
-                (Some(String::from_utf8_lossy(&text[..text.len().min(MAX_TEXT)]).into_owned()), cut)
+                let mut end = text.len().min(MAX_TEXT);
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                (Some(text[..end].to_owned()), cut)
             }
         }
     }
@@ -163,7 +177,12 @@ fn output(path: &str) -> std::io::Result<Box<dyn Write + Send>> {
     if path == "-" {
         return Ok(Box::new(std::io::stdout()));
     }
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    // Only its owner reads it, whatever the umask: it names who ran what.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(path)?;
     Ok(Box::new(std::io::BufWriter::new(file)))
 }
 

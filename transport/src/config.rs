@@ -74,8 +74,20 @@ pub struct TransportConfig {
     pub max_inflight_bytes: usize,
     /// Most sessions at once; beyond it logins get error 1040.
     pub max_sessions: usize,
-    /// The same limit for the sessions of any one token.
+    /// The same limit for the sessions of any one token (identity).
     pub max_sessions_per_token: usize,
+    /// Most sessions of one identity opened but not logged in yet (each an upstream
+    /// connection waiting for a login); such a session also ends after `connect_timeout`.
+    pub max_sessions_logging_in_per_token: usize,
+    /// Most WebSocket streams of one identity at once.
+    pub max_streams_per_token: usize,
+    /// Most upstream connects of one identity in flight at once.
+    pub max_opening_per_token: usize,
+    /// One identity's share of `max_inflight_bytes` (at least `max_request_bytes`).
+    pub max_inflight_bytes_per_token: usize,
+    /// Most HTTP connections from one client address (an IPv6 one by its /64); a trusted
+    /// proxy's connections are not counted (its clients are limited by it).
+    pub max_connections_per_client: usize,
     /// Serve HTTPS (certificate, key, optional client CA for mTLS).
     pub tls: Option<ServerTls>,
     /// Threads, each with its own single-threaded runtime, that connections are spread over
@@ -124,7 +136,12 @@ impl Default for TransportConfig {
             max_connections: 4096,
             max_inflight_bytes: 256 << 20,
             max_sessions: 1000,
-            max_sessions_per_token: 1000,
+            max_sessions_per_token: 100,
+            max_sessions_logging_in_per_token: 16,
+            max_streams_per_token: 64,
+            max_opening_per_token: 8,
+            max_inflight_bytes_per_token: 128 << 20,
+            max_connections_per_client: 256,
             tls: None,
             worker_threads: 0,
             shutdown_grace: Duration::from_secs(10),
@@ -236,10 +253,15 @@ impl TransportConfig {
     pub fn validate(&self) -> Result<(), Error> {
         let invalid = |m: String| Err(Error::Config(common::Error::ConfigInvalid(m)));
         if self.tokens.is_empty() && self.identities.is_empty() && self.oidc.is_none() {
-            return invalid("`tokens`, `identities` or `oidc` must let someone in".into());
+            return invalid(
+                "`tokens`, `identities` or `oidc` must let someone in: make a token with `transport gen-token`".into(),
+            );
         }
-        if self.tokens.iter().any(|t| t.expose().len() < 8) {
-            return invalid("every token must be at least 8 characters long".into());
+        for (i, token) in self.tokens.iter().enumerate() {
+            if let Some(why) = crate::identity::strength::weakness(token.expose()) {
+                // Which one, by place: `tokens` first, then tokens_file's, token_env, token_file.
+                return invalid(format!("tokens[{i}]: {why}"));
+            }
         }
         if self.upstreams.is_empty() {
             return invalid("`upstreams` must list at least one upstream".into());
@@ -292,9 +314,20 @@ impl TransportConfig {
         if self.max_connections == 0 {
             return invalid("`max_connections` must be at least 1".into());
         }
-        if self.max_sessions == 0 || self.max_sessions_per_token == 0 {
+        let at_least_one = [
+            ("max_sessions", self.max_sessions),
+            ("max_sessions_per_token", self.max_sessions_per_token),
+            ("max_sessions_logging_in_per_token", self.max_sessions_logging_in_per_token),
+            ("max_streams_per_token", self.max_streams_per_token),
+            ("max_opening_per_token", self.max_opening_per_token),
+            ("max_connections_per_client", self.max_connections_per_client),
+        ];
+        if let Some((key, _)) = at_least_one.iter().find(|(_, n)| *n == 0) {
+            return invalid(format!("`{key}` must be at least 1"));
+        }
+        if self.max_inflight_bytes_per_token < self.max_request_bytes {
             return invalid(
-                "`max_sessions` and `max_sessions_per_token` must be at least 1".into(),
+                "`max_inflight_bytes_per_token` must be at least `max_request_bytes`".into(),
             );
         }
         Ok(())
@@ -318,7 +351,7 @@ mod tests {
 
     use super::*;
 
-    const MINIMAL: &str = "listen: 127.0.0.1:8080\ntokens: [change-me]\nupstreams:\n  - name: main\n    address: 127.0.0.1:3306\nsession_timeout: 30s\n";
+    const MINIMAL: &str = "listen: 127.0.0.1:8080\ntokens: [0123456789abcdef0123456789abcdef]\nupstreams:\n  - name: main\n    address: 127.0.0.1:3306\nsession_timeout: 30s\n";
 
     #[test]
     fn minimal_config_parses_with_defaults() {

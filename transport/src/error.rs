@@ -15,6 +15,17 @@ pub enum Error {
     /// Missing or refused bearer token, and why.
     #[error("{}", .0.message())]
     Unauthorized(crate::identity::Refusal),
+    /// Too many refused requests of one client are held, or in all: answered at once (429).
+    #[error("too many requests with a wrong or missing token from this address; slow down")]
+    Throttled,
+    /// The caller's identity reached one of its shares of the transport (429).
+    #[error("identity {identity:?} has reached its share: {limit}")]
+    IdentityLimit {
+        /// Who asked.
+        identity: String,
+        /// Which share, as the config key names it.
+        limit: &'static str,
+    },
     /// The caller's identity may not reach this upstream.
     #[error("identity {identity:?} may not reach upstream {upstream:?}")]
     UpstreamForbidden {
@@ -83,6 +94,10 @@ impl Error {
     pub fn to_api(&self) -> (StatusCode, ApiError) {
         let (status, kind) = match self {
             Error::Unauthorized(refusal) => (StatusCode::UNAUTHORIZED, refusal.kind()),
+            Error::Throttled => (StatusCode::TOO_MANY_REQUESTS, ApiErrorKind::Unauthorized),
+            Error::IdentityLimit { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, ApiErrorKind::TooManySessions)
+            }
             Error::UpstreamForbidden { .. } => {
                 (StatusCode::FORBIDDEN, ApiErrorKind::UpstreamForbidden)
             }
@@ -118,6 +133,8 @@ impl Error {
         match self {
             Error::Config(_) | Error::Io(_) => "internal",
             Error::Unauthorized(_) => "unauthorized",
+            Error::Throttled => "throttled",
+            Error::IdentityLimit { .. } => "identity_limit",
             Error::UpstreamForbidden { .. } => "upstream_forbidden",
             Error::AccessRevoked(_) => "access_revoked",
             Error::NotFound | Error::MethodNotAllowed => "not_found",
@@ -153,6 +170,13 @@ impl Error {
                 (error_code::TOO_MANY_CONNECTIONS, "08004", "Too many connections".into())
             }
             Error::ShuttingDown => (error_code::SERVER_SHUTDOWN, "08S01", self.to_string()),
+            Error::IdentityLimit { identity, limit } => (
+                error_code::TOO_MANY_CONNECTIONS,
+                "08004",
+                format!(
+                    "Too many connections: sqltunnel identity '{identity}' has reached {limit}"
+                ),
+            ),
             Error::UpstreamForbidden { upstream, identity } => (
                 error_code::ACCESS_DENIED,
                 "28000",

@@ -3,12 +3,13 @@
 //!
 //! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
-//! within the budget all sessions share) → `session` → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
+//! within the budget all sessions share) → `session`, `shares` (each identity's share) → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
 //! `stream` (the WebSocket carrier) → `session_endpoints` (a session's steps: open, login, command, infile) → `api`
-//! (routing, control endpoints) → `reaper`, `server`.
+//! (routing, control endpoints) → `slots` (a connection's place), `reaper`, `server`.
 
 pub mod api;
 pub mod audit;
+pub mod audit_redact;
 pub mod body;
 pub mod churn;
 pub mod client_addr;
@@ -34,6 +35,8 @@ pub mod resume_kept;
 pub mod server;
 pub mod session;
 pub mod session_endpoints;
+pub mod shares;
+pub mod slots;
 pub mod state;
 pub mod steps;
 pub mod stream;

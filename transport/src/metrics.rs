@@ -62,6 +62,10 @@ pub struct Metrics {
     pub errors: Family<Labels, Counter>,
     /// Requests refused for a bad or missing token.
     pub unauthorized: Counter,
+    /// Refusals answered at once with 429 (too many held for one client or in all).
+    pub refusals_throttled: Counter,
+    /// Requests refused because their identity used up one of its shares.
+    pub identity_limited: Family<Labels, Counter>,
     /// Sessions opened, by identity: its name when configured by name, otherwise the issuer
     /// or `token` (bounded by the configuration).
     pub identity_sessions: Family<Labels, Counter>,
@@ -129,6 +133,8 @@ impl Metrics {
             answer_bytes: Counter::default(),
             errors: Family::default(),
             unauthorized: Counter::default(),
+            refusals_throttled: Counter::default(),
+            identity_limited: Family::default(),
             identity_sessions: Family::default(),
             sessions_revoked: Counter::default(),
             connections_refused: Counter::default(),
@@ -181,6 +187,11 @@ impl Metrics {
                 &m.pipelined,
             ),
             ("unauthorized", "Requests refused for a bad or missing token", &m.unauthorized),
+            (
+                "refusals_throttled",
+                "Refused requests answered at once with 429 and the connection closed: too many refusals held for one client or in all",
+                &m.refusals_throttled,
+            ),
             (
                 "sessions_revoked",
                 "Sessions ended because a reload took their identity's access away",
@@ -254,6 +265,11 @@ impl Metrics {
             m.identity_sessions.clone(),
         );
         r.register(
+            "identity_limited",
+            "Requests refused because their identity reached one of its shares, by identity and limit",
+            m.identity_limited.clone(),
+        );
+        r.register(
             "upstream_ready",
             "Whether each upstream can be reached (1) or not (0), as last probed",
             m.upstream_ready.clone(),
@@ -291,6 +307,14 @@ impl Metrics {
         self.sessions_opened.inc();
         let label = vec![("identity".to_owned(), identity.to_owned())];
         self.identity_sessions.get_or_create(&label).inc();
+    }
+
+    /// Counts a request refused because identity `identity` (its metrics label) reached
+    /// `limit`.
+    pub fn identity_limited(&self, identity: &str, limit: &str) {
+        let label =
+            vec![("identity".to_owned(), identity.to_owned()), ("limit".into(), limit.into())];
+        self.identity_limited.get_or_create(&label).inc();
     }
 
     /// Counts an error of `kind`.

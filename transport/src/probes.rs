@@ -22,7 +22,15 @@ pub async fn run(state: Arc<AppState>, shutdown: CancellationToken) {
             let Some(login) = admin_login(upstream) else { continue };
             let outcome = match state.upstream_tls(upstream) {
                 Ok(tls) => {
-                    probe(upstream, tls, &login, PROBE_TIMEOUT).await.map_err(|e| e.to_string())
+                    // Each probe is a task of its own: whatever an upstream sends, a failure
+                    // (even a panic) is that probe's outcome, and the loop goes on.
+                    let (upstream, login) = (upstream.clone(), login.clone());
+                    let probing = tokio::spawn(async move {
+                        probe(&upstream, tls, &login, PROBE_TIMEOUT)
+                            .await
+                            .map_err(|e| e.to_string())
+                    });
+                    probing.await.unwrap_or_else(|_| Err("the probe failed unexpectedly".into()))
                 }
                 Err(e) => Err(e.to_string()),
             };

@@ -48,7 +48,8 @@ pub async fn run(
         tokio::select! {
             session = new_sessions.recv() => match session {
                 Some(s) => {
-                    let deadline = clock.deadline_tick(s.last_seen() + timeout);
+                    let login_by = s.opened + state.config().connect_timeout;
+                    let deadline = clock.deadline_tick((s.last_seen() + timeout).min(login_by));
                     wheel.insert(deadline, (s.id.clone(), false));
                     continue;
                 }
@@ -74,6 +75,15 @@ pub async fn run(
             let park_timeout = state.config().park_timeout;
             let quiet_for = if session.is_parked() { park_timeout } else { timeout };
             let quiet_until = session.last_seen() + quiet_for;
+            // A session that never logged in has `connect_timeout` to, however often it is
+            // touched: each holds an upstream connection the server counts as a handshake.
+            let login_by =
+                (!session.is_logged_in()).then(|| session.opened + state.config().connect_timeout);
+            if !stalled && !session.is_busy() && login_by.is_some_and(|by| by <= now) {
+                expire(&state, session, "session expired: no login within connect_timeout");
+                continue;
+            }
+            let quiet_until = login_by.map_or(quiet_until, |by| quiet_until.min(by));
             if stalled || session.is_busy() {
                 wheel.insert(clock.deadline_tick(now + timeout), (id, false));
             } else if quiet_until > now {
@@ -85,7 +95,7 @@ pub async fn run(
                 let until = session.last_seen() + park_timeout;
                 wheel.insert(clock.deadline_tick(until.max(now + SECOND_LOOK)), (id, false));
             } else {
-                expire(&state, session);
+                expire(&state, session, "session expired: its sidecar went silent");
             }
         }
     }
@@ -130,10 +140,10 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Removes a silent session; its upstream connection is closed, so the server rolls back what
 /// was left open.
-fn expire(state: &Arc<AppState>, session: Arc<Session>) {
+fn expire(state: &Arc<AppState>, session: Arc<Session>, why: &'static str) {
     let state = state.clone();
     state.sessions.remove(&session.id);
     state.metrics.sessions_expired.inc();
-    info!(session = %session_label(&session.id), "session expired: its sidecar went silent");
+    info!(session = %session_label(&session.id), "{why}");
     tokio::spawn(async move { crate::ending::end_expired(&state, &session).await });
 }

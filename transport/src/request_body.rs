@@ -1,50 +1,72 @@
 //! Request bodies as the endpoints read them: bounded in size and in stalls, held against
 //! `max_inflight_bytes`, a zstd body decoded to its announced length.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{DECODED_LENGTH_HEADER, ZSTD, decompress_exact};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::Error;
+use crate::identity::Caller;
 use crate::incoming::{self, Incoming};
-use prometheus_client::metrics::counter::Counter;
+use crate::shares::{Share, Taken};
+use crate::state::AppState;
 
 pub use crate::incoming::RequestBody;
 
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
 
-/// Reads a request body of at most `limit` bytes; a pause longer than `stall` fails it.
+/// Least average rate of a body once `body_timeout` has passed: a body trickled slower than
+/// this fails ([`Error::BodyTimeout`]) instead of holding its room.
+pub const MIN_BODY_RATE: u64 = 16 * 1024;
+
+/// Reads a request body of at most `limit` bytes; a pause longer than `stall`, or a body
+/// slower than [`MIN_BODY_RATE`] once `stall` has passed, fails it.
 pub async fn read_body(req: Incoming, limit: usize, stall: Duration) -> Result<Bytes, Error> {
     read_body_within(req, limit, stall, None).await.map(|(body, _)| body)
 }
 
-/// Room in the budget of bytes held at once over all requests, and a counter of the
-/// requests that had to wait for it.
+/// Whose body it is, for room in the budget of bytes held at once over all requests
+/// (`max_inflight_bytes`) and in the share of it the caller's identity may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget<'a> {
-    /// The budget, one permit a byte.
-    pub bytes: &'a Arc<Semaphore>,
-    /// Bumped when a request waits for room.
-    pub waited: &'a Counter,
+    /// The budget and the shares.
+    pub state: &'a AppState,
+    /// Whose body.
+    pub caller: &'a Caller,
 }
 
-/// [`read_body`], holding room in `budget` for the whole body before reading any of it (its
-/// Content-Length, else `limit`, the excess given back at the end): room is never held in
-/// part, so requests waiting for it cannot block each other. The permit comes back with the
-/// body and is released when the caller is done with it. Waiting for room is bounded by
-/// `stall` too ([`Error::Busy`]).
+/// Room a body holds in the budget and in its identity's share, given back when dropped.
+#[derive(Debug)]
+pub struct Room {
+    permit: OwnedSemaphorePermit,
+    share: Taken,
+}
+
+impl Room {
+    fn shrink_to(&mut self, keep: usize) {
+        drop(self.permit.split(self.permit.num_permits().saturating_sub(keep)));
+        self.share.shrink_to(keep);
+    }
+}
+
+/// [`read_body`], holding room in `budget` for the body. A body of known length (its
+/// Content-Length, or a stream message's) takes its room whole before any of it is read, so
+/// requests waiting for room cannot block each other; a chunked body takes room as it grows.
+/// Either way no identity holds more than its share (else [`Error::IdentityLimit`]). The room
+/// comes back with the body and is released when the caller drops it. Waiting for room is
+/// bounded by `stall` too ([`Error::Busy`]).
 pub async fn read_body_within(
     req: Incoming,
     limit: usize,
     stall: Duration,
     budget: Option<Budget<'_>>,
-) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
+) -> Result<(Bytes, Option<Room>), Error> {
+    let started = tokio::time::Instant::now();
     // A stream message's body has no Content-Length, but its size is known: it is here.
     let declared = req
         .header(&incoming::CONTENT_LENGTH)
@@ -57,8 +79,8 @@ pub async fn read_body_within(
     if decoded.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
-    let room = declared.unwrap_or(limit).max(decoded.unwrap_or(0));
-    let held = match budget {
+    let room = declared.map_or(0, |n| n.max(decoded.unwrap_or(0)));
+    let mut held = match &budget {
         Some(budget) => Some(reserve(budget, room, stall).await?),
         None => None,
     };
@@ -70,20 +92,30 @@ pub async fn read_body_within(
     // comes whole in one frame (a stream message's) is taken as it is, without a copy.
     let mut all = BytesMut::new();
     let mut only: Option<Bytes> = None;
+    let mut received = 0usize;
     loop {
         // A frame already here sets no timer.
         let frame = match body.frame().now_or_never() {
             Some(frame) => frame,
-            None => match tokio::time::timeout(stall, body.frame()).await {
-                Err(_) => return Err(Error::BodyTimeout(stall)),
-                Ok(frame) => frame,
-            },
+            None => {
+                let wait = next_wait(started, stall, received);
+                match tokio::time::timeout(wait, body.frame()).await {
+                    Err(_) => return Err(Error::BodyTimeout(stall)),
+                    Ok(frame) => frame,
+                }
+            }
         };
         let Some(frame) = frame else { break };
         let frame = frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?;
         let Ok(data) = frame.into_data() else { continue };
-        if all.len() + only.as_ref().map_or(0, Bytes::len) + data.len() > limit {
+        received += data.len();
+        if received > limit {
             return Err(Error::TooLarge { limit });
+        }
+        if let (Some(budget), Some(room)) = (&budget, held.as_mut())
+            && received > room.permit.num_permits()
+        {
+            grow(budget, room, received - room.permit.num_permits(), stall).await?;
         }
         if all.is_empty() && only.is_none() {
             only = Some(data);
@@ -95,23 +127,37 @@ pub async fn read_body_within(
         }
         all.extend_from_slice(&data);
     }
+    if let (Some(budget), Some(room)) = (&budget, held.as_mut()) {
+        let wanted = decoded.unwrap_or(0);
+        if wanted > room.permit.num_permits() {
+            grow(budget, room, wanted - room.permit.num_permits(), stall).await?;
+        }
+    }
     finish_body(only.unwrap_or_else(|| all.freeze()), decoded, held)
 }
 
-/// A body read whole: decoded when it came compressed, with the room held for it in the
-/// budget cut down to its size.
+/// How long the next piece of a body may take: `stall` at most, and no longer than keeps the
+/// body at [`MIN_BODY_RATE`] on average once `stall` has passed since it began.
+fn next_wait(started: tokio::time::Instant, stall: Duration, received: usize) -> Duration {
+    let allowed = stall + Duration::from_secs_f64(received as f64 / MIN_BODY_RATE as f64);
+    let left = allowed.saturating_sub(started.elapsed());
+    left.min(stall)
+}
+
+/// A body read whole: decoded when it came compressed, with the room held for it cut down
+/// to its size.
 fn finish_body(
     all: Bytes,
     decoded: Option<usize>,
-    mut held: Option<OwnedSemaphorePermit>,
-) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
+    mut held: Option<Room>,
+) -> Result<(Bytes, Option<Room>), Error> {
     let all = match decoded {
         Some(len) => decompress_exact(&all, len)
             .map_err(|e| Error::BadRequest(format!("a zstd body: {e}")))?,
         None => all,
     };
     if let Some(held) = held.as_mut() {
-        drop(held.split(held.num_permits().saturating_sub(all.len())));
+        held.shrink_to(all.len());
     }
     Ok((all, held))
 }
@@ -130,18 +176,43 @@ fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
         .ok_or_else(|| Error::BadRequest(format!("a zstd body needs {DECODED_LENGTH_HEADER}")))
 }
 
-/// Room for `n` more bytes, waiting up to `stall` for it.
-async fn reserve(
-    budget: Budget<'_>,
+/// Room for `n` bytes: the identity's share at once, else [`Error::IdentityLimit`]; the
+/// budget waiting up to `stall`, else [`Error::Busy`].
+async fn reserve(budget: &Budget<'_>, n: usize, stall: Duration) -> Result<Room, Error> {
+    let share = budget.state.take_share(budget.caller, Share::InflightBytes, n)?;
+    let permit = acquire(budget, n, stall).await?;
+    Ok(Room { permit, share })
+}
+
+/// `n` more bytes of room for a body that grew past what it holds.
+async fn grow(
+    budget: &Budget<'_>,
+    room: &mut Room,
+    n: usize,
+    stall: Duration,
+) -> Result<(), Error> {
+    let state = budget.state;
+    if !room.share.grow(n, state.config().max_inflight_bytes_per_token) {
+        return Err(state.identity_limit(budget.caller, Share::InflightBytes.key()));
+    }
+    let more = acquire(budget, n, stall).await?;
+    room.permit.merge(more);
+    Ok(())
+}
+
+/// `n` permits of the budget, waiting up to `stall` for them.
+async fn acquire(
+    budget: &Budget<'_>,
     n: usize,
     stall: Duration,
 ) -> Result<OwnedSemaphorePermit, Error> {
     let n = u32::try_from(n).map_err(|_| Error::Busy)?;
-    if let Ok(permit) = budget.bytes.clone().try_acquire_many_owned(n) {
+    let bytes = &budget.state.inflight;
+    if let Ok(permit) = bytes.clone().try_acquire_many_owned(n) {
         return Ok(permit);
     }
-    budget.waited.inc();
-    match tokio::time::timeout(stall, budget.bytes.clone().acquire_many_owned(n)).await {
+    budget.state.metrics.budget_waits.inc();
+    match tokio::time::timeout(stall, bytes.clone().acquire_many_owned(n)).await {
         Ok(Ok(permit)) => Ok(permit),
         _ => Err(Error::Busy),
     }

@@ -14,7 +14,6 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -25,6 +24,7 @@ use common::cli::Reloads;
 use crate::client_addr::client_ip;
 use crate::config::TransportConfig;
 use crate::identity::LastCaller;
+use crate::slots::Slot;
 use crate::state::AppState;
 use crate::{api, ending, probes, reaper, stream};
 
@@ -83,17 +83,22 @@ pub async fn run_with_reloads(
         tokio::spawn(serve_metrics(metrics, state.clone(), shutdown.clone()));
     }
     let shards = common::shards::Shards::start(config.worker_threads)?;
-    let connections = Arc::new(Semaphore::new(config.max_connections));
+    let slots = crate::slots::Slots::new(config.max_connections);
     let idle_timeout = config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
     loop {
         let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {
             break;
         };
-        let Ok(slot) = connections.clone().try_acquire_owned() else {
-            state.metrics.connections_refused.inc();
-            debug!(%peer, "max_connections reached: connection closed");
-            continue;
+        let config = state.config();
+        let trusted = config.trusted_proxies.iter().any(|c| c.contains(peer.ip()));
+        let slot = match slots.take(peer.ip(), trusted, config.max_connections_per_client) {
+            Ok(slot) => slot,
+            Err(full) => {
+                state.metrics.connections_refused.inc();
+                debug!(%peer, ?full, "max_connections or max_connections_per_client reached: connection closed");
+                continue;
+            }
         };
         state.metrics.connections_accepted.inc();
         // The connection's place in `max_connections`, handed to its stream if it upgrades.
@@ -177,9 +182,9 @@ pub async fn run_with_reloads(
     Ok(())
 }
 
-/// What a stream holds while it is carried: its HTTP connection's place in `max_connections`,
-/// and the shutdown's last call.
-type Held = (Option<OwnedSemaphorePermit>, CancellationToken);
+/// What a stream holds while it is carried: its HTTP connection's place in `max_connections`
+/// (and in `max_connections_per_client`), and the shutdown's last call.
+type Held = (Option<Slot>, CancellationToken);
 
 /// Carries an upgraded connection's stream ([`carry`]) on the shard of its lane: a plain TCP
 /// socket moves there with the bytes hyper read past the upgrade; a TLS one stays (its state
@@ -192,6 +197,9 @@ async fn carry_stream(
     last: Arc<LastCaller>,
     (shards, tracker): (Arc<Shards>, TaskTracker),
 ) {
+    // The stream's place in its identity's share, held until the stream ends.
+    let share = upgrading.share;
+    let held = (held.0.map(|slot| slot.with(share)), held.1);
     let upgraded = match upgrading.on_upgrade.await {
         Ok(upgraded) => upgraded,
         Err(e) => return debug!(%peer, error = %e, "a stream's upgrade failed"),

@@ -45,6 +45,8 @@ pub struct Session {
     pub statements: Mutex<HashMap<u32, Arc<str>>>,
     /// The last step and its answer, for a resume after a broken connection.
     pub resume: Arc<Resumable>,
+    /// When it was opened (a session not logged in has `connect_timeout` to).
+    pub opened: Instant,
     /// Its sidecar went silent with no transaction open: kept for `park_timeout`.
     parked: AtomicBool,
     origin: Instant,
@@ -202,7 +204,8 @@ impl SessionTable {
             return Err(Error::TooManySessions(limits.total));
         }
         if sessions.values().filter(|s| s.owner.id == limits.owner.id).count() >= limits.per_token {
-            return Err(Error::TooManySessions(limits.per_token));
+            let identity = limits.owner.name.to_string();
+            return Err(Error::IdentityLimit { identity, limit: "max_sessions_per_token" });
         }
         let session = Arc::new(Session {
             id: id.clone(),
@@ -217,6 +220,7 @@ impl SessionTable {
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             parked: AtomicBool::new(false),
+            opened: Instant::now(),
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
             span: OnceLock::new(),
@@ -259,9 +263,11 @@ impl SessionTable {
         lock(&self.sessions).values().filter(|s| s.is_parked()).count()
     }
 
-    /// Sessions opened by the identity `owner`.
-    pub fn count_for(&self, owner: &IdentityId) -> usize {
-        lock(&self.sessions).values().filter(|s| s.owner.id == *owner).count()
+    /// Sessions opened by the identity `owner`: in all, and those not logged in yet.
+    pub fn count_for(&self, owner: &IdentityId) -> (usize, usize) {
+        let sessions = lock(&self.sessions);
+        let own = sessions.values().filter(|s| s.owner.id == *owner);
+        own.fold((0, 0), |(all, out), s| (all + 1, out + usize::from(!s.is_logged_in())))
     }
 
     /// Every open session (a reload checks each one's access again).

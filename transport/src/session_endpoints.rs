@@ -13,7 +13,6 @@ use common::wire::{
     encode_packets, encode_turn, session_label,
 };
 use http::{HeaderValue, StatusCode};
-use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use crate::Error;
@@ -22,13 +21,14 @@ use crate::identity::Caller;
 use crate::incoming::{self, Incoming};
 use crate::relay::handshake::{ClientLeg, login_names};
 use crate::relay::link::LinkError;
-use crate::relay::request::{commands_asked, ends_file};
+use crate::relay::request::{check_file_piece, commands_asked};
 use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
 use crate::reply::{Reply, frames, millis, no_content};
-use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body, read_body_within};
+use crate::request_body::{Budget, MAX_CONTROL_BODY, Room, read_body, read_body_within};
 use crate::resume::StepRequest;
 use crate::session::{Session, Who, lock};
+use crate::shares::Share;
 use crate::state::AppState;
 use crate::steps::{begin, remember, resume, step_request};
 use crate::{command_log, idle_watch};
@@ -54,6 +54,7 @@ pub async fn open(
         return Err(Error::UpstreamForbidden { upstream, identity });
     }
     let limits = state.session_limits(caller)?;
+    let opening = state.take_share(caller, Share::Opening, 1)?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
     let started = Instant::now();
@@ -62,6 +63,7 @@ pub async fn open(
     state.metrics.upstream_connect_seconds.observe(started.elapsed().as_secs_f64());
     let outcome = dialed.as_ref().map(drop).map_err(ToString::to_string);
     state.readiness.record(&upstream.name, outcome);
+    drop(opening);
     let (link, greeting) = dialed?;
     let mut out = BytesMut::new();
     encode_packets(&mut out, &greeting);
@@ -127,8 +129,8 @@ pub async fn step(
     };
     match kind {
         StepKind::Login => Box::pin(login(state, session, step, req)).await,
-        StepKind::Command => command(state, session, step, req, started).await,
-        StepKind::Infile => Box::pin(infile(state, session, step, req)).await,
+        StepKind::Command => command(state, caller, session, step, req, started).await,
+        StepKind::Infile => Box::pin(infile(state, caller, session, step, req)).await,
     }
 }
 
@@ -248,6 +250,7 @@ async fn login_as(
 /// or several it pipelined (and commands without an answer), answered in one turn.
 async fn command(
     state: &AppState,
+    caller: &Caller,
     session: Arc<Session>,
     step: Option<u64>,
     req: Incoming,
@@ -255,13 +258,16 @@ async fn command(
 ) -> Result<Reply, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    let (body, _room) = read_big_body(state, req).await?;
+    // The phase is checked before the body is read: a session that is not logged in holds no
+    // room for bodies.
+    let ready = |link: &RelayLink| link.phase == Phase::Ready && link.pending.is_none();
+    if guard.as_mut().is_some_and(|link| !ready(link)) {
+        return Err(Error::BadRequest("the upstream waits for something else".into()));
+    }
+    let (body, _room) = read_big_body(state, caller, req).await?;
     state.metrics.request_bytes.inc_by(body.len() as u64);
     let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
-    if link.phase != Phase::Ready || link.pending.is_some() {
-        return Err(Error::BadRequest("the upstream waits for something else".into()));
-    }
     begin(&session, step)?;
     state.metrics.commands.inc_by(asked.len().max(1) as u64);
     state.metrics.pipelined.inc_by(asked.len().saturating_sub(1) as u64);
@@ -283,6 +289,7 @@ async fn command(
 /// LOCAL asked for; the last piece ends with the empty packet and gets the rest of the answer.
 async fn infile(
     state: &AppState,
+    caller: &Caller,
     session: Arc<Session>,
     step: Option<u64>,
     req: Incoming,
@@ -294,17 +301,22 @@ async fn infile(
         Some(b"more") => false,
         _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
     };
-    let (body, _room) = read_big_body(state, req).await?;
-    state.metrics.request_bytes.inc_by(body.len() as u64);
-    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
-    let awaited = link.pending.as_ref().and_then(Framing::waiting_for);
-    if awaited != Some(TurnEnd::AwaitFile) {
+    let awaits_file = |link: &RelayLink| {
+        link.pending.as_ref().and_then(Framing::waiting_for) == Some(TurnEnd::AwaitFile)
+    };
+    if guard.as_mut().is_some_and(|link| !awaits_file(link)) {
         return Err(Error::BadRequest("no file is awaited".into()));
     }
-    if last && !ends_file(&body) {
-        return Err(Error::BadRequest("the last piece must end with an empty packet".into()));
-    }
+    let (body, _room) = read_big_body(state, caller, req).await?;
+    state.metrics.request_bytes.inc_by(body.len() as u64);
+    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
+    let Some(framing) = link.pending.as_mut() else {
+        return Err(Error::BadRequest("no file is awaited".into()));
+    };
+    let last_seq = check_file_piece(&body, framing.last_seq(), last)
+        .map_err(|e| Error::BadRequest(e.to_string()))?;
     begin(&session, step)?;
+    framing.set_last_seq(last_seq);
     if let Err(e) = link.write_raw(&body).await {
         debug!(session = %session_label(&session.id), error = %e, "upstream lost during a file");
         *guard = None;
@@ -376,10 +388,11 @@ async fn turn_with(
 /// `max_inflight_bytes` until the returned permit is dropped.
 async fn read_big_body(
     state: &AppState,
+    caller: &Caller,
     req: Incoming,
-) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
+) -> Result<(Bytes, Option<Room>), Error> {
     let config = state.config();
-    let budget = Budget { bytes: &state.inflight, waited: &state.metrics.budget_waits };
+    let budget = Budget { state, caller };
     read_body_within(req, config.max_request_bytes, config.body_timeout, Some(budget)).await
 }
 

@@ -40,6 +40,8 @@ pub struct AppState {
     pub refusals: Refusals,
     /// Room for command and file bodies held at once (`max_inflight_bytes`), a permit a byte.
     pub inflight: Arc<tokio::sync::Semaphore>,
+    /// What each identity holds of its shares (streams, connects, body bytes).
+    pub shares: Arc<crate::shares::Shares>,
     /// Room for answers kept for resumes, all sessions together (`max_resume_bytes`).
     pub resume_budget: Arc<crate::resume_budget::ResumeBudget>,
     /// Sessions ended by their upstream, newest last; keep-alives waiting for news watch it.
@@ -77,6 +79,7 @@ impl AppState {
             sessions: SessionTable::default(),
             metrics: crate::metrics::Metrics::new(),
             refusals: Refusals::default(),
+            shares: Arc::default(),
             draining: tokio_util::sync::CancellationToken::new(),
             readiness: crate::readiness::Readiness::default(),
             audit: std::sync::OnceLock::new(),
@@ -185,12 +188,41 @@ impl AppState {
         let max_sessions = config.max_sessions;
         let per_token = config.max_sessions_per_token;
         let limits = SessionLimits { total: max_sessions, per_token, owner: owner.clone() };
-        if self.sessions.len() >= max_sessions
-            || self.sessions.count_for(&owner.id) >= limits.per_token
-        {
+        if self.sessions.len() >= max_sessions {
             return Err(crate::Error::TooManySessions(max_sessions));
         }
+        let (own, logging_in) = self.sessions.count_for(&owner.id);
+        if own >= per_token {
+            return Err(self.identity_limit(owner, "max_sessions_per_token"));
+        }
+        if logging_in >= config.max_sessions_logging_in_per_token {
+            return Err(self.identity_limit(owner, "max_sessions_logging_in_per_token"));
+        }
         Ok(limits)
+    }
+
+    /// The error for a request of `caller` beyond its share `limit` (a config key), counted.
+    pub fn identity_limit(&self, caller: &Caller, limit: &'static str) -> crate::Error {
+        self.metrics.identity_limited(&caller.label, limit);
+        crate::Error::IdentityLimit { identity: caller.name.to_string(), limit }
+    }
+
+    /// Takes `amount` of `caller`'s `share`, or says which share it reached.
+    pub fn take_share(
+        &self,
+        caller: &Caller,
+        share: crate::shares::Share,
+        amount: usize,
+    ) -> Result<crate::shares::Taken, crate::Error> {
+        let config = self.config();
+        let max = match share {
+            crate::shares::Share::Streams => config.max_streams_per_token,
+            crate::shares::Share::Opening => config.max_opening_per_token,
+            crate::shares::Share::InflightBytes => config.max_inflight_bytes_per_token,
+        };
+        self.shares
+            .take(&caller.id, share, amount, max)
+            .ok_or_else(|| self.identity_limit(caller, share.key()))
     }
 
     /// [`crate::Error::ShuttingDown`] once shutdown has begun.

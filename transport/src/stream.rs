@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,6 +29,7 @@ use crate::body::ResponseBody;
 use crate::incoming::Incoming;
 use crate::reply::Reply;
 use crate::request_body::RequestBody;
+use crate::shares::Taken;
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
@@ -44,6 +46,8 @@ pub struct Upgrading {
     pub on_upgrade: OnUpgrade,
     /// The sidecar thread's lane key ([`LANE_HEADER`]), when it sent a valid one.
     pub lane: Option<u64>,
+    /// The stream's place in its identity's `max_streams_per_token`, held while it is open.
+    pub share: Arc<Taken>,
 }
 
 /// The bounds of one stream.
@@ -59,7 +63,7 @@ pub struct StreamLimits {
 /// Accepts `GET …/v1/stream` as a WebSocket upgrade: `101 Switching Protocols`, carrying
 /// [`Upgrading`]. A request that is not an upgrade (a proxy dropped its `Upgrade` header) or
 /// one that arrived over a stream already is refused with `426`.
-pub fn accept(mut req: Request<RequestBody>) -> Result<Reply, Error> {
+pub fn accept(mut req: Request<RequestBody>, share: Taken) -> Result<Reply, Error> {
     let headers = req.headers();
     if !lists(headers, &UPGRADE, "websocket") || !lists(headers, &CONNECTION, "upgrade") {
         return Err(Error::UpgradeRequired("the request lost its Upgrade header on the way"));
@@ -88,7 +92,11 @@ pub fn accept(mut req: Request<RequestBody>) -> Result<Reply, Error> {
         h.insert(SEC_WEBSOCKET_ACCEPT, accept);
     }
     let lane = lane_key(req.headers());
-    response.extensions_mut().insert(Upgrading { on_upgrade: upgrading, lane });
+    response.extensions_mut().insert(Upgrading {
+        on_upgrade: upgrading,
+        lane,
+        share: Arc::new(share),
+    });
     Ok(response)
 }
 

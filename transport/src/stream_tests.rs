@@ -50,7 +50,7 @@ fn a_repeated_path_is_routed_once_and_what_changes_is_read_anew() {
 
 #[test]
 fn an_upgrade_is_accepted_with_the_key_answered() {
-    let response = accept(upgrade_request()).expect("accepted");
+    let response = accept(upgrade_request(), a_share()).expect("accepted");
     assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
     // RFC 6455's own example key and answer.
     assert_eq!(response.headers()[SEC_WEBSOCKET_ACCEPT], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
@@ -72,12 +72,12 @@ fn what_is_not_an_upgrade_is_refused_with_426() {
         strip(SEC_WEBSOCKET_PROTOCOL),
         strip(SEC_WEBSOCKET_VERSION),
     ] {
-        let refused = accept(req).expect_err("refused");
+        let refused = accept(req, a_share()).expect_err("refused");
         assert_eq!(refused.to_api().0, StatusCode::UPGRADE_REQUIRED);
     }
     let mut inside = upgrade_request();
     inside.extensions_mut().remove::<OnUpgrade>();
-    assert!(matches!(accept(inside), Err(Error::UpgradeRequired(_))));
+    assert!(matches!(accept(inside, a_share()), Err(Error::UpgradeRequired(_))));
 }
 
 #[test]
@@ -93,4 +93,11 @@ fn a_lane_key_is_sixteen_hex_digits_or_none() {
         assert_eq!(key(refused), None, "{refused:?}");
     }
     assert_eq!(lane_key(&HeaderMap::new()), None);
+}
+
+/// A place in an identity's streams, as `api.rs` takes one before `accept`.
+fn a_share() -> crate::shares::Taken {
+    let shares = std::sync::Arc::new(crate::shares::Shares::default());
+    let id = crate::identity::IdentityId::named("tester");
+    shares.take(&id, crate::shares::Share::Streams, 1, 1).expect("room")
 }

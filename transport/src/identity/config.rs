@@ -123,6 +123,11 @@ pub fn validate(
         if identities[..i].iter().any(|o| o.name == identity.name) {
             return Err(format!("{whose}: duplicate name {:?}", identity.name));
         }
+        if let Some(why) =
+            identity.token.as_ref().and_then(|t| super::strength::weakness(t.expose()))
+        {
+            return Err(format!("{whose}: {why}"));
+        }
         match (&identity.token, &identity.token_sha256) {
             (Some(_), Some(_)) => {
                 return Err(format!("{whose}: set `token` or `token_sha256`, not both"));
@@ -131,9 +136,6 @@ pub fn validate(
                 return Err(format!(
                     "{whose}: a token is required (token, token_env, token_file or token_sha256)"
                 ));
-            }
-            (Some(t), None) if t.expose().len() < 8 => {
-                return Err(format!("{whose}: the token must be at least 8 characters long"));
             }
             (None, Some(hex)) if parse_sha256(hex).is_none() => {
                 return Err(format!(

@@ -10,6 +10,7 @@ mod oidc;
 mod oidc_tests;
 mod refusal;
 mod remembered;
+pub mod strength;
 mod tokens;
 pub mod tools;
 
@@ -25,6 +26,13 @@ pub use self::remembered::LastCaller;
 /// configuration reloads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IdentityId(Arc<str>);
+
+impl IdentityId {
+    /// The id of the named identity `name` (an `identities` entry).
+    pub fn named(name: &str) -> Self {
+        Self(format!("name:{name}").into())
+    }
+}
 
 /// The upstreams an identity may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]

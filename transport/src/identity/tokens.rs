@@ -33,7 +33,7 @@ impl StaticTokens {
         let named = identities.iter().filter_map(|identity| {
             let name: Arc<str> = identity.name.as_str().into();
             let caller = Caller {
-                id: IdentityId(format!("name:{name}").into()),
+                id: IdentityId::named(&name),
                 label: name.clone(),
                 name,
                 access: Access::from_names(&identity.upstreams),

@@ -167,6 +167,11 @@ impl Framing {
         self.last_seq
     }
 
+    /// The client's packets while the turn waited for it (its file) went up to `seq`.
+    pub fn set_last_seq(&mut self, seq: u8) {
+        self.last_seq = seq;
+    }
+
     /// The sequence id a packet put in next would take, if what was scanned ends on a packet
     /// boundary (a packet of the tunnel's own, an error, may go there).
     pub fn next_seq_at_boundary(&self) -> Option<u8> {

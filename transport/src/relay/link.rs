@@ -219,9 +219,10 @@ impl RelayLink {
                 (Some(packet::AUTH_MORE_DATA), Some(PERFORM_FULL_AUTH)) if self.is_tls() => {
                     [password.as_bytes(), &[0]].concat()
                 }
-                (Some(packet::EOF), _) => credentials::switch_answer(payload, password).ok_or(
-                    LinkError::BadLogin("the upstream asks for an unsupported auth plugin"),
-                )?,
+                (Some(packet::EOF), _) => {
+                    credentials::switch_answer(payload, password, self.is_tls())
+                        .map_err(|refused| LinkError::BadLogin(refused.message()))?
+                }
                 _ => {
                     return Err(LinkError::BadLogin(
                         "the upstream asks for full authentication, which needs TLS to the upstream",

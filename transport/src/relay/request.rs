@@ -68,15 +68,13 @@ pub fn commands_asked(body: &[u8]) -> Result<Vec<Asked<'_>>, BadCommands> {
     Ok(asked)
 }
 
-/// How the answer to a command starts; `None` for commands without one.
+/// How the answer to a command starts; `None` for commands without one. Commands are allowed
+/// by a list: anything else (COM_QUIT, replication and clone streams, the server's internal
+/// commands, bytes no server knows) is refused before it reaches the server, whose protocol it
+/// could switch under the relay's feet.
 pub fn answer_of(cmd: u8) -> Result<Option<Expect>, BadCommands> {
     Ok(Some(match cmd {
         command::STMT_CLOSE | command::STMT_SEND_LONG_DATA => return Ok(None),
-        command::QUIT
-        | command::BINLOG_DUMP
-        | command::TABLE_DUMP
-        | command::REGISTER_SLAVE
-        | command::BINLOG_DUMP_GTID => return Err(BadCommands::NotRelayed(cmd)),
         command::QUERY
         | command::STMT_EXECUTE
         | command::STMT_BULK_EXECUTE
@@ -85,19 +83,67 @@ pub fn answer_of(cmd: u8) -> Result<Option<Expect>, BadCommands> {
         command::STMT_FETCH => Expect::Rows,
         command::FIELD_LIST => Expect::FieldList,
         command::CHANGE_USER => Expect::Auth,
-        _ => Expect::OnePacket,
+        command::INIT_DB
+        | command::STATISTICS
+        | command::PING
+        | command::PROCESS_KILL
+        | command::STMT_RESET
+        | command::SET_OPTION
+        | command::RESET_CONNECTION => Expect::OnePacket,
+        _ => return Err(BadCommands::NotRelayed(cmd)),
     }))
 }
 
-/// True when the body ends with an empty packet: the end of a LOAD DATA LOCAL file.
-pub fn ends_file(body: &[u8]) -> bool {
-    let mut at = 0;
-    let mut last_empty = false;
-    while let Some(head) = body.get(at..).and_then(PacketHead::parse) {
-        last_empty = head.len == 0;
-        at += PacketHead::LEN + head.len;
+/// Why a piece of a LOAD DATA LOCAL file cannot go upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadFile {
+    /// The piece does not end on a packet boundary.
+    #[error("a file piece is not whole MySQL packets")]
+    Truncated,
+    /// A packet's sequence id does not follow the one before it.
+    #[error("a file packet is out of sequence (0x{found:02x} where 0x{expected:02x} was due)")]
+    OutOfSequence {
+        /// The id it had.
+        found: u8,
+        /// The id due.
+        expected: u8,
+    },
+    /// The file's terminating empty packet is missing from its last piece, or is not last.
+    #[error("a file ends with its empty packet, in its last piece, and nothing follows it")]
+    BadEnd,
+}
+
+/// Checks a piece of a LOAD DATA LOCAL file: whole packets, numbered on from `last_seq` (the
+/// packet before it), the file's terminating empty packet last in the `last` piece and nowhere
+/// else (an empty packet after a 16 MiB one only ends that packet). Anything behind the end
+/// would reach the server as a command no one checked or audited. Returns the last packet's
+/// sequence id.
+pub fn check_file_piece(body: &[u8], last_seq: u8, last: bool) -> Result<u8, BadFile> {
+    let (mut at, mut seq, mut continued, mut ended) = (0, last_seq, false, false);
+    while at < body.len() {
+        if ended {
+            return Err(BadFile::BadEnd);
+        }
+        let head = PacketHead::parse(&body[at..]).ok_or(BadFile::Truncated)?;
+        let end = at + PacketHead::LEN + head.len;
+        if end > body.len() {
+            return Err(BadFile::Truncated);
+        }
+        let expected = seq.wrapping_add(1);
+        if head.seq != expected {
+            return Err(BadFile::OutOfSequence { found: head.seq, expected });
+        }
+        ended = head.len == 0 && !continued;
+        if ended && !last {
+            return Err(BadFile::BadEnd);
+        }
+        continued = head.len == packet::MAX_PAYLOAD;
+        (seq, at) = (head.seq, end);
     }
-    at == body.len() && last_empty
+    if last && !ended {
+        return Err(BadFile::BadEnd);
+    }
+    Ok(seq)
 }
 
 #[cfg(test)]
@@ -145,7 +191,9 @@ mod tests {
         let mut two = packet(0, b"\x11change user");
         two.extend(packet(0, b"\x0e"));
         assert_eq!(expects(&two), Err(BadCommands::AwaitNotLast));
-        assert_eq!(expects(&packet(0, b"\x12\x00")), Err(BadCommands::NotRelayed(0x12)));
+        for refused in [0x01, 0x12, 0x13, 0x14, 0x15, 0x1e, 0x20, 0x21, 0x08, 0x0b, 0x7f] {
+            assert_eq!(expects(&packet(0, &[refused, 0])), Err(BadCommands::NotRelayed(refused)));
+        }
         assert_eq!(expects(&packet(0, b"")), Err(BadCommands::Empty));
         assert_eq!(expects(&[5, 0, 0, 0, 3]), Err(BadCommands::Truncated));
         let many: Vec<u8> = (0..=MAX_PIPELINED_COMMANDS).flat_map(|_| packet(0, b"\x0e")).collect();
@@ -164,11 +212,39 @@ mod tests {
     }
 
     #[test]
-    fn finds_the_end_of_a_file() {
+    fn a_file_piece_is_whole_packets_in_sequence_ending_once() {
         let mut body = packet(2, b"1,a\n");
-        assert!(!ends_file(&body));
+        body.extend(packet(3, b"2,b\n"));
+        assert_eq!(check_file_piece(&body, 1, false), Ok(3));
+        assert_eq!(check_file_piece(&body, 1, true), Err(BadFile::BadEnd), "no end");
+        assert_eq!(
+            check_file_piece(&body, 2, false),
+            Err(BadFile::OutOfSequence { found: 2, expected: 3 })
+        );
+        assert_eq!(check_file_piece(&body[..body.len() - 1], 1, false), Err(BadFile::Truncated));
+        body.extend(packet(4, b""));
+        assert_eq!(check_file_piece(&body, 1, true), Ok(4));
+        assert_eq!(
+            check_file_piece(&body, 1, false),
+            Err(BadFile::BadEnd),
+            "an end in a middle piece"
+        );
+        // A command smuggled behind the end.
+        let mut smuggled = body.clone();
+        smuggled.extend(packet(0, b"\x03CREATE TABLE smuggled (i int)"));
+        assert_eq!(check_file_piece(&smuggled, 1, true), Err(BadFile::BadEnd));
+        let mut smuggled = body;
+        smuggled.extend(packet(5, b"\x03DROP TABLE t"));
+        assert_eq!(check_file_piece(&smuggled, 1, true), Err(BadFile::BadEnd));
+        assert_eq!(check_file_piece(&packet(2, b""), 1, true), Ok(2), "an empty file");
+    }
+
+    #[test]
+    fn an_empty_packet_after_a_full_one_only_ends_that_packet() {
+        let mut body = packet(1, &vec![b'x'; packet::MAX_PAYLOAD]);
+        body.extend(packet(2, b""));
+        assert_eq!(check_file_piece(&body, 0, false), Ok(2));
         body.extend(packet(3, b""));
-        assert!(ends_file(&body));
-        assert!(!ends_file(&body[..body.len() - 1]));
+        assert_eq!(check_file_piece(&body, 0, true), Ok(3));
     }
 }
