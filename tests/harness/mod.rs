@@ -5,6 +5,7 @@ pub mod answer;
 pub mod certs;
 pub mod cli;
 pub mod clients;
+pub mod door;
 pub mod fault_run;
 pub mod fault_workload;
 pub mod faults;

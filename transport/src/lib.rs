@@ -4,7 +4,7 @@
 //! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
 //! within the budget all sessions share) → `session`, `shares` (each identity's share) → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
-//! `stream` (the WebSocket carrier) → `session_endpoints` (a session's steps: open, login, command, infile) → `api`
+//! `stream` (the WebSocket carrier) → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login) → `api`
 //! (routing, control endpoints) → `slots` (a connection's place), `reaper`, `server`.
 
 pub mod api;
@@ -35,6 +35,7 @@ pub mod resume_kept;
 pub mod server;
 pub mod session;
 pub mod session_endpoints;
+pub mod session_login;
 pub mod shares;
 pub mod slots;
 pub mod state;

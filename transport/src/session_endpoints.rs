@@ -1,6 +1,7 @@
 //! HTTP endpoints of relayed sessions. Each request hands client packets to the session's
 //! upstream link and is answered by one turn: the upstream's packets as they come, then whose
-//! turn it is. Open (the greeting), login packets, commands, LOAD DATA LOCAL pieces.
+//! turn it is. Open (the greeting), commands, LOAD DATA LOCAL pieces; login steps are
+//! `session_login.rs`'s.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,30 +9,29 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, MAX_PIPELINED_COMMANDS, OpenRelay,
-    PIPELINE_HEADER, REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, ZSTD,
-    encode_packets, encode_turn, session_label,
+    HEARTBEAT_HEADER, INFILE_HEADER, MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER,
+    REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, ZSTD, encode_packets, encode_turn,
+    session_label,
 };
 use http::{HeaderValue, StatusCode};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::identity::Caller;
 use crate::incoming::{self, Incoming};
-use crate::relay::handshake::{ClientLeg, login_names};
-use crate::relay::link::LinkError;
+use crate::relay::handshake::ClientLeg;
 use crate::relay::request::{check_file_piece, commands_asked};
 use crate::relay::turn::{LinkGuard, OnEnd};
-use crate::relay::{Expect, Framing, Phase, RelayLink, Turn};
+use crate::relay::{Framing, Phase, RelayLink, Turn};
 use crate::reply::{Reply, frames, millis, no_content};
 use crate::request_body::{Budget, MAX_CONTROL_BODY, Room, read_body, read_body_within};
 use crate::resume::StepRequest;
-use crate::session::{Session, Who, lock};
+use crate::session::Session;
 use crate::shares::Share;
 use crate::state::AppState;
 use crate::steps::{begin, remember, resume, step_request};
-use crate::{command_log, idle_watch};
+use crate::{command_log, idle_watch, session_login};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
 pub async fn open(
@@ -128,122 +128,10 @@ pub async fn step(
         None => None,
     };
     match kind {
-        StepKind::Login => Box::pin(login(state, session, step, req)).await,
+        StepKind::Login => Box::pin(session_login::login(state, session, step, req)).await,
         StepKind::Command => command(state, caller, session, step, req, started).await,
         StepKind::Infile => Box::pin(infile(state, caller, session, step, req)).await,
     }
-}
-
-/// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
-/// (at login or in COM_CHANGE_USER).
-async fn login(
-    state: &AppState,
-    session: Arc<Session>,
-    step: Option<u64>,
-    req: Incoming,
-) -> Result<Reply, Error> {
-    let id = session.id.as_str();
-    let mut guard = session.lease().await?;
-    state.refuse_if_draining()?;
-    let as_json = req.header(&incoming::CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
-    let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
-    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
-    if as_json {
-        let login: LoginAs = serde_json::from_slice(&body)
-            .map_err(|e| Error::BadRequest(format!("invalid login: {e}")))?;
-        begin(&session, step)?;
-        let response = login_as(state, guard, &login, &session).await;
-        return Ok(remember(&session, step, response?));
-    }
-    let sent = match (&link.phase, link.pending.take()) {
-        (Phase::Greeted, _) => {
-            begin(&session, step)?;
-            let (user, database) = login_names(&body);
-            *lock(&session.who) = Who { user, database };
-            let caps = link.send_handshake_response(BytesMut::from(&body[..])).await;
-            caps.map(|_| Framing::new(Expect::Login, link.shape))
-        }
-        (_, Some(mut framing)) if framing.waiting_for() == Some(TurnEnd::AwaitAuth) => {
-            if let Err(e) = begin(&session, step) {
-                link.pending = Some(framing);
-                return Err(e);
-            }
-            framing.resume();
-            let seq = link.last_seq.wrapping_add(1);
-            link.write_packet(&body, seq).await.map(|()| framing).map_err(Into::into)
-        }
-        (_, pending) => {
-            link.pending = pending;
-            return Err(Error::BadRequest("no authentication step is awaited".into()));
-        }
-    };
-    let response = match sent {
-        Ok(framing) => turn(state, guard, framing, &session, step).await,
-        Err(LinkError::BadLogin(why)) => return Err(Error::BadRequest(why.into())),
-        Err(LinkError::Io(e)) => {
-            debug!(session = %session_label(id), error = %e, "upstream lost during login");
-            *guard = None;
-            upstream_gone()
-        }
-    };
-    Ok(remember(&session, step, response))
-}
-
-/// The transport logs in itself (or, on a logged-in connection, changes user), with a `users`
-/// entry's upstream credentials; the client gets the server's final OK or ERR.
-async fn login_as(
-    state: &AppState,
-    mut guard: LinkGuard,
-    login: &LoginAs,
-    session: &Session,
-) -> Result<Reply, Error> {
-    let id = session.id.as_str();
-    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
-    let change_user = match link.phase {
-        Phase::Greeted => false,
-        Phase::Ready if link.pending.is_none() => true,
-        _ => return Err(Error::BadRequest("the login has already started".into())),
-    };
-    let timeout = state.config().connect_timeout;
-    let steps = async {
-        if change_user { link.change_user_as(login).await } else { link.login_as(login).await }
-    };
-    let outcome = match tokio::time::timeout(timeout, steps).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(LinkError::Io(std::io::ErrorKind::TimedOut.into())),
-    };
-    let mut out = BytesMut::new();
-    let end = match outcome {
-        Ok(last) => {
-            encode_packets(&mut out, &last);
-            if last.get(4) == Some(&packet::OK) {
-                link.phase = Phase::Ready;
-                guard.link_use().logged_in.store(true, std::sync::atomic::Ordering::Release);
-                *lock(&session.logged_in_as) = Some(LoginAs { database: None, ..login.clone() });
-                let who = Who { user: Some(login.user.clone()), database: login.database.clone() };
-                *lock(&session.who) = who;
-                TurnEnd::Done
-            } else if change_user {
-                TurnEnd::Done
-            } else {
-                info!(session = %session_label(id), user = %login.user, "upstream refused a users entry's login");
-                TurnEnd::Closed
-            }
-        }
-        Err(LinkError::BadLogin(why)) => {
-            warn!(session = %session_label(id), user = %login.user, reason = why, "cannot log in upstream");
-            return Err(Error::UpstreamUnreachable { name: "upstream".into(), reason: why.into() });
-        }
-        Err(LinkError::Io(e)) => {
-            debug!(session = %session_label(id), error = %e, "upstream lost during login");
-            TurnEnd::Closed
-        }
-    };
-    if end == TurnEnd::Closed {
-        *guard = None;
-    }
-    encode_turn(&mut out, end);
-    Ok(frames(StatusCode::OK, ResponseBody::from(out.freeze()), None))
 }
 
 /// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets, one command
@@ -276,9 +164,10 @@ async fn command(
         *guard = None;
         return Ok(remember(&session, step, upstream_gone()));
     }
-    let Some(framing) = Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) else {
+    let Some(mut framing) = Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) else {
         return Ok(remember(&session, step, turn_without_answer(TurnEnd::Done)));
     };
+    framing.allow_files(files_named(&asked));
     let on_end = asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
     let response = turn_with(state, guard, framing, &session, on_end, step).await;
     state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
@@ -335,7 +224,7 @@ async fn infile(
 
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
 /// Content-Length), streamed otherwise.
-async fn turn(
+pub(crate) async fn turn(
     state: &AppState,
     guard: LinkGuard,
     framing: Framing,
@@ -396,14 +285,25 @@ async fn read_big_body(
     read_body_within(req, config.max_request_bytes, config.body_timeout, Some(budget)).await
 }
 
+/// The files the statements of a request name for LOAD DATA LOCAL (a quick look for the word
+/// first: most statements name none).
+fn files_named(asked: &[crate::relay::request::Asked<'_>]) -> Vec<Vec<u8>> {
+    let queries = asked.iter().filter_map(|a| a.payload.split_first());
+    let queries = queries.filter(|(cmd, _)| **cmd == common::mysql::command::QUERY);
+    queries
+        .filter(|(_, text)| text.windows(6).any(|w| w.eq_ignore_ascii_case(b"infile")))
+        .flat_map(|(_, text)| common::mysql::local_infile::named_files(text))
+        .collect()
+}
+
 /// A turn with no answer to pass on: its `Turn` frame alone.
-fn turn_without_answer(end: TurnEnd) -> Reply {
+pub(crate) fn turn_without_answer(end: TurnEnd) -> Reply {
     let mut out = BytesMut::new();
     encode_turn(&mut out, end);
     frames(StatusCode::OK, ResponseBody::from(out.freeze()), None)
 }
 
 /// The upstream connection is gone: the client's connection ends as a direct one would.
-fn upstream_gone() -> Reply {
+pub(crate) fn upstream_gone() -> Reply {
     turn_without_answer(TurnEnd::Closed)
 }

@@ -14,34 +14,7 @@ use common::wire::TurnEnd;
 /// status lies after two length-encoded integers of up to 9 bytes each).
 pub const PEEK: usize = 32;
 
-/// How the answer to a command starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expect {
-    /// A result: OK, ERR, a LOCAL INFILE request or a result set, possibly several
-    /// (COM_QUERY, COM_STMT_EXECUTE, COM_STMT_BULK_EXECUTE, COM_PROCESS_INFO).
-    Result,
-    /// COM_STMT_PREPARE: its OK, then parameter and column definitions.
-    Prepare,
-    /// COM_STMT_FETCH: rows of a cursor and their terminator.
-    Rows,
-    /// COM_FIELD_LIST: column definitions until an EOF.
-    FieldList,
-    /// A login's authentication exchange until OK or ERR (after which a server hangs up).
-    Login,
-    /// COM_CHANGE_USER's authentication exchange until OK or ERR.
-    Auth,
-    /// Any one packet (COM_PING, COM_INIT_DB, COM_STATISTICS, COM_SET_OPTION…).
-    OnePacket,
-}
-
-/// The client capabilities that change an answer's shape.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Shape {
-    /// CLIENT_DEPRECATE_EOF: no EOF after column definitions; rows end with an OK.
-    pub deprecate_eof: bool,
-    /// MARIADB_CLIENT_PROGRESS: ERR packets with code 0xFFFF are progress reports.
-    pub progress: bool,
-}
+pub use super::answer_shape::{Answered, Expect, Malformed, Scan, Shape, Tally};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -56,44 +29,6 @@ enum State {
     Auth { login: bool },
     OnePacket,
     Ended(TurnEnd),
-}
-
-/// A protocol violation by the upstream: the conversation cannot go on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the upstream sent {0}")]
-pub struct Malformed(pub &'static str);
-
-/// What a [`Framing::scan`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scan {
-    /// Bytes at the start of the buffer that belong to the answer and can be passed on.
-    pub used: usize,
-    /// Set when the turn ended at `used`.
-    pub end: Option<TurnEnd>,
-}
-
-/// What an answer said, as far as its headers and first bytes tell (for the audit log).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
-    /// Rows of result sets.
-    pub rows: u64,
-    /// Affected rows of OK results.
-    pub affected: u64,
-    /// The code of an ERR that ended the answer.
-    pub error: Option<u16>,
-    /// The statement id a prepare's OK gave.
-    pub statement_id: Option<u32>,
-    /// The server's status flags in the OK or EOF that ended the answer, if one did.
-    pub status: Option<u16>,
-}
-
-/// An answer of a pipelined batch that ended before the batch's last one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Answered {
-    /// What it said.
-    pub tally: Tally,
-    /// Where it ended, in bytes from the start of the first answer.
-    pub end: u64,
 }
 
 /// Finds the end of one answer, or of the answers to a pipelined batch, in the upstream's
@@ -118,7 +53,13 @@ pub struct Framing {
     last_seq: u8,
     /// An authentication exchange waiting for the client is a login's.
     login: bool,
+    /// The files a LOCAL INFILE request may name: those the client's LOAD DATA LOCAL
+    /// statements named. A request for any other is the classic rogue-server file read.
+    files: Vec<Vec<u8>>,
 }
+
+/// Longest file name a LOCAL INFILE request may carry (a path's most on common systems).
+const MAX_FILE_NAME: usize = 4096;
 
 impl Framing {
     /// Framing for the answer a command expects.
@@ -130,6 +71,7 @@ impl Framing {
             continued: false,
             last_seq: 0,
             login: expect == Expect::Login,
+            files: Vec::new(),
             tally: Tally::default(),
             queued: VecDeque::new(),
             answered: Vec::new(),
@@ -160,6 +102,12 @@ impl Framing {
             State::Ended(end @ (TurnEnd::AwaitFile | TurnEnd::AwaitAuth)) => Some(end),
             _ => None,
         }
+    }
+
+    /// The files the client's statements named for LOAD DATA LOCAL: a LOCAL INFILE request
+    /// for one of them ends the turn waiting for it; any other breaks the answer.
+    pub fn allow_files(&mut self, files: Vec<Vec<u8>>) {
+        self.files = files;
     }
 
     /// Sequence id of the last packet seen (a login's next packet follows it).
@@ -229,7 +177,11 @@ impl Framing {
                 continue;
             }
             let start = at + PacketHead::LEN;
-            let peek_len = head.len.min(PEEK);
+            let mut peek_len = head.len.min(PEEK);
+            if self.state == State::ResultHead && buf.get(start) == Some(&packet::LOCAL_INFILE) {
+                // A file request is read whole: the name it asks for decides.
+                peek_len = head.len.min(1 + MAX_FILE_NAME);
+            }
             if buf.len() < start + peek_len {
                 return Ok(Scan { used: at, end: None });
             }
@@ -271,7 +223,15 @@ impl Framing {
                 Some(packet::OK) => done(ok_status(p).ok_or(Malformed("a short OK packet"))?),
                 Some(packet::ERR) if self.is_progress(p) => State::ResultHead,
                 Some(packet::ERR) => State::Ended(TurnEnd::Done),
-                Some(packet::LOCAL_INFILE) => State::Ended(TurnEnd::AwaitFile),
+                Some(packet::LOCAL_INFILE) => {
+                    let asked = p.get(1..).filter(|_| len <= 1 + MAX_FILE_NAME);
+                    if !asked.is_some_and(|name| self.files.iter().any(|f| f == name)) {
+                        return Err(Malformed(
+                            "a LOCAL INFILE request for a file no LOAD DATA LOCAL of the client named",
+                        ));
+                    }
+                    State::Ended(TurnEnd::AwaitFile)
+                }
                 Some(_) => match lenenc_int(p) {
                     Some((0, _)) | None => return Err(Malformed("a bad column count")),
                     Some((n, _)) => State::Columns { left: n },

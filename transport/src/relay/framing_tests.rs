@@ -142,6 +142,7 @@ fn more_results_keep_the_answer_open() {
 #[test]
 fn local_infile_waits_for_the_file_then_reads_the_result() {
     let mut framing = Framing::new(Expect::Result, EOF_SHAPE);
+    framing.allow_files(vec![b"/tmp/data.csv".to_vec()]);
     let request = packet(1, b"\xfb/tmp/data.csv");
     assert_eq!(
         scan_in_pieces(&mut framing, &request, &[]),
@@ -285,6 +286,7 @@ fn a_file_request_inside_a_pipeline_is_refused() {
     assert!(framing.scan(&infile).is_err());
     // As the last command, it is the client's turn to send the file.
     let mut last = Framing::pipelined([Expect::OnePacket, Expect::Result], EOF_SHAPE).unwrap();
+    last.allow_files(vec![b"data.csv".to_vec()]);
     let stream = [packet(1, &[0, 0, 0, 2, 0, 0, 0]), infile].concat();
     assert_eq!(scan_in_pieces(&mut last, &stream, &[]), (stream.len(), Some(TurnEnd::AwaitFile)));
 }
@@ -302,4 +304,30 @@ fn an_error_in_a_pipeline_answers_its_command_only() {
     let ok = packet(1, &[0, 0, 0, 2, 0, 0, 0]);
     assert_eq!(framing.scan(&ok).map(|s| s.used), Ok(ok.len()));
     assert_eq!(framing.next_seq_at_boundary(), Some(1));
+}
+
+#[test]
+fn a_file_request_no_statement_named_breaks_the_answer() {
+    // A rogue server answering `SELECT 1` with a request for the client's files.
+    let rogue = packet(1, b"\xfb/home/dev/.ssh/id_ed25519");
+    let mut framing = Framing::new(Expect::Result, EOF_SHAPE);
+    assert!(framing.scan(&rogue).is_err(), "no LOAD DATA LOCAL was sent");
+    let mut framing = Framing::new(Expect::Result, EOF_SHAPE);
+    framing.allow_files(vec![b"data.csv".to_vec()]);
+    assert!(framing.scan(&rogue).is_err(), "another file than the statement named");
+    // A request cut in pieces is judged whole, once its name has arrived.
+    let mut framing = Framing::new(Expect::Result, EOF_SHAPE);
+    framing.allow_files(vec![b"/home/dev/.ssh/id_ed25519".to_vec()]);
+    assert_eq!(
+        scan_in_pieces(&mut framing, &rogue, &[3, 9]),
+        (rogue.len(), Some(TurnEnd::AwaitFile))
+    );
+    // A row whose first column is NULL (0xfb) is a row, not a request.
+    let mut rows = packet(1, &[1]);
+    rows.extend(packet(2, b"\x03def\0\0\0\x01a\0\x0c\x21\0\x0b\0\0\0\xfd\0\0\0\0\0"));
+    rows.extend(packet(3, &[0xfe, 0, 0, 2, 0]));
+    rows.extend(packet(4, &[0xfb]));
+    rows.extend(packet(5, &[0xfe, 0, 0, 2, 0]));
+    let mut framing = Framing::new(Expect::Result, EOF_SHAPE);
+    assert_eq!(scan_in_pieces(&mut framing, &rows, &[]), (rows.len(), Some(TurnEnd::Done)));
 }

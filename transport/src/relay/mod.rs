@@ -2,12 +2,13 @@
 //! reach the client, the client's packets reach the upstream as they are, and answers come back
 //! byte for byte; only where an answer ends is read (`framing`).
 //!
-//! Layers, lowest first: `packets` (headers, integers) → `handshake` and `framing` (sans-IO
+//! Layers, lowest first: `packets` (headers, integers) → `handshake`, `answer_shape` and `framing` (sans-IO
 //! protocol logic, and `credentials` for the transport's own logins) → `request` (what a
 //! request body holds) → `link` and `tls` (the socket) → `turn` (one answer streamed as an
 //! HTTP body) and `admin` (the transport's own connections: KILL QUERY, readiness probes).
 
 pub mod admin;
+pub mod answer_shape;
 pub mod credentials;
 pub mod framing;
 pub mod handshake;
