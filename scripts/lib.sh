@@ -22,19 +22,30 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# The token both halves of the scripts' tunnels share (transport_config, sidecar_config): the
+# example configs ship none, so each run makes one (256 bits, as `transport gen-token` does).
+SQLTUNNEL_SCRIPT_TOKEN=${SQLTUNNEL_SCRIPT_TOKEN:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
+
 # transport_config CONFIGS UPSTREAM PORT OUT: CONFIGS/transport.example.yaml, as it is but for
-# its upstream's address (host:port) and the port it listens on, written to OUT.
+# its upstream's address (host:port), the port it listens on and its one token,
+# $SQLTUNNEL_SCRIPT_TOKEN, written to OUT. An older example's placeholder token (BASELINE_CONFIGS
+# of scripts/bench.sh) is taken out.
 transport_config() {
-    sed -e "s/address: 127.0.0.1:3306/address: $2/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$3/" \
-        "$1/transport.example.yaml" >"$4"
+    {
+        sed -e "s/address: 127.0.0.1:3306/address: $2/" -e "s/^listen: 127.0.0.1:8080/listen: 127.0.0.1:$3/" \
+            -e '/^tokens:$/d' -e '/^  - change-me-please$/d' "$1/transport.example.yaml"
+        echo "tokens: [$SQLTUNNEL_SCRIPT_TOKEN]"
+    } >"$4"
 }
 
 # sidecar_config CONFIGS TRANSPORT_PORT PORT OUT [STREAM]: CONFIGS/sidecar.example.yaml, as it
-# is but for the transport's port, the port it listens on and `transport.stream` (default
-# auto), written to OUT.
+# is but for the transport's port, the port it listens on, `transport.stream` (default auto)
+# and its token, $SQLTUNNEL_SCRIPT_TOKEN in place of the example's `token_env` (or an older
+# example's `token`), written to OUT.
 sidecar_config() {
     sed -e "s#url: http://127.0.0.1:8080/#url: http://127.0.0.1:$2/#" -e "s/^listen: 127.0.0.1:3306/listen: 127.0.0.1:$3/" \
-        -e "s/^  stream: auto/  stream: ${5:-auto}/" "$1/sidecar.example.yaml" >"$4"
+        -e "s/^  stream: auto/  stream: ${5:-auto}/" \
+        -e "s/^  token\(_env\|_file\)\?: .*/  token: $SQLTUNNEL_SCRIPT_TOKEN/" "$1/sidecar.example.yaml" >"$4"
 }
 
 # Waits until host:port accepts connections (at most $3 seconds, default 30).

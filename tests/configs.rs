@@ -1,8 +1,12 @@
-//! Every file in `configs/` is accepted by `--check` of the binary it configures, and an
-//! unknown key is refused with its name and line.
+//! No example config in `configs/` lets anyone in as shipped: `--check` refuses each and says
+//! how to make a token, and accepts it once a token is supplied the way its comments say. An
+//! unknown key is refused with its name and line; the systemd units pass `systemd-analyze
+//! verify`, and the transport unit's recipe in docs/deploy/transport.md runs as written (but
+//! for its paths) and revokes a person with a reload.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use e2e::processes::bin_dir;
 
@@ -10,11 +14,18 @@ fn configs_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs")
 }
 
-fn check(bin: &str, path: &std::path::Path) -> (bool, String) {
+fn check(bin: &str, path: &Path) -> (bool, String) {
+    check_with(bin, path, &[])
+}
+
+/// `--check` with `env` set and no `SQLTUNNEL_TOKEN` but the one `env` gives.
+fn check_with(bin: &str, path: &Path, env: &[(&str, &str)]) -> (bool, String) {
     let out = Command::new(bin_dir().join(bin))
         .arg("--config")
         .arg(path)
         .arg("--check")
+        .env_remove("SQLTUNNEL_TOKEN")
+        .envs(env.iter().copied())
         .output()
         .expect("run --check");
     (
@@ -23,22 +34,122 @@ fn check(bin: &str, path: &std::path::Path) -> (bool, String) {
     )
 }
 
-#[test]
-fn check_accepts_every_example_config() {
-    let mut checked = 0;
-    for entry in std::fs::read_dir(configs_dir()).expect("configs dir") {
-        let path = entry.expect("entry").path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let bin = match name.split('.').next() {
-            Some("sidecar") if name.ends_with(".yaml") => "sidecar",
-            Some("transport") if name.ends_with(".yaml") => "transport",
-            _ => continue,
-        };
-        let (ok, output) = check(bin, &path);
-        assert!(ok, "{name} rejected: {output}");
-        checked += 1;
+/// `--check` of `text` written to a file of its own.
+fn check_text(bin: &str, tag: &str, text: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let path = std::env::temp_dir().join(format!("sqltunnel-{tag}-{}.yaml", std::process::id()));
+    std::fs::write(&path, text).expect("write");
+    let checked = check_with(bin, &path, env);
+    drop(std::fs::remove_file(&path));
+    checked
+}
+
+/// A token made by `transport gen-token`.
+fn gen_token() -> String {
+    let out =
+        Command::new(bin_dir().join("transport")).arg("gen-token").output().expect("gen-token");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `token`'s hash, by `transport hash-token` (the token on its standard input).
+fn hash_token(token: &str) -> String {
+    let mut child = Command::new(bin_dir().join("transport"))
+        .arg("hash-token")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("hash-token");
+    child.stdin.take().expect("stdin").write_all(format!("{token}\n").as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("hash-token");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `text` with the commented-out line `first` and the `lines - 1` after it uncommented (their
+/// leading `# ` taken off), as a reader of the example would.
+fn uncomment(text: &str, first: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    let at = all.iter().position(|l| *l == first).unwrap_or_else(|| panic!("no `{first}` line"));
+    all.iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = if (at..at + lines).contains(&i) {
+                l.strip_prefix("# ").unwrap_or_else(|| panic!("`{l}` is not commented out"))
+            } else {
+                l
+            };
+            format!("{l}\n")
+        })
+        .collect()
+}
+
+/// The team example with a made token's hash in place of each `<transport hash-token <
+/// NAME.token>`, as its header says.
+fn identities_example_with_hashes() -> String {
+    let mut text = std::fs::read_to_string(configs_dir().join("transport.identities.example.yaml"))
+        .expect("read example");
+    for name in ["alice", "bob", "carol"] {
+        let placeholder = format!("<transport hash-token < {name}.token>");
+        assert!(text.contains(&placeholder), "{placeholder}");
+        text = text.replace(&placeholder, &hash_token(&gen_token()));
     }
-    assert!(checked >= 2, "both example configs were checked");
+    text
+}
+
+#[test]
+fn example_configs_let_nobody_in_until_a_token_is_made() {
+    let mut examples: Vec<String> = std::fs::read_dir(configs_dir())
+        .expect("configs dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    examples.sort();
+    // Each is checked below: a new example belongs here too.
+    assert_eq!(
+        examples,
+        ["sidecar.example.yaml", "transport.example.yaml", "transport.identities.example.yaml"]
+    );
+    let token = gen_token();
+    let env = [("SQLTUNNEL_TOKEN", token.as_str())];
+
+    // The transport's: nobody until an identity, a token or a token_env is added.
+    let path = configs_dir().join("transport.example.yaml");
+    let text = std::fs::read_to_string(&path).expect("read example");
+    let (ok, output) = check_with("transport", &path, &env);
+    assert!(!ok, "transport.example.yaml lets someone in as shipped: {output}");
+    assert!(output.contains("must let someone in"), "{output}");
+    assert!(output.contains("transport gen-token"), "{output}");
+    let identity = uncomment(&text, "# identities:", 2)
+        .replace("<the output of transport hash-token>", &hash_token(&token));
+    let (ok, output) = check_text("transport", "identity", &identity, &[]);
+    assert!(ok, "with an identity: {output}");
+    let tokens = uncomment(&text, "# tokens:", 2);
+    let (ok, output) = check_text("transport", "placeholder", &tokens, &[]);
+    assert!(!ok && output.contains("placeholder"), "the placeholder token passed: {output}");
+    let tokens = tokens.replace("replace-me-with-the-output-of-transport-gen-token", &token);
+    let (ok, output) = check_text("transport", "tokens", &tokens, &[]);
+    assert!(ok, "with a token: {output}");
+    let from_env = uncomment(&text, "# token_env: SQLTUNNEL_TOKEN", 1);
+    let (ok, output) = check_text("transport", "token-env", &from_env, &env);
+    assert!(ok, "with SQLTUNNEL_TOKEN: {output}");
+    let (ok, output) = check_text("transport", "token-env", &from_env, &[]);
+    assert!(!ok && output.contains("SQLTUNNEL_TOKEN is not set"), "{output}");
+
+    // The team's: every hash a placeholder until made.
+    let path = configs_dir().join("transport.identities.example.yaml");
+    let (ok, output) = check("transport", &path);
+    assert!(!ok, "transport.identities.example.yaml lets someone in as shipped: {output}");
+    assert!(output.contains("64 hex digits") && output.contains("hash-token"), "{output}");
+    let (ok, output) = check_text("transport", "team", &identities_example_with_hashes(), &[]);
+    assert!(ok, "with made hashes: {output}");
+
+    // The sidecar's: the token comes from SQLTUNNEL_TOKEN.
+    let path = configs_dir().join("sidecar.example.yaml");
+    let (ok, output) = check("sidecar", &path);
+    assert!(!ok, "sidecar.example.yaml has a token as shipped: {output}");
+    assert!(output.contains("SQLTUNNEL_TOKEN is not set"), "{output}");
+    let (ok, output) = check_with("sidecar", &path, &env);
+    assert!(ok, "with SQLTUNNEL_TOKEN: {output}");
 }
 
 #[test]
@@ -67,7 +178,7 @@ fn check_names_a_duplicate_key_and_its_line_without_library_hints() {
     for (bin, yaml) in [
         (
             "transport",
-            "tokens: [token-1234]\nupstreams:\n  - name: main\n    address: 'db:3306'\n    name: other\n",
+            "tokens: [T0ken-1234-5Ab8Cd3Ef6Gh9Ij2Kl]\nupstreams:\n  - name: main\n    address: 'db:3306'\n    name: other\n",
         ),
         (
             "sidecar",
@@ -92,7 +203,7 @@ fn check_reads_the_tls_files_start_up_would_read() {
     let bad = std::env::temp_dir().join(format!("sqltunnel-tlsfiles-{}.yaml", std::process::id()));
     std::fs::write(
         &bad,
-        "tokens: [token-1234]\nupstreams: [{name: main, address: 'db:3306'}]\ntls:\n  cert_file: /nonexistent/cert.pem\n  key_file: /nonexistent/key.pem\n",
+        "tokens: [T0ken-1234-5Ab8Cd3Ef6Gh9Ij2Kl]\nupstreams: [{name: main, address: 'db:3306'}]\ntls:\n  cert_file: /nonexistent/cert.pem\n  key_file: /nonexistent/key.pem\n",
     )
     .expect("write");
     let (ok, output) = check("transport", &bad);
@@ -147,8 +258,8 @@ fn systemd_units_pass_systemd_analyze_verify() {
     verify_unit("sqltunnel-sidecar.service", "%h/.cargo/bin/sidecar", "sidecar", true);
 }
 
-/// The shipped unit's way of passing tokens: a root-only file of tokens, one per line, named by
-/// `tokens_file` (systemd's `LoadCredential=`), with an audit file in its logs directory.
+/// Plain tokens from a file of tokens, one per line (`tokens_file`), with an audit file in a
+/// logs directory.
 #[test]
 fn tokens_come_from_a_file_of_tokens_and_the_audit_from_a_logs_directory() {
     let dir = std::env::temp_dir().join(format!("sqltunnel-credentials-{}", std::process::id()));
@@ -159,21 +270,16 @@ fn tokens_come_from_a_file_of_tokens_and_the_audit_from_a_logs_directory() {
         .expect("read example");
     let config = dir.join("transport.yaml");
     let with = |tokens_file: &std::path::Path| {
-        let text: String = example
-            .lines()
-            .filter(|l| !l.starts_with("tokens:") && *l != "  - change-me-please")
-            .map(|l| format!("{l}\n"))
-            .collect();
         let extra = format!(
             "tokens_file: {}\naudit:\n  path: {}\n",
             tokens_file.display(),
             logs.join("audit.jsonl").display()
         );
-        std::fs::write(&config, format!("{text}{extra}")).expect("write");
+        std::fs::write(&config, format!("{example}{extra}")).expect("write");
     };
     std::fs::write(
         &tokens,
-        "# the team's tokens\nfirst-token-0123456789\n\nsecond-token-0123456789\n",
+        "# the team's tokens\nfirst-T0ken-4Gh7Jk2Lm9Np5Qr8\n\nsecond-T0ken-6Vb3Nm8Xc1Zs4Df7\n",
     )
     .expect("tokens");
     with(&tokens);
@@ -190,8 +296,7 @@ fn tokens_come_from_a_file_of_tokens_and_the_audit_from_a_logs_directory() {
 
 #[test]
 fn check_rejects_a_malformed_token_hash_and_an_unknown_upstream() {
-    let example = std::fs::read_to_string(configs_dir().join("transport.identities.example.yaml"))
-        .expect("read example");
+    let example = identities_example_with_hashes();
     let hash = example
         .lines()
         .find_map(|l| l.trim().strip_prefix("token_sha256: "))
