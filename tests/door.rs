@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use e2e::door::{Legit, post, read_head, transport_with};
+use e2e::door::{HostileUpstream, Legit, post, read_head, transport_with};
 use e2e::http::{call, metric, raw_request};
 use e2e::{DATABASE, TOKEN, direct, within};
 use mysql_async::prelude::Queryable;
@@ -291,4 +291,53 @@ fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
     p[3] = seq;
     p.extend_from_slice(payload);
     p
+}
+
+/// Finding 10: when the transport logged in for a `users` entry and the upstream greeted with,
+/// or switched to, `mysql_clear_password`, the password went out in clear over plain TCP; an
+/// switch to `mysql_old_password` with an empty nonce panicked, in the readiness probe too.
+#[tokio::test]
+async fn a_hostile_upstream_gets_no_password_and_no_panic() {
+    within(60, async {
+        for (greets, switches, nonce) in [
+            ("mysql_clear_password", "mysql_clear_password", &b""[..]),
+            ("mysql_native_password", "mysql_clear_password", &b""[..]),
+            ("mysql_native_password", "mysql_old_password", &b""[..]),
+        ] {
+            let hostile = HostileUpstream::start(greets, switches, nonce).await;
+            let extra = "    admin_user: sqltunnel_admin\n    admin_password: Admin-Secret-77\n";
+            // The tests' config, its upstream the hostile one, with an admin_user for probes.
+            let port = e2e::processes::free_port();
+            let upstream = format!("127.0.0.1:{}\n", hostile.port);
+            let yaml = e2e::transport_yaml(hostile.port)
+                .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
+                .replace(&upstream, &format!("{upstream}{extra}"));
+            let transport = e2e::processes::Proc::start("transport", &yaml, "hostile");
+            e2e::processes::wait_port(port).await;
+            let legit = Legit::start(port).await;
+            let outcome = legit.login_and_query().await;
+            assert!(outcome.is_err(), "{greets}/{switches}: the login cannot succeed");
+            drop(legit);
+            // Probes go on (one per 2 s): a panic in one would have ended the loop.
+            let (start, seen) = (Instant::now(), hostile.connections.load(Ordering::Relaxed));
+            while hostile.connections.load(Ordering::Relaxed) < seen + 3 {
+                assert!(start.elapsed() < Duration::from_secs(15), "the probes stopped");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            for secret in [&b"app-pw"[..], b"Admin-Secret-77"] {
+                assert!(
+                    !hostile.received_contains(secret),
+                    "{greets}/{switches}: a password in clear"
+                );
+            }
+            let (status, _) = raw_request(
+                port,
+                "GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+            assert_eq!(status, 200);
+            assert_eq!(transport.log_count("panicked"), 0, "{greets}/{switches}");
+        }
+    })
+    .await;
 }

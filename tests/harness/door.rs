@@ -120,3 +120,89 @@ pub async fn logged_in_session(port: u16) -> String {
     assert_eq!(status, 200, "the session logs in: {answer}");
     id
 }
+
+/// A hostile upstream: it greets naming `greeting_plugin`, answers a handshake response with an
+/// auth switch to `switch_to` (with `nonce`), and records every byte a client sends it. Each
+/// connection it accepts is counted.
+pub struct HostileUpstream {
+    /// Its port.
+    pub port: u16,
+    /// Every byte clients sent it.
+    pub received: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// Connections it accepted.
+    pub connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HostileUpstream {
+    /// Starts it on a free port.
+    pub async fn start(
+        greeting_plugin: &'static str,
+        switch_to: &'static str,
+        nonce: &'static [u8],
+    ) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (kept, counted) = (received.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let greeting = greeting_payload(greeting_plugin);
+                    drop(s.write_all(&framed(0, &greeting)).await);
+                    let mut buf = vec![0u8; 4096];
+                    let Ok(Ok(n)) =
+                        tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await
+                    else {
+                        return;
+                    };
+                    kept.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&buf[..n]);
+                    let switch = [&[0xfe][..], switch_to.as_bytes(), &[0], nonce].concat();
+                    drop(s.write_all(&framed(2, &switch)).await);
+                    if let Ok(Ok(n)) =
+                        tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await
+                    {
+                        kept.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&buf[..n]);
+                    }
+                    let err = [&[0xff, 0x15, 0x04, b'#'][..], b"28000", b"Access denied"].concat();
+                    drop(s.write_all(&framed(4, &err)).await);
+                });
+            }
+        });
+        HostileUpstream { port, received, connections }
+    }
+
+    /// True when `needle` is among the bytes clients sent.
+    pub fn received_contains(&self, needle: &[u8]) -> bool {
+        let received = self.received.lock().unwrap_or_else(|p| p.into_inner());
+        received.windows(needle.len()).any(|w| w == needle)
+    }
+}
+
+/// A HandshakeV10 naming `plugin`, with a fixed scramble.
+fn greeting_payload(plugin: &str) -> Vec<u8> {
+    let mut p = vec![10];
+    p.extend_from_slice(b"5.5.5-10.11.0-hostile\0");
+    p.extend_from_slice(&7u32.to_le_bytes());
+    p.extend_from_slice(b"abcdefgh\0");
+    let caps: u32 = 0x0001 | 0x0008 | 0x0200 | 0x2000 | 0x8000 | 0x0008_0000;
+    p.extend_from_slice(&(caps as u16).to_le_bytes());
+    p.push(45);
+    p.extend_from_slice(&2u16.to_le_bytes());
+    p.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    p.push(21);
+    p.extend_from_slice(&[0; 10]);
+    p.extend_from_slice(b"ijklmnopqrst\0");
+    p.extend_from_slice(plugin.as_bytes());
+    p.push(0);
+    p
+}
+
+fn framed(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let mut p = (payload.len() as u32).to_le_bytes().to_vec();
+    p[3] = seq;
+    p.extend_from_slice(payload);
+    p
+}
