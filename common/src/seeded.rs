@@ -19,6 +19,11 @@ impl Draw {
         Draw(seed)
     }
 
+    /// A generator from `seed` (a part of a run whose seed was printed), never zero.
+    pub fn from_seed(seed: u64) -> Self {
+        Draw(seed | 1)
+    }
+
     /// The next 64 random bits.
     pub fn bits(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
