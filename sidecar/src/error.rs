@@ -3,6 +3,10 @@
 use common::mysql::error_code as code;
 use common::wire::MysqlError;
 
+/// ER_NOT_ALLOWED_COMMAND (SQLSTATE 42000): what a server says when LOAD DATA LOCAL is not
+/// allowed; the code of a refused LOCAL INFILE request.
+const NOT_ALLOWED_COMMAND: u16 = 1148;
+
 /// Everything that can go wrong in the sidecar.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -16,7 +20,8 @@ pub enum Error {
     #[error("client protocol error: {0}")]
     ClientProtocol(&'static str),
     /// The client sent a packet out of sequence where the protocol wants the next one (a
-    /// command pipelined behind a LOAD DATA LOCAL instead of the file).
+    /// command pipelined behind a LOAD DATA LOCAL instead of the file), or a command whose
+    /// sequence id is not 0 (a file sent for a request no turn announced).
     #[error("Got packets out of order")]
     PacketsOutOfOrder,
     /// A client packet exceeded `max_packet`.
@@ -135,6 +140,16 @@ pub enum Error {
     /// Another request of the session still runs on the transport.
     #[error("the sqltunnel transport is still running another request of this session")]
     SessionBusy,
+    /// A LOCAL INFILE request (the server asking the client for a file) that does not answer
+    /// a `LOAD DATA|XML … LOCAL INFILE` statement naming that file: never shown to the client.
+    #[error(
+        "LOAD DATA LOCAL INFILE request refused by the sqltunnel sidecar: the server asked for the local file '{}', which this query did not name in a LOAD DATA LOCAL INFILE statement (a rogue server, or something between, may be trying to read your files); the connection is closed",
+        .requested.as_deref().unwrap_or("(name not readable)")
+    )]
+    FileRequestRefused {
+        /// The file the server asked for, when its request could be read.
+        requested: Option<String>,
+    },
 }
 
 /// Why an answer from the transport broke off, or could not be used.
@@ -228,6 +243,7 @@ impl Error {
                 (code::CONNECTION_LOST, *code::STATE_COMM, msg)
             }
             Error::Config(_) | Error::Io(_) => (code::CONNECTION_LOST, *code::STATE_COMM, msg),
+            Error::FileRequestRefused { .. } => (NOT_ALLOWED_COMMAND, *b"42000", msg),
         }
     }
 
@@ -256,6 +272,7 @@ impl Error {
             Error::StreamBroken(_) => "stream_broken",
             Error::NotResumed(_) => "not_resumed",
             Error::SessionBusy => "session_busy",
+            Error::FileRequestRefused { .. } => "file_request_refused",
         }
     }
 
@@ -272,6 +289,7 @@ impl Error {
                 | Error::PacketsOutOfOrder
                 | Error::PacketTooLarge { .. }
                 | Error::Busy
+                | Error::FileRequestRefused { .. }
         )
     }
 }

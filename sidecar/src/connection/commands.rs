@@ -91,6 +91,11 @@ impl Connection {
                 return Ok(Served::Quit);
             }
             room.extend(held);
+            if packet[3] != 0 {
+                // Not a command (each starts at 0): a file, say, sent for a request the client
+                // saw and the turn's end did not announce. A server says the same and hangs up.
+                return Err(Error::PacketsOutOfOrder);
+            }
             let Some(&cmd) = packet.get(4) else {
                 return Err(Error::ClientProtocol("empty command packet"));
             };
@@ -117,6 +122,8 @@ impl Connection {
                 _ => {}
             }
             let (pipelined, asked) = self.read_pipelined(&packet, &budget, &mut room).await?;
+            // The command the answer ends with: the one a LOCAL INFILE request may answer.
+            let last_command = pipelined.last().unwrap_or(&packet).clone();
             let body = if riding.is_empty() && pipelined.is_empty() {
                 packet
             } else {
@@ -128,7 +135,7 @@ impl Connection {
             #[cfg(feature = "calibrate")]
             crate::calibrate::spin();
             let step = RelayStep::Command(body);
-            let exchanged = self.exchange(session, step, &mut cut_wait).await;
+            let exchanged = self.exchange(session, step, &last_command, &mut cut_wait).await;
             self.shared.metrics.command_seconds.observe(started.elapsed().as_secs_f64());
             room.clear();
             match exchanged {
@@ -162,6 +169,9 @@ impl Connection {
             }
             let Some((packet, held)) = self.io.read_raw_within(Some(budget)).await? else { break };
             room.extend(held);
+            if packet[3] != 0 {
+                return Err(Error::PacketsOutOfOrder);
+            }
             last = packet.clone();
             packets.push(packet);
             if !matches!(cmd, command::STMT_CLOSE | command::STMT_SEND_LONG_DATA) {
@@ -178,11 +188,12 @@ impl Connection {
         &mut self,
         session: &str,
         step: RelayStep<'_>,
+        last_command: &[u8],
         cut: &mut RareWait<WaitForCancellationFuture<'_>>,
     ) -> Result<Next, Error> {
         let shared = self.shared.clone();
         let (bucket, authorization) = (self.bucket, self.tunnel.authorization());
-        let relayed = self.relay_exchange(session, step);
+        let relayed = self.relay_exchange(session, step, last_command);
         tokio::pin!(relayed);
         tokio::select! {
             biased;
@@ -195,11 +206,17 @@ impl Connection {
         tokio::time::timeout(CUT_WAIT, relayed).await.unwrap_or(Err(Error::ShuttingDown))
     }
 
-    /// [`Self::exchange`] until its end.
-    async fn relay_exchange(&mut self, session: &str, step: RelayStep<'_>) -> Result<Next, Error> {
+    /// [`Self::exchange`] until its end; `last_command` is the last command of `step`, the one a
+    /// LOCAL INFILE request may answer (for each statement of a multi-statement query).
+    async fn relay_exchange(
+        &mut self,
+        session: &str,
+        step: RelayStep<'_>,
+        last_command: &[u8],
+    ) -> Result<Next, Error> {
         let mut end = {
             let mut frames = self.tunnel.relay(session, step).await?;
-            write_answer(&mut self.io, &mut frames).await?
+            write_answer(&mut self.io, &mut frames, Some(last_command)).await?
         };
         loop {
             self.io.flush().await?;
@@ -211,16 +228,17 @@ impl Connection {
                         self.io.read_expected("client hung up during authentication").await?;
                     let step = RelayStep::Login(packet);
                     let mut frames = Box::pin(self.tunnel.relay(session, step)).await?;
-                    write_answer(&mut self.io, &mut frames).await?
+                    write_answer(&mut self.io, &mut frames, None).await?
                 }
-                TurnEnd::AwaitFile => Box::pin(self.send_file(session)).await?,
+                TurnEnd::AwaitFile => Box::pin(self.send_file(session, last_command)).await?,
             };
         }
     }
 
     /// Reads the file the client sends after a LOAD DATA LOCAL request and uploads it in
-    /// pieces; returns how the answer that follows it ended.
-    async fn send_file(&mut self, session: &str) -> Result<TurnEnd, Error> {
+    /// pieces; returns how the answer that follows it ended (`last_command` is the query it answers:
+    /// a later statement of it may ask for another file).
+    async fn send_file(&mut self, session: &str, last_command: &[u8]) -> Result<TurnEnd, Error> {
         let mut piece = BytesMut::new();
         loop {
             let seq = self.io.next_seq();
@@ -237,7 +255,7 @@ impl Connection {
             if last {
                 let step = RelayStep::File { packets: piece.freeze(), last: true };
                 let mut frames = self.tunnel.relay(session, step).await?;
-                return write_answer(&mut self.io, &mut frames).await;
+                return write_answer(&mut self.io, &mut frames, Some(last_command)).await;
             }
             if piece.len() >= FILE_PIECE {
                 let step = RelayStep::File { packets: piece.split().freeze(), last: false };

@@ -6,6 +6,7 @@
 
 mod answers;
 mod commands;
+mod file_request;
 mod login;
 mod users;
 
@@ -132,6 +133,12 @@ impl Connection {
                 warn!(session = %session_label(&session), error = %e, "client connection ended");
                 self.shared.metrics.error(e.kind_label());
                 self.send_error(&e).await;
+                if matches!(e, Error::FileRequestRefused { .. }) {
+                    // The server waits for a file: a COM_QUIT would be read as its contents.
+                    // Dropped instead, as by a client that hung up.
+                    self.io.shutdown().await;
+                    return self.tunnel.end_session(&session, SessionEnd::HangUp).await;
+                }
             }
         }
         // Hang up first, then release the session without making the client wait.

@@ -63,6 +63,9 @@ pub struct PacketIo {
     /// The payload length of the relayed packet whose header was read last, and the sequence
     /// id that was next before it: what a broken answer may leave half-written.
     relayed_packet: (usize, u8),
+    /// The first payload byte of that packet, once it passed: a short one starting with 0xFB
+    /// may be a LOCAL INFILE request, held back until the turn's end says whether it is.
+    relayed_first: Option<u8>,
     /// Times the write buffer was sent: a [`QueuedPacket`] from an earlier round is gone.
     flushes: u64,
     /// The compressed protocol, once the login asked for it and succeeded.
@@ -99,6 +102,7 @@ impl PacketIo {
             relayed_left: 0,
             relayed_head: ([0; 4], 0),
             relayed_packet: (0, 0),
+            relayed_first: None,
             max_packet,
             flushes: 0,
             compressed: None,
@@ -297,6 +301,10 @@ mod write;
 #[cfg(test)]
 #[path = "packet_tls_tests.rs"]
 mod tls_tests;
+
+#[cfg(test)]
+#[path = "packet_file_request_tests.rs"]
+mod file_request_tests;
 
 #[cfg(test)]
 mod tests {

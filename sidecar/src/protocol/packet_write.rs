@@ -4,12 +4,16 @@
 //! the compressed protocol when it is on.
 
 use bytes::{BufMut, Bytes};
-use common::mysql::compressed;
 use common::mysql::packets::PacketHead;
+use common::mysql::{compressed, packet};
 use tokio::io::AsyncWriteExt;
 
 use super::{FLUSH_AT, MAX_PAYLOAD, PacketIo, QueuedPacket};
 use crate::Error;
+
+/// The longest LOCAL INFILE request payload held back until the turn's end (a file name is
+/// far shorter); a longer packet starting with 0xFB is written as it comes.
+const FILE_REQUEST_MAX: usize = 64 * 1024;
 
 impl PacketIo {
     /// Queues one logical packet (split at 16 MiB, with an empty trailer when the length is
@@ -71,6 +75,9 @@ impl PacketIo {
     fn track_relayed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             if self.relayed_left > 0 {
+                if self.relayed_left == self.relayed_packet.0 {
+                    self.relayed_first = data.first().copied();
+                }
                 let take = self.relayed_left.min(data.len());
                 self.relayed_left -= take;
                 data = &data[take..];
@@ -96,6 +103,7 @@ impl PacketIo {
             let relayed = relayed.unwrap_or(PacketHead { len: 0, seq: 0 });
             self.relayed_left = relayed.len;
             self.relayed_packet = (relayed.len, self.seq);
+            self.relayed_first = None;
             self.seq = relayed.seq.wrapping_add(1);
         }
     }
@@ -169,9 +177,66 @@ impl PacketIo {
     /// ending at a result set's end takes it for the server's flush there and expects the next
     /// packet to be numbered after the compressed packet, as a server renumbers them (MariaDB's
     /// `net_flush`), while relayed packets keep the upstream's numbers.
+    /// A relayed packet that may be a LOCAL INFILE request stays queued (with one byte before
+    /// it in the compressed protocol, for the same reason).
     async fn flush_part(&mut self) -> Result<(), Error> {
-        let hold = usize::from(self.compressed.is_some() && self.at_packet_boundary());
+        let compressed = self.compressed.is_some();
+        let hold = match self.possible_file_request() {
+            0 => usize::from(compressed && self.at_packet_boundary()),
+            request => request + usize::from(compressed),
+        };
         self.send(hold).await
+    }
+
+    /// How many bytes at the end of the queue are a relayed packet that may be a LOCAL INFILE
+    /// request (whole or in part): the last relayed packet, when its payload starts with 0xFB
+    /// or has not begun yet, and is at most [`FILE_REQUEST_MAX`] bytes; 0 when there is none,
+    /// or when some of it was sent already. (A text row whose first column is NULL starts
+    /// with 0xFB too: only the turn's end tells them apart.)
+    fn possible_file_request(&self) -> usize {
+        let (len, _) = self.relayed_packet;
+        let bytes = match self.relayed_head.1 {
+            0 => {
+                let may_be = match self.relayed_first {
+                    Some(first) => first == packet::LOCAL_INFILE,
+                    None => len > 0 && self.relayed_left == len,
+                };
+                if !may_be || len > FILE_REQUEST_MAX {
+                    return 0;
+                }
+                PacketHead::LEN + len - self.relayed_left
+            }
+            // A header in part.
+            have => have,
+        };
+        if bytes > self.queued() { 0 } else { bytes }
+    }
+
+    /// The payload of the LOCAL INFILE request that ends the queue, whole and not sent yet:
+    /// the last relayed packet, when its payload starts with 0xFB. `None` otherwise.
+    pub fn queued_file_request(&self) -> Option<&[u8]> {
+        let (len, _) = self.relayed_packet;
+        let whole = self.at_packet_boundary() && self.relayed_first == Some(packet::LOCAL_INFILE);
+        if !whole || self.possible_file_request() != PacketHead::LEN + len {
+            return None;
+        }
+        let queue = if self.held.is_empty() { &self.wbuf[..] } else { &self.held[..] };
+        queue.get(queue.len() - len..)
+    }
+
+    /// Takes back the LOCAL INFILE request [`Self::queued_file_request`] finds (refused): a
+    /// packet of the sidecar's own then takes its sequence id. Nothing if there is none.
+    pub fn take_back_file_request(&mut self) {
+        let Some(len) = self.queued_file_request().map(<[u8]>::len) else { return };
+        let request = PacketHead::LEN + len;
+        if self.held.is_empty() {
+            self.wbuf.truncate(self.wbuf.len() - request);
+        } else {
+            self.held.truncate(self.held.len() - request);
+        }
+        // The request's own id (the writer is past it, at a packet boundary).
+        self.seq = self.seq.wrapping_sub(1);
+        self.relayed_first = None;
     }
 
     /// Writes what is queued but its last `hold` bytes.
@@ -198,11 +263,15 @@ impl PacketIo {
                 self.stream.flush().await?;
                 return Ok(());
             }
-            self.stream.write_all(&self.wbuf).await?;
+            self.stream.write_all(&self.wbuf[..upto]).await?;
             // With TLS, `write_all` may leave the last records inside rustls when the socket
             // is full: only a flush sends them (else the client waits forever for its answer).
             self.stream.flush().await?;
-            self.wbuf.clear();
+            if hold == 0 {
+                self.wbuf.clear();
+            } else {
+                drop(self.wbuf.split_to(upto));
+            }
         }
         Ok(())
     }

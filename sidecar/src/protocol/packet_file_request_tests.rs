@@ -1,0 +1,94 @@
+//! A relayed packet that may be a LOCAL INFILE request (short, its payload starting with 0xFB)
+//! stays queued until the turn's end, however the answer is split and whatever was flushed
+//! before it, so that a refused one never reaches the client; a NULL-first row followed by
+//! more of the answer, or a long 0xFB packet, is written as it comes.
+
+use bytes::Bytes;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use super::PacketIo;
+
+/// A writer whose client collects every byte it is sent.
+async fn writer() -> (PacketIo, mpsc::UnboundedReceiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let client = TcpStream::connect(listener.local_addr().expect("addr")).await;
+    let (server, _) = listener.accept().await.expect("accept");
+    let mut client = client.expect("connect");
+    let (sent, received) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = client.read(&mut buf).await {
+            drop(sent.send(buf[..n].to_vec()));
+        }
+    });
+    (PacketIo::new(server, 64 << 20), received)
+}
+
+fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut p = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, seq];
+    p.extend_from_slice(payload);
+    p
+}
+
+/// Rows enough to make the writer flush part of the answer (more than 64 KiB).
+fn rows(first_seq: u8, count: usize) -> Vec<u8> {
+    (0..count).flat_map(|i| packet(first_seq.wrapping_add(i as u8), &[b'x'; 1000])).collect()
+}
+
+#[tokio::test]
+async fn a_file_request_is_held_until_the_turn_ends_however_it_is_split() {
+    let request = packet(71, b"\xfb/home/me/.ssh/id_ed25519");
+    for cut in 0..request.len() {
+        let (mut io, mut received) = writer().await;
+        // Earlier results of a multi-statement query, then the request in two pieces.
+        let mut answer = rows(1, 70);
+        answer.extend_from_slice(&request[..cut]);
+        io.write_raw(Bytes::from(answer)).await.expect("write");
+        io.write_raw(Bytes::copy_from_slice(&request[cut..])).await.expect("write");
+        assert_eq!(io.queued_file_request(), Some(&request[4..]), "cut at {cut}");
+        io.take_back_file_request();
+        assert_eq!(io.next_seq(), 71, "the sidecar's error takes the request's id");
+        assert_eq!(io.queued_file_request(), None);
+        io.flush().await.expect("flush");
+        drop(io);
+        let mut sent = Vec::new();
+        while let Some(piece) = received.recv().await {
+            sent.extend(piece);
+        }
+        assert_eq!(sent, rows(1, 70), "everything but the request, cut at {cut}");
+    }
+}
+
+#[tokio::test]
+async fn an_allowed_request_goes_out_at_the_turns_end() {
+    let (mut io, mut received) = writer().await;
+    let request = packet(1, b"\xfb/tmp/data.csv");
+    io.write_raw(Bytes::from(request.clone())).await.expect("write");
+    assert_eq!(io.queued_file_request(), Some(&request[4..]));
+    io.flush().await.expect("flush");
+    assert_eq!(received.recv().await, Some(request));
+}
+
+#[tokio::test]
+async fn rows_starting_with_0xfb_are_no_requests_once_more_follows() {
+    let (mut io, _received) = writer().await;
+    // A NULL-first row ending a piece, then more of the answer: a row after all.
+    let mut answer = rows(1, 70);
+    answer.extend(packet(71, b"\xfb\x01a"));
+    io.write_raw(Bytes::from(answer)).await.expect("write");
+    io.write_raw(Bytes::from(packet(72, b"\xfe\0\0\x02\0"))).await.expect("write");
+    assert_eq!(io.queued_file_request(), None);
+    // An empty packet, an ERR, a packet too long to be a request: none is one.
+    for payload in [&b""[..], b"\xff\x10\x04", &[0xfb; 70 * 1024]] {
+        io.write_raw(Bytes::from(packet(9, payload))).await.expect("write");
+        assert_eq!(io.queued_file_request(), None);
+    }
+    io.flush().await.expect("flush");
+    // Nothing relayed since: the last request flushed is not taken back.
+    io.write_raw(Bytes::from(packet(1, b"\xfbf"))).await.expect("write");
+    io.flush().await.expect("flush");
+    assert_eq!(io.queued_file_request(), None);
+}

@@ -1,0 +1,193 @@
+//! The rogue-server file read (security review F5): an upstream that answers `SELECT 1` with a
+//! LOCAL INFILE request for a secret file gets nothing of it, through the real transport and
+//! sidecar, from the `mariadb` CLI (`--local-infile=1`) or PyMySQL (`local_infile=True`): each
+//! client gets an error instead. A LOAD DATA LOCAL INFILE the client asked for still works,
+//! against the real MariaDB, alone and among other results (rows whose first column is NULL
+//! start with 0xFB too).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use e2e::cli::mariadb_async;
+use e2e::{DATABASE, PASSWORD, Tunnel, USER, clients, direct, within};
+use mysql_async::prelude::Queryable;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Everything the fake server received, on every connection.
+type Received = Arc<Mutex<Vec<u8>>>;
+
+/// The statement the fake server answers with a request for the secret file.
+const BAIT: &[u8] = b"SELECT 1";
+
+/// A file with a secret in it, in the temp dir; returns its path and the secret.
+fn secret_file(tag: &str) -> (String, String) {
+    let secret = format!("ssh-private-key-{}-{tag}-do-not-leak", std::process::id());
+    let path = std::env::temp_dir().join(format!("sqltunnel-rogue-{}-{tag}", std::process::id()));
+    std::fs::write(&path, &secret).expect("write secret");
+    (path.to_str().expect("utf-8 path").to_owned(), secret)
+}
+
+fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut p = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, seq];
+    p.extend_from_slice(payload);
+    p
+}
+
+/// A HandshakeV10 offering mysql_native_password and local files.
+fn greeting() -> Vec<u8> {
+    let caps: u32 = 0x0001 | 0x0004 | 0x0008 | 0x0080 | 0x0200 | 0x2000 | 0x8000 | 0x0003_0000;
+    let caps = caps | 0x0008_0000;
+    let mut g = vec![10];
+    g.extend_from_slice(b"5.5.5-10.11.0-MariaDB-rogue\0");
+    g.extend_from_slice(&7u32.to_le_bytes());
+    g.extend_from_slice(b"abcdefgh\0");
+    g.extend_from_slice(&(caps as u16).to_le_bytes());
+    g.push(45);
+    g.extend_from_slice(&2u16.to_le_bytes());
+    g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    g.push(21);
+    g.extend_from_slice(&[0; 10]);
+    g.extend_from_slice(b"ijklmnopqrst\0");
+    g.extend_from_slice(b"mysql_native_password\0");
+    g
+}
+
+/// Reads one packet; `None` at the end of the connection.
+async fn read_packet(socket: &mut TcpStream, received: &Received) -> Option<Vec<u8>> {
+    let mut head = [0u8; 4];
+    socket.read_exact(&mut head).await.ok()?;
+    let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+    let mut payload = vec![0; len];
+    socket.read_exact(&mut payload).await.ok()?;
+    let mut all = received.lock().expect("lock");
+    all.extend_from_slice(&head);
+    all.extend_from_slice(&payload);
+    Some(payload)
+}
+
+/// One connection of the fake server: any login is accepted, `BAIT` is answered with a
+/// LOCAL INFILE request for `wanted`, anything else with OK.
+async fn serve_rogue(mut socket: TcpStream, wanted: String, received: Received) {
+    const OK: &[u8] = b"\x00\x00\x00\x02\x00\x00\x00";
+    if socket.write_all(&packet(0, &greeting())).await.is_err()
+        || read_packet(&mut socket, &received).await.is_none()
+        || socket.write_all(&packet(2, OK)).await.is_err()
+    {
+        return;
+    }
+    while let Some(command) = read_packet(&mut socket, &received).await {
+        let answer = match command.split_first() {
+            Some((0x01, _)) | None => return,
+            Some((0x03, text)) if text == BAIT => [b"\xfb", wanted.as_bytes()].concat(),
+            _ => OK.to_vec(),
+        };
+        if socket.write_all(&packet(1, &answer)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Starts the fake server; returns its port and what it receives.
+async fn rogue_server(wanted: &str) -> (u16, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let received = Received::default();
+    let (wanted, all) = (wanted.to_owned(), received.clone());
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(serve_rogue(socket, wanted.clone(), all.clone()));
+        }
+    });
+    (port, received)
+}
+
+fn leaked(received: &Received, secret: &str) -> bool {
+    let all = received.lock().expect("lock");
+    all.windows(secret.len()).any(|w| w == secret.as_bytes())
+}
+
+#[tokio::test]
+async fn a_rogue_upstream_reads_no_file_through_the_tunnel() {
+    within(90, async {
+        let (path, secret) = secret_file("rogue");
+        let (port, received) = rogue_server(&path).await;
+        let tunnel = Tunnel::start_custom(&e2e::transport_yaml(port), |url| {
+            e2e::sidecar_yaml(url, e2e::TOKEN)
+        })
+        .await;
+        let sidecar = tunnel.sidecar.port();
+        // The same clients straight at the fake server do send the file: the bait works.
+        mariadb_async(port, USER, PASSWORD, &["--local-infile=1", "-e", "SELECT 1"]).await;
+        assert!(leaked(&received, &secret), "the fake server does not bait the client");
+        received.lock().expect("lock").clear();
+
+        let run =
+            mariadb_async(sidecar, USER, PASSWORD, &["--local-infile=1", "-e", "SELECT 1"]).await;
+        // The connection is closed: whatever the client sent is in.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !leaked(&received, &secret),
+            "the mariadb CLI's file reached the fake server: {:?} {run:?}",
+            String::from_utf8_lossy(&received.lock().expect("lock"))
+        );
+        assert!(!run.success && run.stderr.contains("ERROR"), "{run:?}");
+        let port = sidecar.to_string();
+        let args = [port.as_str(), USER, PASSWORD, DATABASE, "infile", "SELECT 1"];
+        let out = clients::python("pymysql_queries.py", &args).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!leaked(&received, &secret), "PyMySQL's file reached the fake server");
+        assert!(out.contains("\"error\""), "{out}");
+        println!("mariadb: {}\npymysql: {out}", run.stderr.trim());
+        std::fs::remove_file(&path).expect("remove");
+    })
+    .await;
+}
+
+async fn row_count(table: &str) -> u64 {
+    let mut c = direct().await;
+    c.query_first(format!("SELECT COUNT(*) FROM {table}")).await.expect("count").expect("row")
+}
+
+#[tokio::test]
+async fn a_load_data_local_the_client_asked_for_still_works() {
+    within(90, async {
+        let tunnel = Tunnel::start().await;
+        let path = std::env::temp_dir().join(format!("sqltunnel-rogue-{}.csv", std::process::id()));
+        let rows: String = (0..300).map(|i| format!("{i},row {i}\n")).collect();
+        std::fs::write(&path, rows).expect("write csv");
+        let path = path.to_str().expect("utf-8 path").to_owned();
+        let mut c = direct().await;
+        for table in ["rogue_cli", "rogue_py"] {
+            c.query_drop(format!("DROP TABLE IF EXISTS {table}")).await.expect("drop");
+            let create = format!("CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(40))");
+            c.query_drop(create).await.expect("create");
+        }
+        let load = |table: &str| {
+            format!("LOAD DATA LOCAL INFILE '{path}' INTO TABLE {table} FIELDS TERMINATED BY ','")
+        };
+        // Among other results: rows whose first column is NULL before and after the load.
+        let sql = format!(
+            "SELECT NULL, 'a' UNION ALL SELECT NULL, 'b'; {}; SELECT NULL, ROW_COUNT()",
+            load("rogue_cli")
+        );
+        let port = tunnel.sidecar.port();
+        let run =
+            mariadb_async(port, USER, PASSWORD, &["--local-infile=1", "-N", "-e", &sql, DATABASE])
+                .await;
+        assert!(run.success, "{run:?}");
+        assert_eq!(run.stdout, "NULL\ta\nNULL\tb\nNULL\t300\n");
+        assert_eq!(row_count("rogue_cli").await, 300);
+        let port = port.to_string();
+        let load = load("rogue_py");
+        // PyMySQL does not commit: the rows are counted in its session.
+        let count = "SELECT NULL, COUNT(*) FROM rogue_py";
+        let args = [port.as_str(), USER, PASSWORD, DATABASE, "infile", &load, count];
+        let out = clients::python("pymysql_queries.py", &args).await;
+        assert!(!out.contains("\"error\""), "{out}");
+        assert!(out.contains("[[[\"None\", \"300\"]]]"), "{out}");
+        std::fs::remove_file(&path).expect("remove");
+    })
+    .await;
+}
