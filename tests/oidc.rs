@@ -213,3 +213,52 @@ async fn provider_tokens_log_in_by_name_and_each_bad_token_has_its_kind() {
     })
     .await;
 }
+
+/// A person revoked by name at a reload (`oidc.revoked`) loses their sessions and their
+/// still-valid tokens at once; the others carry on.
+#[tokio::test]
+async fn a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once() {
+    within(90, async {
+        let clients = clients();
+        let [alice, carol, ..] = &clients;
+        let provider = Provider::start("revoke", &clients);
+        let port = free_port();
+        let audit = std::env::temp_dir()
+            .join(format!("sqltunnel-oidc-revoke-{}.jsonl", std::process::id()));
+        let yaml = transport_yaml(port, &provider, &audit);
+        let transport = Proc::start("transport", &yaml, "oidc-revoke");
+        wait_port(port).await;
+        let (alice_port, carol_port) = (free_port(), free_port());
+        let alice_yaml =
+            sidecar_with_command(port, alice_port, &provider.token_command(alice, ES256), "main");
+        let carol_yaml = sidecar_with_command(
+            port,
+            carol_port,
+            &provider.token_command(carol, ES256),
+            "reporting",
+        );
+        let _alice_sidecar = Proc::start("sidecar", &alice_yaml, "revoke-alice");
+        let _carol_sidecar = Proc::start("sidecar", &carol_yaml, "revoke-carol");
+        wait_port(alice_port).await;
+        wait_port(carol_port).await;
+        let mut alice_conn = Conn::new(opts(alice_port, Some(DATABASE))).await.expect("alice");
+        let mut carol_conn = Conn::new(opts(carol_port, Some(DATABASE))).await.expect("carol");
+        alice_conn.query_drop("SELECT 1").await.expect("alice queries");
+        let token = provider.token(alice, ES256).await;
+        assert_eq!(ready(port, &token).await.0, 200, "alice's token works");
+
+        std::fs::write(&transport.config, format!("{yaml}  revoked: [alice@example.com]\n"))
+            .expect("rewrite config");
+        let reloaded = transport.log_count("configuration reloaded");
+        transport.signal("HUP");
+        transport.log_grows("configuration reloaded", reloaded).await;
+
+        refused_as(port, &token, "unauthorized").await;
+        let ended = alice_conn.query_drop("SELECT 1").await.expect_err("alice's session ended");
+        assert!(ended.to_string().contains("revoked"), "{ended}");
+        assert!(Conn::new(opts(alice_port, Some(DATABASE))).await.is_err(), "alice cannot log in");
+        carol_conn.query_drop("SELECT 1").await.expect("carol carries on");
+        drop(std::fs::remove_file(&audit));
+    })
+    .await;
+}

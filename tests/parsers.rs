@@ -14,7 +14,7 @@ use transport::relay::framing::{Expect, Framing, Shape};
 use transport::relay::handshake::{
     ClientLeg, Greeting, greeting_for_client, response_for_upstream,
 };
-use transport::relay::request::{commands_asked, ends_file};
+use transport::relay::request::{check_file_piece, commands_asked};
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(4000);
@@ -83,7 +83,12 @@ proptest! {
     fn transport_command_bodies(p in bytes_like(b"\x03\x00\x00\x00\x03DO 1\x01\x00\x00\x00\x0e")) {
         let answer = commands_asked(&p);
         std::hint::black_box(&answer);
-        std::hint::black_box(ends_file(&p));
+        // A file piece: accepted only when nothing follows its end.
+        for last in [false, true] {
+            if let Ok(seq) = check_file_piece(&p, p.get(3).copied().unwrap_or(0).wrapping_sub(1), last) {
+                prop_assert!(!last || p.ends_with(&[0, 0, 0, seq]));
+            }
+        }
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct OidcConfig {
     pub groups: BTreeMap<String, Vec<String>>,
     /// The upstreams any valid token of the issuer may reach.
     pub upstreams: Vec<String>,
+    /// People refused whatever their tokens say (the `identity_claim` values): at a reload,
+    /// their sessions end and their still-valid tokens stop working.
+    pub revoked: Vec<String>,
 }
 
 impl Default for OidcConfig {
@@ -98,6 +101,7 @@ impl Default for OidcConfig {
             groups_claim: "groups".into(),
             groups: BTreeMap::new(),
             upstreams: Vec::new(),
+            revoked: Vec::new(),
         }
     }
 }

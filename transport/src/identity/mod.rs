@@ -164,7 +164,7 @@ impl Identities {
             Origin::Oidc { issuer, groups } => self
                 .oidc
                 .as_ref()
-                .filter(|oidc| oidc.issuer() == &**issuer)
+                .filter(|oidc| oidc.issuer() == &**issuer && !oidc.is_revoked(&caller.name))
                 .is_some_and(|oidc| oidc.access(groups).allows(upstream)),
         }
     }

@@ -68,6 +68,11 @@ impl Oidc {
         &self.config.issuer
     }
 
+    /// True when `person` is on the `revoked` list.
+    pub fn is_revoked(&self, person: &str) -> bool {
+        self.config.revoked.iter().any(|r| r == person)
+    }
+
     /// What a member of `groups` may reach.
     pub fn access(&self, groups: &[String]) -> Access {
         let by_group = groups.iter().filter_map(|g| self.config.groups.get(g)).flatten();
@@ -173,6 +178,9 @@ impl Oidc {
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty() && !p.chars().any(char::is_control))
             .ok_or(Refusal::NoIdentity)?;
+        if self.is_revoked(person) {
+            return Err(Refusal::Revoked);
+        }
         // An address the person typed but never proved is not a name to trust.
         if self.config.identity_claim == "email"
             && claims.get("email_verified").and_then(Value::as_bool) == Some(false)

@@ -34,6 +34,8 @@ pub enum Refusal {
     NoIdentity,
     /// Its `email` is marked not verified (`email_verified: false`).
     Unverified,
+    /// The person it names is on `oidc.revoked`.
+    Revoked,
 }
 
 impl Refusal {
@@ -60,13 +62,14 @@ impl Refusal {
             Refusal::Unverified => {
                 "the bearer token's email is not verified (email_verified is false)"
             }
+            Refusal::Revoked => "the person this bearer token names has been revoked",
         }
     }
 
     /// Its kind in the JSON error.
     pub fn kind(self) -> ApiErrorKind {
         match self {
-            Refusal::Missing | Refusal::Unknown => ApiErrorKind::Unauthorized,
+            Refusal::Missing | Refusal::Unknown | Refusal::Revoked => ApiErrorKind::Unauthorized,
             Refusal::Malformed | Refusal::NoIdentity | Refusal::Unverified => {
                 ApiErrorKind::TokenMalformed
             }
@@ -85,6 +88,9 @@ impl Refusal {
     /// True when the caller may have been someone trying tokens (the refusal is slowed down);
     /// an expired or early token of the issuer is an honest mistake.
     pub fn is_suspicious(self) -> bool {
-        !matches!(self, Refusal::Expired | Refusal::NotYetValid | Refusal::KeysUnavailable)
+        !matches!(
+            self,
+            Refusal::Expired | Refusal::NotYetValid | Refusal::KeysUnavailable | Refusal::Revoked
+        )
     }
 }
