@@ -1,8 +1,15 @@
 //! Greetings prepared ahead: a relayed session opened before its client arrives, so that a new
 //! connection's critical path is one round trip to the transport (its login) instead of two.
-//! Each greeting is a fresh upstream connection's, with its own scramble, handed to exactly one
-//! client. One is prepared after each connection, one at a time; an unused one is closed after
-//! [`FRESH_FOR`] (a server waits only its `connect_timeout`, 10 s by default, for a login).
+//! Each greeting is a fresh upstream connection's, with its own scramble, answered by at most
+//! one client. One is prepared after each connection that sent a handshake response, one at a
+//! time; an unused one is closed after [`FRESH_FOR`] (a server waits only its
+//! `connect_timeout`, 10 s by default, for a login).
+//!
+//! A connection that leaves before its handshake response (a port check, a health probe, a
+//! browser's request) gives its greeting back, still fresh, for the next client: nobody answered
+//! that scramble, and the upstream saw nothing of it. Closing it instead would count as an
+//! aborted connect upstream each time (security review F9: `max_connect_errors` then blocks the
+//! transport's host); so port checks in a row cost one upstream connection per [`FRESH_FOR`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,10 +36,49 @@ pub struct Prepared {
     pub bucket: usize,
     /// The `Authorization` it was opened with (its later requests must carry it too).
     pub authorization: Credential,
+    /// The affinity key of `bucket`.
+    affinity: String,
     made: Instant,
     /// How long it stays usable: [`FRESH_FOR`], or less when the transport's session timeout
     /// is shorter.
     fresh_for: Duration,
+    /// A task closes it at its expiry if it is still kept then.
+    expiry_set: bool,
+}
+
+impl Prepared {
+    /// A relayed session opened just now (`session_timeout`: the transport's, if it said),
+    /// whose greeting is `greeting`.
+    pub fn new(
+        session: String,
+        greeting: Vec<Bytes>,
+        (bucket, affinity): (usize, String),
+        authorization: Credential,
+        session_timeout: Option<Duration>,
+    ) -> Self {
+        let fresh_for = session_timeout.map_or(FRESH_FOR, |t| FRESH_FOR.min(t / 2));
+        let made = Instant::now();
+        Self {
+            session,
+            greeting,
+            bucket,
+            authorization,
+            affinity,
+            made,
+            fresh_for,
+            expiry_set: false,
+        }
+    }
+
+    /// Still usable by a client.
+    fn is_fresh(&self) -> bool {
+        self.made.elapsed() < self.fresh_for
+    }
+
+    /// Closes its session on the transport.
+    async fn close(self, tunnel: &TunnelClient) {
+        tunnel.connection_as(&self.affinity, self.authorization).close_session(&self.session).await;
+    }
 }
 
 /// At most one prepared greeting, and whether one is being prepared.
@@ -47,8 +93,7 @@ pub struct Greetings {
 impl Greetings {
     /// A prepared greeting still fresh enough for a client, if there is one.
     pub fn take(&self) -> Option<Prepared> {
-        let prepared = self.lock().take()?;
-        (prepared.made.elapsed() < prepared.fresh_for).then_some(prepared)
+        self.lock().take().filter(Prepared::is_fresh)
     }
 
     /// A prepared greeting, waiting (up to [`FRESH_FOR`]) for one on its way: it costs no more
@@ -80,22 +125,53 @@ impl Greetings {
         }
         let greetings = self.clone();
         tokio::spawn(async move {
-            let prepared = open_session(&tunnel, &open, &affinity, bucket).await;
-            let ready = match prepared {
-                Ok(prepared) => {
-                    let kept = (prepared.session.clone(), prepared.fresh_for);
-                    *greetings.lock() = Some(prepared);
-                    Ok(kept)
-                }
-                Err(e) => Err(e),
-            };
+            match open_session(&tunnel, &open, affinity, bucket).await {
+                Ok(prepared) => greetings.keep(prepared, &tunnel),
+                Err(e) => debug!(error = %e, "cannot prepare a greeting"),
+            }
             greetings.preparing.store(false, Ordering::Release);
             greetings.prepared.notify_waiters();
-            let (session, fresh_for) = match ready {
-                Ok(kept) => kept,
-                Err(e) => return debug!(error = %e, "cannot prepare a greeting"),
-            };
-            tokio::time::sleep(fresh_for).await;
+        });
+    }
+
+    /// Takes back the greeting of a client that left before its handshake response, for the
+    /// next client while it is fresh; returns it when it is not (to be closed).
+    pub fn give_back(
+        self: &Arc<Self>,
+        prepared: Prepared,
+        tunnel: &TunnelClient,
+    ) -> Option<Prepared> {
+        if !prepared.is_fresh() {
+            return Some(prepared);
+        }
+        debug!("a client left before its login: its greeting is kept for the next one");
+        self.keep(prepared, tunnel);
+        None
+    }
+
+    /// Keeps `prepared` for the next client, and closes it when it expires unused. Of two, the
+    /// older is closed at once.
+    fn keep(self: &Arc<Self>, mut prepared: Prepared, tunnel: &TunnelClient) {
+        let expiry = prepared.made + prepared.fresh_for;
+        let set_expiry = !std::mem::replace(&mut prepared.expiry_set, true);
+        let session = prepared.session.clone();
+        let displaced = {
+            let mut slot = self.lock();
+            match slot.as_ref() {
+                Some(kept) if kept.made >= prepared.made => Some(prepared),
+                _ => slot.replace(prepared),
+            }
+        };
+        if let Some(displaced) = displaced {
+            let tunnel = tunnel.clone();
+            tokio::spawn(async move { displaced.close(&tunnel).await });
+        }
+        if !set_expiry {
+            return;
+        }
+        let (greetings, tunnel) = (self.clone(), tunnel.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep_until(expiry.into()).await;
             let stale = {
                 let mut slot = greetings.lock();
                 match slot.as_ref() {
@@ -104,8 +180,7 @@ impl Greetings {
                 }
             };
             if let Some(stale) = stale {
-                let mut conn = tunnel.connection_as(&affinity, stale.authorization.clone());
-                conn.close_session(&stale.session).await;
+                stale.close(&tunnel).await;
             }
         });
     }
@@ -119,16 +194,95 @@ impl Greetings {
 async fn open_session(
     tunnel: &TunnelClient,
     open: &OpenRelay,
-    affinity: &str,
+    affinity: String,
     bucket: usize,
 ) -> Result<Prepared, Error> {
-    let mut conn = tunnel.connection(affinity);
+    let mut conn = tunnel.connection(&affinity);
     let (session, timeout, mut frames) = conn.open_relay(open).await?;
-    let fresh_for = timeout.map_or(FRESH_FOR, |t| FRESH_FOR.min(t / 2));
     let (greeting, end) = frames.payloads().await?;
     if end != Some(TurnEnd::AwaitAuth) || session.is_empty() {
         return Err(Error::StreamBroken(crate::error::Broken::UpstreamRefused));
     }
-    let authorization = conn.authorization();
-    Ok(Prepared { session, greeting, bucket, authorization, made: Instant::now(), fresh_for })
+    Ok(Prepared::new(session, greeting, (bucket, affinity), conn.authorization(), timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use common::config::parse_yaml;
+    use prometheus_client::metrics::counter::Counter;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    /// A client of a fake transport that reports the path of each `DELETE` (a session closed).
+    async fn transport() -> (TunnelClient, mpsc::UnboundedReceiver<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let (closed, closes) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let closed = closed.clone();
+                tokio::spawn(async move {
+                    let mut socket = BufReader::new(socket);
+                    let mut line = String::new();
+                    drop(socket.read_line(&mut line).await);
+                    if let Some(path) = line.strip_prefix("DELETE ") {
+                        drop(closed.send(path.split(' ').next().unwrap_or_default().to_owned()));
+                    }
+                    drop(socket.get_mut().write_all(b"HTTP/1.1 404 Not Found\r\n\r\n").await);
+                });
+            }
+        });
+        let yaml = format!("listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: t0ken-t0ken\n");
+        let config: crate::SidecarConfig = parse_yaml(&yaml).expect("config");
+        (TunnelClient::new(&config.transport, Counter::default()).expect("client"), closes)
+    }
+
+    fn greeting(session: &str, tunnel: &TunnelClient, session_timeout: Duration) -> Prepared {
+        let (id, auth) = (session.to_owned(), tunnel.authorization());
+        Prepared::new(
+            id,
+            vec![Bytes::from_static(b"\x0a")],
+            (0, "a".into()),
+            auth,
+            Some(session_timeout),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_greeting_given_back_fresh_goes_to_the_next_client() {
+        let (tunnel, mut closes) = transport().await;
+        let greetings = Arc::new(Greetings::default());
+        let fresh = greeting("s1", &tunnel, Duration::from_secs(60));
+        assert!(greetings.give_back(fresh, &tunnel).is_none());
+        // Given back again and again by port checks: still the one greeting.
+        for _ in 0..3 {
+            let taken = greetings.take().expect("kept for the next client");
+            assert_eq!(taken.session, "s1");
+            assert!(greetings.give_back(taken, &tunnel).is_none());
+        }
+        // A stale one is not kept: the caller closes it.
+        let stale = greeting("s2", &tunnel, Duration::ZERO);
+        assert_eq!(greetings.give_back(stale, &tunnel).map(|p| p.session).as_deref(), Some("s2"));
+        assert_eq!(greetings.take().map(|p| p.session).as_deref(), Some("s1"));
+        assert!(closes.try_recv().is_err(), "nothing closed");
+    }
+
+    #[tokio::test]
+    async fn of_two_greetings_the_older_is_closed_and_a_kept_one_at_its_expiry() {
+        let (tunnel, mut closes) = transport().await;
+        let greetings = Arc::new(Greetings::default());
+        let older = greeting("old", &tunnel, Duration::from_secs(60));
+        let newer = greeting("new", &tunnel, Duration::from_millis(400));
+        greetings.keep(newer, &tunnel);
+        assert!(greetings.give_back(older, &tunnel).is_none());
+        let closed = tokio::time::timeout(Duration::from_secs(5), closes.recv()).await;
+        assert!(closed.expect("closed").expect("a path").ends_with("/old"));
+        // The newer one (fresh for 200 ms) is closed once it expires, unused.
+        let closed = tokio::time::timeout(Duration::from_secs(5), closes.recv()).await;
+        assert!(closed.expect("closed").expect("a path").ends_with("/new"));
+        assert!(greetings.take().is_none());
+    }
 }

@@ -11,6 +11,7 @@ use super::answers::write_login_packets;
 use super::users::{Answer, Authenticator};
 use super::{ClientInfo, Connection};
 use crate::Error;
+use crate::greetings::Prepared;
 use crate::protocol::{ClientHello, greeting_capabilities, greeting_scramble, parse_client_hello};
 use crate::tunnel::RelayStep;
 
@@ -33,6 +34,10 @@ impl Connection {
             packet = by(deadline, self.io.read_expected("client hung up after TLS")).await?;
         }
         let hello = parse_client_hello(&packet)?;
+        // Its greeting is answered: the next client's is prepared now (not for a client that
+        // left before this point: it gives its greeting back).
+        self.unanswered = None;
+        self.shared.prepare_next_greeting(self.bucket);
         // A client that frames what follows in a way it was not offered (mysql-connector-python
         // sets CLIENT_COMPRESS whatever the greeting says) would wait for good: it is told now.
         let offered = greeting.first().and_then(|g| greeting_capabilities(g)).unwrap_or(0);
@@ -82,12 +87,11 @@ impl Connection {
 
     /// Sends the greeting of a new relayed session: one prepared ahead if there is one (then
     /// the login is this connection's only round trip to the transport), else asked for now.
-    /// Prepares the next one either way. `None` when the upstream refused at once.
+    /// It stays [`Connection::unanswered`] until the handshake response comes. `None` when the
+    /// upstream refused at once.
     async fn greet(&mut self) -> Result<Option<(String, Vec<Bytes>)>, Error> {
-        // The next one is prepared once this one is secured: never in its way (session limits).
         let prepared = self.shared.greetings.take_or_wait().await;
         if let Some(prepared) = prepared {
-            self.shared.prepare_next_greeting(prepared.bucket);
             // Its requests go where it was opened (a hashing proxy keeps it on one transport).
             self.bucket = prepared.bucket;
             let affinity = self.shared.affinity(prepared.bucket);
@@ -96,17 +100,23 @@ impl Connection {
             for payload in &prepared.greeting {
                 self.io.queue_packet(payload);
             }
+            let greeted = (prepared.session.clone(), prepared.greeting.clone());
+            self.unanswered = Some(prepared);
             self.io.flush().await?;
             self.greeted = true;
-            return Ok(Some((prepared.session, prepared.greeting)));
+            return Ok(Some(greeted));
         }
-        let (session, _, mut frames) = self.tunnel.open_relay(&self.shared.open_relay()).await?;
+        let (session, timeout, mut frames) =
+            self.tunnel.open_relay(&self.shared.open_relay()).await?;
         let (end, greeting) = write_login_packets(&mut self.io, &mut frames).await?;
         self.greeted = true;
-        self.shared.prepare_next_greeting(self.bucket);
         if end != TurnEnd::AwaitAuth || session.is_empty() {
             return Ok(None);
         }
+        let affinity = (self.bucket, self.shared.affinity(self.bucket).to_owned());
+        let (id, payloads) = (session.clone(), greeting.clone());
+        let authorization = self.tunnel.authorization();
+        self.unanswered = Some(Prepared::new(id, payloads, affinity, authorization, timeout));
         Ok(Some((session, greeting)))
     }
 

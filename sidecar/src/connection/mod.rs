@@ -20,6 +20,7 @@ use common::wire::{SessionEnd, session_label};
 use tracing::{Instrument, debug, info, warn};
 
 use crate::Error;
+use crate::greetings::Prepared;
 use crate::protocol::PacketIo;
 use crate::shared::Shared;
 use crate::tunnel::TunnelConn;
@@ -45,6 +46,9 @@ pub struct Connection {
     client: ClientInfo,
     /// The session being logged in, closed if the login does not complete.
     opening: Option<String>,
+    /// Its greeting, until the client's handshake response: given back for the next client
+    /// if this one leaves before (see `greetings.rs`).
+    unanswered: Option<Prepared>,
     /// The client has been sent a greeting.
     greeted: bool,
     /// The user name the client logs in with, once it said (for logs; never a password).
@@ -56,7 +60,8 @@ impl Connection {
     pub fn new(io: PacketIo, shared: Arc<Shared>, bucket: usize) -> Self {
         let tunnel = shared.tunnel.connection(shared.affinity(bucket));
         let client = ClientInfo::default();
-        Self { io, tunnel, shared, bucket, client, opening: None, greeted: false, user: None }
+        let (opening, unanswered) = (None, None);
+        Self { io, tunnel, shared, bucket, client, opening, unanswered, greeted: false, user: None }
     }
 
     /// Serves the connection until the client or the upstream hangs up. Its login runs in
@@ -86,10 +91,14 @@ impl Connection {
             login = self.log_in(deadline) => login,
             () = cut.cancelled() => Err(Error::ShuttingDown),
         };
-        if let Some(session) = self.opening.take()
-            && !matches!(login, Ok(Some(_)))
-        {
-            self.tunnel.close_session(&session).await;
+        if !matches!(login, Ok(Some(_))) {
+            if let Some(greeting) = self.unanswered.take() {
+                self.opening = None;
+                self.leave_greeting(greeting).await;
+            }
+            if let Some(session) = self.opening.take() {
+                self.tunnel.close_session(&session).await;
+            }
         }
         let session = match login {
             Ok(Some(session)) => session,
@@ -111,6 +120,19 @@ impl Connection {
         }
         self.io.set_max_packet(max_packet);
         Some(session)
+    }
+
+    /// Gives the greeting of a client that left before its handshake response back for the
+    /// next client (nobody answered its scramble), or closes it when stale or shutting down.
+    async fn leave_greeting(&mut self, greeting: Prepared) {
+        let stale = if self.shared.draining.is_cancelled() {
+            Some(greeting)
+        } else {
+            self.shared.greetings.give_back(greeting, &self.shared.tunnel)
+        };
+        if let Some(stale) = stale {
+            self.tunnel.close_session(&stale.session).await;
+        }
     }
 
     /// Relays the commands of the logged-in `session` until either side hangs up.
