@@ -50,6 +50,10 @@ pub struct SidecarConfig {
     pub shutdown_grace: Duration,
     /// Logging.
     pub log: LogConfig,
+    /// The file it was loaded from, if any (not a setting: for the warning about who may read
+    /// the secrets in it, `exposure.rs`).
+    #[serde(skip)]
+    pub loaded_from: Option<std::path::PathBuf>,
 }
 
 impl Default for SidecarConfig {
@@ -69,6 +73,7 @@ impl Default for SidecarConfig {
             metrics_listen: None,
             shutdown_grace: Duration::from_secs(10),
             log: LogConfig::default(),
+            loaded_from: None,
         }
     }
 }
@@ -201,6 +206,7 @@ impl SidecarConfig {
     /// Loads, resolves secrets and validates a config file.
     pub fn load(path: &Path) -> Result<Self, Error> {
         let mut config: Self = load_yaml(path)?;
+        config.loaded_from = Some(path.to_owned());
         config.resolve_secrets()?;
         config.validate()?;
         Ok(config)
@@ -306,6 +312,12 @@ impl SidecarConfig {
             if self.users[..i].iter().any(|o| o.name == u.name) {
                 return invalid(format!("users[{i}]: duplicate name {:?}", u.name));
             }
+            if u.password.expose().is_empty() {
+                return invalid(format!(
+                    "users[{i}] ({:?}): `password` is empty, so any program on this machine could log in as it: set a password",
+                    u.name
+                ));
+            }
         }
         if self.client_tls.enabled && self.client_tls.cert_file.is_some() {
             self.client_tls.acceptor()?;
@@ -348,45 +360,5 @@ impl SidecarConfig {
 common::service_config!(SidecarConfig);
 
 #[cfg(test)]
-mod tests {
-    use common::config::parse_yaml;
-
-    use super::*;
-
-    const MINIMAL: &str = "listen: 127.0.0.1:3306\ntransport:\n  url: http://127.0.0.1:8080/\n  token: change-me\nusers:\n  - name: app\n    password: app-pw\n    upstream: main\n";
-
-    #[test]
-    fn minimal_config_parses() {
-        let c: SidecarConfig = parse_yaml(MINIMAL).expect("parses");
-        assert!(c.validate().is_ok());
-        let u = c.user("app").expect("user");
-        assert_eq!(u.upstream_user(), "app");
-        assert_eq!(u.upstream_password().expose(), "app-pw");
-        assert_eq!(c.heartbeat_interval, Duration::from_secs(5));
-    }
-
-    #[test]
-    fn auth_mode_defaults_follow_users() {
-        let c: SidecarConfig = parse_yaml(MINIMAL).expect("parses");
-        assert!(!c.passthrough());
-        let without_users = MINIMAL.split("users:").next().unwrap_or_default();
-        let c: SidecarConfig = parse_yaml(without_users).expect("parses");
-        assert!(c.passthrough() && c.validate().is_ok());
-        let c: SidecarConfig =
-            parse_yaml(&format!("{without_users}auth:\n  mode: users\n")).expect("parses");
-        assert!(c.validate().is_err());
-        let both = format!("{MINIMAL}auth:\n  mode: passthrough\n  upstream: other\n");
-        let c: SidecarConfig = parse_yaml(&both).expect("parses");
-        assert!(c.passthrough());
-        assert_eq!(c.passthrough_upstream(), "other");
-        assert_eq!(c.default_upstream(), "main");
-    }
-
-    #[test]
-    fn unknown_nested_key_is_named() {
-        let err = parse_yaml::<SidecarConfig>(&MINIMAL.replace("  token:", "  tokn:"))
-            .err()
-            .unwrap_or_default();
-        assert!(err.contains("tokn"), "{err}");
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -5,7 +5,7 @@
 //! packets the sidecar writes itself) → `http` (its own HTTP/1.1 client) → `tunnel` (the
 //! transport's API) → `live`, `greetings`, `client_tls` → `shared` → `connection` (one
 //! client connection: login, commands, answers, `users` entries) → `heartbeat`, `server`; `check` (the `sidecar check` command) and `service` (`sidecar service`,
-//! a Windows service) beside them.
+//! a Windows service) beside them; `exposure` (what a configuration leaves exposed, for both).
 
 #[cfg(feature = "calibrate")]
 pub mod calibrate;
@@ -14,6 +14,7 @@ pub mod client_tls;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod exposure;
 pub mod greetings;
 pub mod heartbeat;
 pub mod http;

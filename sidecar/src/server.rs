@@ -75,6 +75,9 @@ pub async fn run_with_reloads(
         tokio::spawn(crate::metrics::serve(listener, shared.metrics.clone(), stop.clone()));
     }
     info!(addr = %listener.local_addr()?, transport = %shared.tunnel.url(), "sidecar listening");
+    for exposed in crate::exposure::exposures(&shared.config) {
+        warn!("{exposed}");
+    }
     let shards = common::shards::Shards::start(shared.config.worker_threads)?;
     let accepted = AtomicUsize::new(0);
     let clients = Arc::new(Semaphore::new(shared.config.max_clients));

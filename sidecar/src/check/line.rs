@@ -19,7 +19,7 @@ pub struct Line {
     /// How it went.
     pub outcome: Outcome,
     /// The step: `dns`, `connect`, `proxy`, `tls`, `certificate`, `transport`, `path`,
-    /// `token`, `round trip`, `stream`, `upstream`, `body limit`.
+    /// `token`, `round trip`, `stream`, `upstream`, `body limit`, `exposure`.
     pub step: &'static str,
     /// What was found, and for a failure the fix.
     pub text: String,

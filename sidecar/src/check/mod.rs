@@ -1,4 +1,5 @@
-//! `sidecar check`: walks to the transport step by step (DNS, TCP or the proxy, TLS, the API,
+//! `sidecar check`: names what the configuration leaves exposed (`exposure.rs`, a `warn` line
+//! each), then walks to the transport step by step (DNS, TCP or the proxy, TLS, the API,
 //! the round trip, the token, the carrier the path allows, the upstreams, a proxy's body limit) and prints one line per
 //! step; a step that fails says what to fix, and the walk stops where it cannot go on.
 //! Layers: `line` (a report line) → `way` (reaching the transport), `api` (what it answers).
@@ -48,6 +49,9 @@ pub async fn check(config: &SidecarConfig, mut show: impl FnMut(&Line)) -> Vec<L
         lines.push(line);
         go_on
     };
+    for exposed in crate::exposure::exposures(config) {
+        note(line::warn("exposure", exposed.to_string()));
+    }
     let tunnel = match TunnelClient::new(&config.transport, Counter::default()) {
         Ok(tunnel) => tunnel,
         Err(e) => {

@@ -207,7 +207,7 @@ impl TunnelClient {
 }
 
 /// True for `localhost` and loopback addresses: the transport is on this machine.
-fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }

@@ -28,6 +28,7 @@ pub use credential::{Credential, TokenCommand};
 
 pub use carrier::refuses_streams;
 use endpoint::Endpoint;
+pub(crate) use endpoint::is_loopback;
 pub use endpoint::{Target, TunnelClient};
 
 /// Largest error or control body read from the transport.
