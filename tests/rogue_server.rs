@@ -1,7 +1,8 @@
 //! The rogue-server file read (security review F5): an upstream that answers `SELECT 1` with a
 //! LOCAL INFILE request for a secret file gets nothing of it, through the real transport and
 //! sidecar, from the `mariadb` CLI (`--local-infile=1`) or PyMySQL (`local_infile=True`): each
-//! client gets an error instead. A LOAD DATA LOCAL INFILE the client asked for still works,
+//! client gets an error instead. So does a rogue transport (compromised, or a man in the
+//! middle of plain `http://`), which only the sidecar's own check stops. A LOAD DATA LOCAL INFILE the client asked for still works,
 //! against the real MariaDB, alone and among other results (rows whose first column is NULL
 //! start with 0xFB too).
 
@@ -108,6 +109,24 @@ fn leaked(received: &Received, secret: &str) -> bool {
     all.windows(secret.len()).any(|w| w == secret.as_bytes())
 }
 
+/// Runs the `mariadb` CLI and PyMySQL, each with local files enabled, through the sidecar at
+/// `sidecar` on the bait; asserts neither sends the secret to where `received` records and
+/// each gets an error; returns their errors.
+async fn assert_refused(sidecar: u16, received: &Received, secret: &str) -> (String, String) {
+    let run = mariadb_async(sidecar, USER, PASSWORD, &["--local-infile=1", "-e", "SELECT 1"]).await;
+    // The connection is closed: whatever the client sent is in.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!leaked(received, secret), "the mariadb CLI's file got through: {run:?}");
+    assert!(!run.success && run.stderr.contains("ERROR"), "{run:?}");
+    let port = sidecar.to_string();
+    let args = [port.as_str(), USER, PASSWORD, DATABASE, "infile", "SELECT 1"];
+    let out = clients::python("pymysql_queries.py", &args).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!leaked(received, secret), "PyMySQL's file got through: {out}");
+    assert!(out.contains("\"error\""), "{out}");
+    (run.stderr, out)
+}
+
 #[tokio::test]
 async fn a_rogue_upstream_reads_no_file_through_the_tunnel() {
     within(90, async {
@@ -117,32 +136,150 @@ async fn a_rogue_upstream_reads_no_file_through_the_tunnel() {
             e2e::sidecar_yaml(url, e2e::TOKEN)
         })
         .await;
-        let sidecar = tunnel.sidecar.port();
         // The same clients straight at the fake server do send the file: the bait works.
         mariadb_async(port, USER, PASSWORD, &["--local-infile=1", "-e", "SELECT 1"]).await;
         assert!(leaked(&received, &secret), "the fake server does not bait the client");
         received.lock().expect("lock").clear();
-
-        let run =
-            mariadb_async(sidecar, USER, PASSWORD, &["--local-infile=1", "-e", "SELECT 1"]).await;
-        // The connection is closed: whatever the client sent is in.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !leaked(&received, &secret),
-            "the mariadb CLI's file reached the fake server: {:?} {run:?}",
-            String::from_utf8_lossy(&received.lock().expect("lock"))
-        );
-        assert!(!run.success && run.stderr.contains("ERROR"), "{run:?}");
-        let port = sidecar.to_string();
-        let args = [port.as_str(), USER, PASSWORD, DATABASE, "infile", "SELECT 1"];
-        let out = clients::python("pymysql_queries.py", &args).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!leaked(&received, &secret), "PyMySQL's file reached the fake server");
-        assert!(out.contains("\"error\""), "{out}");
-        println!("mariadb: {}\npymysql: {out}", run.stderr.trim());
+        // The transport refuses the request, or the sidecar does.
+        let (cli, py) = assert_refused(tunnel.sidecar.port(), &received, &secret).await;
+        println!("mariadb: {}\npymysql: {py}", cli.trim());
         std::fs::remove_file(&path).expect("remove");
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_rogue_transport_reads_no_file_through_the_sidecar() {
+    within(90, async {
+        let (path, secret) = secret_file("transport");
+        let (url, received) = rogue_transport(&path).await;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        // Requests, not a WebSocket stream: the fake speaks only those.
+        let yaml = e2e::sidecar_yaml(&url, e2e::TOKEN)
+            .replace("  connect_timeout: 2s\n", "  connect_timeout: 2s\n  stream: off\n");
+        let sidecar = Tunnel::start_sidecar(&yaml, shutdown.clone()).await;
+        let (cli, py) = assert_refused(sidecar.port(), &received, &secret).await;
+        // The sidecar's own refusal, naming the file; the session dropped, not quit.
+        let refusal = format!("ERROR 1148 (42000) at line 1: LOAD DATA LOCAL INFILE request refused by the sqltunnel sidecar: the server asked for the local file '{path}'");
+        assert!(cli.contains(&refusal), "{cli}");
+        assert!(py.contains("[1148, \"LOAD DATA LOCAL INFILE request refused"), "{py}");
+        let requests = String::from_utf8_lossy(&received.lock().expect("lock")).into_owned();
+        assert!(!requests.contains("/infile"), "{requests}");
+        assert_eq!(requests.matches("?end=hangup").count(), 2, "{requests}");
+        shutdown.cancel();
+        std::fs::remove_file(&path).expect("remove");
+    })
+    .await;
+}
+
+/// A fake transport, as a compromised one or a man in the middle of plain `http://` would be:
+/// it greets with [`greeting`], accepts any login, and answers [`BAIT`] with a LOCAL INFILE
+/// request for `wanted`. Returns its URL and every request it received, bodies included.
+async fn rogue_transport(wanted: &str) -> (String, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let received = Received::default();
+    let (wanted, all) = (wanted.to_owned(), received.clone());
+    tokio::spawn(async move {
+        let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        while let Ok((socket, _)) = listener.accept().await {
+            let (wanted, all, sessions) = (wanted.clone(), all.clone(), sessions.clone());
+            tokio::spawn(async move {
+                let mut socket = tokio::io::BufReader::new(socket);
+                while let Some((head, body)) = read_request(&mut socket).await {
+                    all.lock()
+                        .expect("lock")
+                        .extend_from_slice(&[head.as_bytes(), &body[..]].concat());
+                    let answer = fake_answer(&head, &body, &wanted, &sessions).await;
+                    if socket.get_mut().write_all(&answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, received)
+}
+
+/// One HTTP/1.1 request: its head and its body (Content-Length or chunked).
+async fn read_request(socket: &mut tokio::io::BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
+    use tokio::io::AsyncBufReadExt;
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if socket.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let lower = head.to_ascii_lowercase();
+    let mut body = Vec::new();
+    if let Some(len) = lower.split("content-length:").nth(1) {
+        let len: usize = len.lines().next()?.trim().parse().ok()?;
+        body.resize(len, 0);
+        socket.read_exact(&mut body).await.ok()?;
+    } else if lower.contains("transfer-encoding: chunked") {
+        loop {
+            let mut size = String::new();
+            socket.read_line(&mut size).await.ok()?;
+            let size = usize::from_str_radix(size.trim(), 16).ok()?;
+            let mut chunk = vec![0; size + 2];
+            socket.read_exact(&mut chunk).await.ok()?;
+            body.extend_from_slice(&chunk[..size]);
+            if size == 0 {
+                break;
+            }
+        }
+    }
+    Some((head, body))
+}
+
+/// The fake transport's answer to a request.
+async fn fake_answer(
+    head: &str,
+    body: &[u8],
+    wanted: &str,
+    sessions: &std::sync::atomic::AtomicUsize,
+) -> Vec<u8> {
+    use common::wire::{TurnEnd, encode_packets, encode_turn};
+    let frames = |packets: Vec<u8>, end: TurnEnd| {
+        let mut out = bytes::BytesMut::new();
+        encode_packets(&mut out, &packets);
+        encode_turn(&mut out, end);
+        out.to_vec()
+    };
+    let ok = packet(2, b"\x00\x00\x00\x02\x00\x00\x00");
+    let request = head.lines().next().unwrap_or_default();
+    let (session, frames) = if request.starts_with("POST /v1/relay ") {
+        let n = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (format!("fake{n}"), frames(packet(0, &greeting()), TurnEnd::AwaitAuth))
+    } else if request.contains("/login ") {
+        (String::new(), frames(ok, TurnEnd::Done))
+    } else if request.contains("/command ") && body.ends_with(BAIT) {
+        let asking = packet(1, &[b"\xfb", wanted.as_bytes()].concat());
+        (String::new(), frames(asking, TurnEnd::AwaitFile))
+    } else if request.contains("/command ") || request.contains("/infile ") {
+        (String::new(), frames(packet(1, &ok[4..]), TurnEnd::Done))
+    } else if request.starts_with("POST /v1/keepalive ") {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let json = b"{\"gone\":[]}";
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            json.len()
+        );
+        return [head.as_bytes(), json].concat();
+    } else {
+        return b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n".to_vec();
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\nx-tunnel-session: {session}\r\ncontent-length: {}\r\n\r\n",
+        common::wire::FRAMES_CONTENT_TYPE,
+        frames.len()
+    );
+    [head.as_bytes(), &frames].concat()
 }
 
 async fn row_count(table: &str) -> u64 {
