@@ -25,7 +25,12 @@
 # over QUERIES (default 3,000) on one thread: exact where the sampled CPU time is noisy; then,
 # with a dump before each recv, send and epoll_wait, how many of them fall between a wake-up,
 # a read and the write it causes (the critical path at one thread) and after the write.
+# `--attack [ROUNDS] [SECONDS] [REQUESTS]` runs the door's long pass instead: the attack bench
+# (tests/benches/attack.rs: a sidecar's logins and queries with no attack and under a tokenless
+# flood, token guessing, trickled bodies and silent connections, interleaved, with ratios to no
+# attack) and the seeded door fuzzer with REQUESTS requests (default 5,000; tests/door_fuzz.rs).
 # Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS] |
+#        scripts/bench.sh --attack [ROUNDS] [SECONDS] [REQUESTS] |
 #        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED] |
 #        scripts/bench.sh --instructions [QUERIES]
 set -euo pipefail
@@ -41,6 +46,20 @@ if [[ "${1:-}" == "--wan" ]]; then
     start_mariadb "$WORK/mariadb" "$db_port"
     mkdir -p "$WORK/tmp"
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
+    exit 0
+fi
+
+if [[ "${1:-}" == "--attack" ]]; then
+    ensure_packages mariadb-server mariadb-client
+    cargo build --release --locked -p transport -p sidecar
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-attack.XXXXXX")
+    trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+    db_port=$(free_port)
+    start_mariadb "$WORK/mariadb" "$db_port"
+    mkdir -p "$WORK/tmp"
+    export TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port
+    cargo bench -p e2e --bench attack --locked -- "${2:-3}" "${3:-8}"
+    SQLTUNNEL_DOOR_REQUESTS=${4:-5000} cargo test --release -p e2e --test door_fuzz --locked -- --nocapture
     exit 0
 fi
 

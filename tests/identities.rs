@@ -14,7 +14,7 @@ use serde_json::Value;
 
 const ALICE: &str = "alice-T0ken-5Rq8Zm2Xv7Lw4Np9";
 const BOB: &str = "bob-T0ken-3Hk6Yt1Gf8Sd5Ja2Qe";
-const CAROL: &str = "carol-token-0123456789";
+const CAROL: &str = "carol-T0ken-6Ty1Ur8Ie3Wq5Zm7Nb";
 
 /// The SHA-256 of `token`, as `transport hash-token` prints it.
 fn hash_token(token: &str) -> String {

@@ -259,7 +259,10 @@ async fn a_mariadb_ed25519_user_logs_in_through_passthrough() {
 async fn a_burst_of_passthrough_logins_all_succeed_while_another_session_works() {
     within(120, async {
         let user = create_user("pt_burst", PASSWORD).await;
-        let tunnel = Tunnel::start_passthrough("").await;
+        // One identity with a hundred sessions and more: past the default share.
+        let transport =
+            format!("{}max_sessions_per_token: 200\n", e2e::transport_yaml(mysql_port()));
+        let tunnel = Tunnel::start_passthrough_on(&transport, "").await;
         let port = tunnel.sidecar.port();
         let mut busy =
             Conn::new(opts_as(port, &user, PASSWORD, Some(DATABASE))).await.expect("login");

@@ -7,8 +7,8 @@ use e2e::{DATABASE, mysql_port, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
-const OLD: &str = "old-token-0123456789";
-const NEW: &str = "new-token-0123456789";
+const OLD: &str = "old-T0ken-2Wx9Cv4Bn7Mq1Lz6Kp";
+const NEW: &str = "new-T0ken-8Fj3Hd5Gs2Ka9Pl4Ox";
 
 /// Rewrites `proc`'s config file with `yaml`, sends it SIGHUP, and waits until it says the
 /// configuration was reloaded, or the reload refused.

@@ -206,3 +206,11 @@ fn framed(seq: u8, payload: &[u8]) -> Vec<u8> {
     p.extend_from_slice(payload);
     p
 }
+
+/// A connection to the transport at `port` from 127.0.0.2, an attacker's address: not the
+/// legitimate client's (127.0.0.1), as on a real network.
+pub async fn attacker_connect(port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(([127, 0, 0, 2], 0).into())?;
+    socket.connect(([127, 0, 0, 1], port).into()).await
+}

@@ -141,7 +141,12 @@ impl Tunnel {
     /// Starts both halves with a sidecar in passthrough mode (no `users`, client TLS offered with
     /// a generated certificate) plus `extra` sidecar YAML.
     pub async fn start_passthrough(extra: &str) -> Tunnel {
-        Self::start_custom(&transport_yaml(mysql_port()), |url| {
+        Self::start_passthrough_on(&transport_yaml(mysql_port()), extra).await
+    }
+
+    /// [`Self::start_passthrough`] with a transport of `transport_yaml`.
+    pub async fn start_passthrough_on(transport_yaml: &str, extra: &str) -> Tunnel {
+        Self::start_custom(transport_yaml, |url| {
             format!(
                 "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {TOKEN}\nclient_tls:\n  enabled: true\n{extra}"
             )

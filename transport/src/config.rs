@@ -81,7 +81,8 @@ pub struct TransportConfig {
     pub max_sessions_logging_in_per_token: usize,
     /// Most WebSocket streams of one identity at once.
     pub max_streams_per_token: usize,
-    /// Most upstream connects of one identity in flight at once.
+    /// Most upstream connects of one identity in flight at once; more wait (up to
+    /// `connect_timeout`) for one of theirs to end.
     pub max_opening_per_token: usize,
     /// One identity's share of `max_inflight_bytes` (at least `max_request_bytes`).
     pub max_inflight_bytes_per_token: usize,
@@ -137,9 +138,9 @@ impl Default for TransportConfig {
             max_inflight_bytes: 256 << 20,
             max_sessions: 1000,
             max_sessions_per_token: 100,
-            max_sessions_logging_in_per_token: 16,
+            max_sessions_logging_in_per_token: 128,
             max_streams_per_token: 64,
-            max_opening_per_token: 8,
+            max_opening_per_token: 32,
             max_inflight_bytes_per_token: 128 << 20,
             max_connections_per_client: 256,
             tls: None,

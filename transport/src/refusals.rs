@@ -133,7 +133,7 @@ impl Refusals {
         strikes.unlogged += 1;
         if strikes.logged.is_none_or(|at| now.duration_since(at) >= LOG_EVERY) {
             warn!(
-                %client,
+                peer = %client,
                 refused = strikes.unlogged,
                 in_a_row = strikes.count,
                 "refused requests with a wrong or missing token"

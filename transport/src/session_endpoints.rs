@@ -28,7 +28,6 @@ use crate::reply::{Reply, frames, millis, no_content};
 use crate::request_body::{Budget, MAX_CONTROL_BODY, Room, read_body, read_body_within};
 use crate::resume::StepRequest;
 use crate::session::Session;
-use crate::shares::Share;
 use crate::state::AppState;
 use crate::steps::{begin, remember, resume, step_request};
 use crate::{command_log, idle_watch, session_login};
@@ -53,8 +52,8 @@ pub async fn open(
         info!(%identity, %upstream, "session refused: the identity may not reach the upstream");
         return Err(Error::UpstreamForbidden { upstream, identity });
     }
-    let limits = state.session_limits(caller)?;
-    let opening = state.take_share(caller, Share::Opening, 1)?;
+    let limits = state.session_limits_within(caller).await?;
+    let opening = state.take_opening(caller).await?;
     let tls = state.upstream_tls(upstream)?;
     let timeout = config.connect_timeout;
     let started = Instant::now();

@@ -39,6 +39,8 @@ impl Share {
 #[derive(Debug, Default)]
 pub struct Shares {
     held: Mutex<HashMap<IdentityId, [usize; 3]>>,
+    /// Told whenever a share is given back (a take may be waiting for room).
+    released: tokio::sync::Notify,
 }
 
 /// A share taken; given back when dropped.
@@ -102,6 +104,27 @@ impl Shares {
         Some(Taken { shares: self.clone(), id: id.clone(), share, amount })
     }
 
+    /// [`Self::take`], waiting up to `wait` for the identity to give some back.
+    pub async fn take_within(
+        self: &Arc<Self>,
+        id: &IdentityId,
+        share: Share,
+        amount: usize,
+        max: usize,
+        wait: std::time::Duration,
+    ) -> Option<Taken> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Some(taken) = self.take(id, share, amount, max) {
+                return Some(taken);
+            }
+            tokio::time::timeout_at(deadline, released).await.ok()?;
+        }
+    }
+
     /// What identity `id` holds of `share` now.
     pub fn held(&self, id: &IdentityId, share: Share) -> usize {
         lock(&self.held).get(id).map_or(0, |counts| counts[share.index()])
@@ -115,6 +138,8 @@ impl Shares {
                 held.remove(id);
             }
         }
+        drop(held);
+        self.released.notify_waiters();
     }
 }
 

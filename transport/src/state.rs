@@ -13,6 +13,9 @@ use crate::refusals::Refusals;
 use crate::relay::link::UpstreamTlsLink;
 use crate::session::{Session, SessionLimits, SessionTable, lock};
 
+/// The share of sessions not logged in yet, as its config key names it.
+const LOGGING_IN: &str = "max_sessions_logging_in_per_token";
+
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
 
@@ -193,18 +196,58 @@ impl AppState {
         }
         let (own, logging_in) = self.sessions.count_for(&owner.id);
         if own >= per_token {
-            return Err(self.identity_limit(owner, "max_sessions_per_token"));
+            let identity = owner.name.to_string();
+            return Err(crate::Error::IdentityLimit { identity, limit: "max_sessions_per_token" });
         }
         if logging_in >= config.max_sessions_logging_in_per_token {
-            return Err(self.identity_limit(owner, "max_sessions_logging_in_per_token"));
+            return Err(crate::Error::IdentityLimit {
+                identity: owner.name.to_string(),
+                limit: LOGGING_IN,
+            });
         }
         Ok(limits)
+    }
+
+    /// [`Self::session_limits`], waiting up to `connect_timeout` while the only limit reached
+    /// is the identity's sessions not logged in yet (a burst of logins of one pool: each
+    /// takes a round trip, and the next may go).
+    pub async fn session_limits_within(
+        &self,
+        owner: &Arc<Caller>,
+    ) -> Result<SessionLimits, crate::Error> {
+        let deadline = tokio::time::Instant::now() + self.config().connect_timeout;
+        loop {
+            match self.session_limits(owner) {
+                Err(crate::Error::IdentityLimit { limit: LOGGING_IN, .. })
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(crate::Error::IdentityLimit { limit, .. }) => {
+                    return Err(self.identity_limit(owner, limit));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The error for a request of `caller` beyond its share `limit` (a config key), counted.
     pub fn identity_limit(&self, caller: &Caller, limit: &'static str) -> crate::Error {
         self.metrics.identity_limited(&caller.label, limit);
         crate::Error::IdentityLimit { identity: caller.name.to_string(), limit }
+    }
+
+    /// A place among `caller`'s upstream connects in flight, waiting up to `connect_timeout`
+    /// for one of its own to end (others' never wait for it).
+    pub async fn take_opening(
+        &self,
+        caller: &Caller,
+    ) -> Result<crate::shares::Taken, crate::Error> {
+        let config = self.config();
+        let (max, wait) = (config.max_opening_per_token, config.connect_timeout);
+        let share = crate::shares::Share::Opening;
+        let taken = self.shares.take_within(&caller.id, share, 1, max, wait).await;
+        taken.ok_or_else(|| self.identity_limit(caller, share.key()))
     }
 
     /// Takes `amount` of `caller`'s `share`, or says which share it reached.

@@ -78,6 +78,8 @@ pub mod command {
     pub const QUERY: u8 = 0x03;
     /// COM_FIELD_LIST
     pub const FIELD_LIST: u8 = 0x04;
+    /// COM_DEBUG (`mariadb-admin debug`)
+    pub const DEBUG: u8 = 0x0d;
     /// COM_STATISTICS
     pub const STATISTICS: u8 = 0x09;
     /// COM_PING

@@ -84,6 +84,8 @@ pub fn answer_of(cmd: u8) -> Result<Option<Expect>, BadCommands> {
         command::FIELD_LIST => Expect::FieldList,
         command::CHANGE_USER => Expect::Auth,
         command::INIT_DB
+        | command::REFRESH
+        | command::DEBUG
         | command::STATISTICS
         | command::PING
         | command::PROCESS_KILL
