@@ -10,7 +10,7 @@ source scripts/lib.sh
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 echo "== disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free here at the start"
 
-ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd tinyproxy
+ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd tinyproxy curl
 # The other targets: Windows (mingw, run under Wine), static Linux (musl), aarch64 (under qemu).
 ensure_packages gcc-mingw-w64-x86-64 wine64 musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 command -v javac >/dev/null || ensure_packages default-jdk-headless
