@@ -6,7 +6,10 @@
 use std::io;
 
 use bytes::{Bytes, BytesMut};
-use zstd::stream::raw::{Decoder, Encoder, InBuffer, Operation, OutBuffer};
+use zstd::stream::raw::{DParameter, Decoder, Encoder, InBuffer, Operation, OutBuffer};
+
+/// Largest window a decoder takes (2^23 bytes, 8 MiB).
+const MAX_WINDOW_LOG: u32 = 23;
 
 /// The content coding's name.
 pub const ZSTD: &str = "zstd";
@@ -126,7 +129,11 @@ impl std::fmt::Debug for StreamDecompressor {
 impl StreamDecompressor {
     /// A decompressor for one stream.
     pub fn new() -> io::Result<Self> {
-        Ok(Self { decoder: Decoder::new()?, pending: BytesMut::new() })
+        let mut decoder = Decoder::new()?;
+        // A crafted frame may ask for a window of up to 128 MiB (zstd's default limit); the
+        // tunnel's own frames need far less (its level keeps windows at most 8 MiB).
+        decoder.set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))?;
+        Ok(Self { decoder, pending: BytesMut::new() })
     }
 
     /// Takes compressed bytes.
@@ -171,6 +178,18 @@ impl StreamDecompressor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_asking_for_a_large_window_is_refused() {
+        use std::io::Write;
+        let body = b"a small body, a large window";
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), LEVEL).expect("encoder");
+        encoder.set_parameter(zstd::stream::raw::CParameter::WindowLog(26)).expect("window");
+        encoder.write_all(body).expect("compress");
+        let frame = encoder.finish().expect("finish");
+        assert_eq!(zstd::decode_all(&frame[..]).expect("a valid frame"), body);
+        assert!(decompress_exact(&frame, body.len()).is_err(), "a 64 MiB window is not taken");
+    }
 
     fn roundtrip(chunks: &[&[u8]], piece: usize) -> Vec<u8> {
         let mut c = ChunkCompressor::new().expect("compressor");
