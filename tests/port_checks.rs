@@ -1,9 +1,10 @@
 //! Port checks cost the database nothing (security review F9): TCP connections to the sidecar
-//! that leave before their handshake response give their greeting back for the next client, so
-//! 30 of them in a row, while a real client logs in and queries, raise MariaDB's
-//! `Aborted_connects` by at most 2 (the greeting still kept when they end expires unused, and
-//! one displaced if the real client's login overlaps a check). Before, each took a greeting,
-//! closed it unanswered (an aborted connect) and had the next one prepared.
+//! that leave before their handshake response (or whose `users` password is wrong) give their
+//! greeting back for the next client, so 30 of them in a row and 5 wrong passwords, while a
+//! real client logs in and queries, raise MariaDB's `Aborted_connects` by at most 2 (the
+//! greeting still kept when they end expires unused, and one displaced if the real client's
+//! login overlaps a check). Before, each took a greeting, closed it unanswered (an aborted
+//! connect) and had the next one prepared.
 
 use std::time::Duration;
 
@@ -50,6 +51,12 @@ async fn port_checks_do_not_count_as_aborted_connects_upstream() {
             }
             drop(check);
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Wrong passwords for a `users` entry: refused by the sidecar, the upstream saw nothing.
+        for _ in 0..5 {
+            let wrong = e2e::opts(tunnel.sidecar.port(), Some(DATABASE)).pass(Some("wrong-pw-1"));
+            let refused = mysql_async::Conn::new(wrong).await.map(drop).expect_err("refused");
+            assert!(refused.to_string().contains("Access denied"), "{refused}");
         }
         client.await.expect("the real client");
         // The greeting kept for the next client expires and is closed.

@@ -1,15 +1,16 @@
 //! Greetings prepared ahead: a relayed session opened before its client arrives, so that a new
 //! connection's critical path is one round trip to the transport (its login) instead of two.
-//! Each greeting is a fresh upstream connection's, with its own scramble, answered by at most
-//! one client. One is prepared after each connection that sent a handshake response, one at a
+//! Each greeting is a fresh upstream connection's, with its own scramble, logged in on by at
+//! most one client. One is prepared after each connection whose login went upstream, one at a
 //! time; an unused one is closed after [`FRESH_FOR`] (a server waits only its
 //! `connect_timeout`, 10 s by default, for a login).
 //!
-//! A connection that leaves before its handshake response (a port check, a health probe, a
-//! browser's request) gives its greeting back, still fresh, for the next client: nobody answered
-//! that scramble, and the upstream saw nothing of it. Closing it instead would count as an
-//! aborted connect upstream each time (security review F9: `max_connect_errors` then blocks the
-//! transport's host); so port checks in a row cost one upstream connection per [`FRESH_FOR`].
+//! A connection whose login never went upstream (a port check, a health probe, a browser's
+//! request, a client gone before its handshake response or refused by a `users` entry) gives
+//! its greeting back, still fresh, for the next client: the upstream saw nothing of it.
+//! Closing it instead would count as an aborted connect upstream each time (security review
+//! F9: `max_connect_errors` then blocks the transport's host); so port checks in a row cost
+//! one upstream connection per [`FRESH_FOR`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,8 +135,8 @@ impl Greetings {
         });
     }
 
-    /// Takes back the greeting of a client that left before its handshake response, for the
-    /// next client while it is fresh; returns it when it is not (to be closed).
+    /// Takes back the greeting of a client whose login never went upstream, for the next
+    /// client while it is fresh; returns it when it is not (to be closed).
     pub fn give_back(
         self: &Arc<Self>,
         prepared: Prepared,

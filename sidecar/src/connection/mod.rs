@@ -46,8 +46,8 @@ pub struct Connection {
     client: ClientInfo,
     /// The session being logged in, closed if the login does not complete.
     opening: Option<String>,
-    /// Its greeting, until the client's handshake response: given back for the next client
-    /// if this one leaves before (see `greetings.rs`).
+    /// Its greeting, until a login on it goes upstream: given back for the next client if
+    /// this one leaves or is refused before (see `greetings.rs`).
     unanswered: Option<Prepared>,
     /// The client has been sent a greeting.
     greeted: bool,
@@ -122,8 +122,9 @@ impl Connection {
         Some(session)
     }
 
-    /// Gives the greeting of a client that left before its handshake response back for the
-    /// next client (nobody answered its scramble), or closes it when stale or shutting down.
+    /// Gives the greeting of a client that left (or was refused) before any login went
+    /// upstream back for the next client (the upstream saw nothing of it), or closes it when
+    /// stale or shutting down.
     async fn leave_greeting(&mut self, greeting: Prepared) {
         let stale = if self.shared.draining.is_cancelled() {
             Some(greeting)
