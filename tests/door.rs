@@ -341,3 +341,32 @@ async fn a_hostile_upstream_gets_no_password_and_no_panic() {
     })
     .await;
 }
+
+/// A peer that stops reading a plain HTTP answer held its connection and its session's turn
+/// for ever (streams were bounded, plain answers not). Now a write waits `idle_timeout` at
+/// most; the connection ends and the session is free again.
+#[tokio::test]
+async fn a_peer_that_stops_reading_an_answer_lets_go() {
+    within(90, async {
+        let (_transport, port) = transport_with("stalled-reader", "idle_timeout: 2s\n").await;
+        let session = e2e::door::logged_in_session(port).await;
+        let big = packet(0, b"\x03SELECT REPEAT('x', 1000) FROM seq_1_to_200000");
+        let head = format!(
+            "POST /v1/sessions/{session}/command HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+            big.len()
+        );
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        s.write_all(&[head.as_bytes(), &big].concat()).await.expect("send");
+        // Not a byte read for a while: the transport's writes stall.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got)).await;
+        assert!(read.is_ok(), "the transport let the stalled connection go");
+        assert!(got.len() < 200_000_000, "the answer was cut, not sent whole: {} bytes", got.len());
+        // The session's turn is free again: a command on it is answered (or told the
+        // upstream is gone), not refused as busy for ever.
+        let (status, _) = post(port, &format!("/v1/sessions/{session}/command"), &[], &packet(0, b"\x03SELECT 1")).await;
+        assert_ne!(status, 409, "the session is not held busy");
+    })
+    .await;
+}

@@ -5,7 +5,7 @@
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
 //! within the budget all sessions share) → `session`, `shares` (each identity's share) → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
 //! `stream` (the WebSocket carrier) → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login) → `api`
-//! (routing, control endpoints) → `slots` (a connection's place), `reaper`, `server`.
+//! (routing, control endpoints) → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`, `server`.
 
 pub mod api;
 pub mod audit;
@@ -41,6 +41,7 @@ pub mod slots;
 pub mod state;
 pub mod steps;
 pub mod stream;
+pub mod write_stall;
 
 pub use config::TransportConfig;
 pub use error::Error;

@@ -26,6 +26,7 @@ use crate::config::TransportConfig;
 use crate::identity::LastCaller;
 use crate::slots::Slot;
 use crate::state::AppState;
+use crate::write_stall::WriteStall;
 use crate::{api, ending, probes, reaper, stream};
 
 /// Time a client has to complete the TLS handshake.
@@ -148,12 +149,16 @@ pub async fn run_with_reloads(
                 Err(_) => return debug!(%peer, "a new connection sent nothing: closed"),
             }
             Box::pin(async move {
+                // A write may wait `idle_timeout` at most: a peer that stops reading an answer
+                // does not hold its connection (and the turn it streams) for ever.
+                let bounded = |io| TokioIo::new(WriteStall::new(io, idle_timeout));
                 let result = match tls {
-                    None => serve(TokioIo::new(stream), service, closing, idle_timeout).await,
+                    None => serve(bounded(stream), service, closing, idle_timeout).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
                             Ok(Ok(stream)) => {
-                                serve(TokioIo::new(stream), service, closing, idle_timeout).await
+                                let io = TokioIo::new(WriteStall::new(stream, idle_timeout));
+                                serve(io, service, closing, idle_timeout).await
                             }
                             Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
                             Err(_) => return debug!(%peer, "TLS handshake timed out"),
@@ -208,13 +213,13 @@ async fn carry_stream(
     let elsewhere = seat.as_ref().map(LaneSeat::shard).filter(|s| shards.current() != Some(*s));
     // A plain socket is carried bare (with the bytes hyper read past the `101`), not through
     // hyper's layers of upgraded IO; on its lane's shard, moved there when it is elsewhere.
-    let parts = match upgraded.downcast::<TokioIo<TcpStream>>() {
+    let parts = match upgraded.downcast::<TokioIo<WriteStall<TcpStream>>>() {
         Ok(parts) => parts,
         Err(upgraded) => {
             return carry(state, peer, TokioIo::new(upgraded), held, last, seat).await;
         }
     };
-    let (tcp, early) = (parts.io.into_inner(), parts.read_buf);
+    let (tcp, early) = (parts.io.into_inner().into_inner(), parts.read_buf);
     match elsewhere {
         Some(shard) => shards.spawn_on(shard, &tracker, tcp, move |tcp| {
             carry(state, peer, Prefixed::new(early, tcp), held, last, seat)
