@@ -5,12 +5,13 @@
 //! time; an unused one is closed after [`FRESH_FOR`] (a server waits only its
 //! `connect_timeout`, 10 s by default, for a login).
 //!
-//! A connection whose login never went upstream (a port check, a health probe, a browser's
-//! request, a client gone before its handshake response or refused by a `users` entry) gives
-//! its greeting back, still fresh, for the next client: the upstream saw nothing of it.
-//! Closing it instead would count as an aborted connect upstream each time (security review
-//! F9: `max_connect_errors` then blocks the transport's host); so port checks in a row cost
-//! one upstream connection per [`FRESH_FOR`].
+//! A connection that leaves before its handshake response (a port check, a health probe, a
+//! browser's request), or whose answer a `users` entry refuses (a wrong password), gives its
+//! greeting back, still fresh, for the next client: the upstream saw nothing of it, and no
+//! answer to its scramble passed (so none can be replayed). Closing it instead would count as
+//! an aborted connect upstream each time (security review F9: `max_connect_errors` then blocks
+//! the transport's host); so port checks in a row cost one upstream connection per
+//! [`FRESH_FOR`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,8 +136,8 @@ impl Greetings {
         });
     }
 
-    /// Takes back the greeting of a client whose login never went upstream, for the next
-    /// client while it is fresh; returns it when it is not (to be closed).
+    /// Takes back the greeting of a client that left before answering it (or answered wrong),
+    /// for the next client while it is fresh; returns it when it is not (to be closed).
     pub fn give_back(
         self: &Arc<Self>,
         prepared: Prepared,

@@ -34,6 +34,9 @@ impl Connection {
             packet = by(deadline, self.io.read_expected("client hung up after TLS")).await?;
         }
         let hello = parse_client_hello(&packet)?;
+        // The client answered the greeting's scramble: the greeting is given back only if the
+        // answer proves wrong (a `users` entry's check), so no answer that passes is replayable.
+        let answered = self.unanswered.take();
         // A client that frames what follows in a way it was not offered (mysql-connector-python
         // sets CLIENT_COMPRESS whatever the greeting says) would wait for good: it is told now.
         let offered = greeting.first().and_then(|g| greeting_capabilities(g)).unwrap_or(0);
@@ -50,30 +53,29 @@ impl Connection {
         };
         let config = &self.shared.config;
         if config.user(&hello.user).is_some() || !config.passthrough() {
-            let (login, upstream) =
-                by(deadline, self.check_listed(&hello, greeting.first())).await?;
+            let checked = by(deadline, self.check_listed(&hello, greeting.first())).await;
+            if let Err(Error::AccessDenied { .. }) = checked {
+                self.unanswered = answered;
+            }
+            let (login, upstream) = checked?;
+            self.prepare_next_greeting();
             let opened = self.shared.open_relay().upstream;
             if !opened.is_empty() && upstream != opened {
-                // The entry maps to another upstream: its session is opened there (the one
-                // greeted with, unanswered, serves the next client).
-                match self.unanswered.take() {
-                    Some(greeting) => self.leave_greeting(greeting).await,
-                    None => self.tunnel.close_session(&session).await,
-                }
+                // The entry maps to another upstream: its session is opened there.
+                self.tunnel.close_session(&session).await;
                 let other = OpenRelay { upstream, ..self.shared.open_relay() };
                 let (id, _, mut frames) = self.tunnel.open_relay(&other).await?;
                 while frames.next().await?.is_some() {}
                 session = id;
                 self.opening = Some(session.clone());
             }
-            self.greeting_answered();
             let mut frames = self.tunnel.relay(&session, RelayStep::LoginAs(&login)).await?;
             return match write_login_packets(&mut self.io, &mut frames).await?.0 {
                 TurnEnd::Done => Ok(Some(session)),
                 _ => Ok(None),
             };
         }
-        self.greeting_answered();
+        self.prepare_next_greeting();
         loop {
             let mut frames = self.tunnel.relay(&session, RelayStep::Login(packet.clone())).await?;
             match write_login_packets(&mut self.io, &mut frames).await?.0 {
@@ -87,20 +89,16 @@ impl Connection {
         }
     }
 
-    /// The upstream is about to see a login on the greeting: it is no longer one to give back,
-    /// and the next client's is prepared now. Until this point the upstream saw nothing of the
-    /// client (one that leaves, is refused by a `users` entry or asks for what is not offered
-    /// gives its greeting back), so neither is a greeting prepared for a client that never
-    /// logs in.
-    fn greeting_answered(&mut self) {
-        if self.unanswered.take().is_some() {
-            self.shared.prepare_next_greeting(self.bucket);
-        }
+    /// A login goes upstream on this connection's greeting: the next client's is prepared now
+    /// (never for a connection that leaves, or is refused by a `users` entry, before: it gives
+    /// its greeting back).
+    fn prepare_next_greeting(&self) {
+        self.shared.prepare_next_greeting(self.bucket);
     }
 
     /// Sends the greeting of a new relayed session: one prepared ahead if there is one (then
     /// the login is this connection's only round trip to the transport), else asked for now.
-    /// It stays [`Connection::unanswered`] until a login on it goes upstream. `None` when the
+    /// It stays [`Connection::unanswered`] until the client answers it. `None` when the
     /// upstream refused at once.
     async fn greet(&mut self) -> Result<Option<(String, Vec<Bytes>)>, Error> {
         let prepared = self.shared.greetings.take_or_wait().await;

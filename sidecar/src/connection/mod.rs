@@ -46,8 +46,8 @@ pub struct Connection {
     client: ClientInfo,
     /// The session being logged in, closed if the login does not complete.
     opening: Option<String>,
-    /// Its greeting, until a login on it goes upstream: given back for the next client if
-    /// this one leaves or is refused before (see `greetings.rs`).
+    /// Its greeting, until the client answers it (or once a `users` entry's check proved the
+    /// answer wrong): given back for the next client if the login ends there (`greetings.rs`).
     unanswered: Option<Prepared>,
     /// The client has been sent a greeting.
     greeted: bool,
@@ -122,9 +122,9 @@ impl Connection {
         Some(session)
     }
 
-    /// Gives the greeting of a client that left (or was refused) before any login went
-    /// upstream back for the next client (the upstream saw nothing of it), or closes it when
-    /// stale or shutting down.
+    /// Gives the greeting of a client that left before answering it, or whose answer a `users`
+    /// entry refused, back for the next client (the upstream saw nothing of it, and no answer
+    /// to it passed), or closes it when stale or shutting down.
     async fn leave_greeting(&mut self, greeting: Prepared) {
         let stale = if self.shared.draining.is_cancelled() {
             Some(greeting)
