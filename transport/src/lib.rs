@@ -1,7 +1,7 @@
 //! sqltunnel transport: an HTTP server that holds one relayed upstream MySQL connection per
 //! client session and streams each answer back as binary frames.
 //!
-//! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `error` → `relay` (the upstream leg at packet
+//! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `config_checks`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
 //! within the budget all sessions share) → `session`, `shares` (each identity's share) → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
 //! `stream` (the WebSocket carrier) → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login) → `api`
@@ -15,6 +15,7 @@ pub mod churn;
 pub mod client_addr;
 pub mod command_log;
 pub mod config;
+pub mod config_checks;
 pub mod ending;
 pub mod error;
 pub mod id_hash;
