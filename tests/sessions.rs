@@ -109,7 +109,7 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
         // The real binaries, as deployed: one sidecar process, one transport process.
         let (transport_port, sidecar_port) = (free_port(), free_port());
         let transport_yaml = format!(
-            "{}max_sessions: 1500\nmax_sessions_per_token: 1500\nmax_sessions_logging_in_per_token: 1500\n",
+            "{}max_sessions: 1500\nmax_sessions_per_token: 1500\nmax_sessions_logging_in_per_token: 1500\nmax_streams_per_token: 1500\nmax_connections_per_client: 4096\n",
             e2e::transport_yaml(mysql_port())
                 .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
         );

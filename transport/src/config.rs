@@ -139,7 +139,7 @@ impl Default for TransportConfig {
             max_sessions: 1000,
             max_sessions_per_token: 100,
             max_sessions_logging_in_per_token: 128,
-            max_streams_per_token: 64,
+            max_streams_per_token: 128,
             max_opening_per_token: 32,
             max_inflight_bytes_per_token: 128 << 20,
             max_connections_per_client: 256,
