@@ -4,7 +4,7 @@
 //! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `config_checks`, `error` → `relay` (the upstream leg at packet
 //! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
 //! within the budget all sessions share) → `session`, `shares` (each identity's share) → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
-//! `stream` (the WebSocket carrier) → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login) → `api`
+//! `stream` (the WebSocket carrier), `turn_reply` (a step answered with its turn) → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login) → `api`
 //! (routing, control endpoints) → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`, `server`.
 
 pub mod api;
@@ -42,6 +42,7 @@ pub mod slots;
 pub mod state;
 pub mod steps;
 pub mod stream;
+pub mod turn_reply;
 pub mod write_stall;
 
 pub use config::TransportConfig;

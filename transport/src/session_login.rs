@@ -21,9 +21,9 @@ use crate::relay::{Expect, Framing, Phase};
 use crate::reply::{Reply, frames};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::session::{Session, Who, lock};
-use crate::session_endpoints::{turn, upstream_gone};
 use crate::state::AppState;
 use crate::steps::{begin, remember};
+use crate::turn_reply::{turn, upstream_gone};
 
 /// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
 /// (at login or in COM_CHANGE_USER).
