@@ -3,10 +3,6 @@
 use common::mysql::error_code as code;
 use common::wire::MysqlError;
 
-/// ER_NOT_ALLOWED_COMMAND (SQLSTATE 42000): what a server says when LOAD DATA LOCAL is not
-/// allowed; the code of a refused LOCAL INFILE request.
-const NOT_ALLOWED_COMMAND: u16 = 1148;
-
 /// Everything that can go wrong in the sidecar.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -243,7 +239,7 @@ impl Error {
                 (code::CONNECTION_LOST, *code::STATE_COMM, msg)
             }
             Error::Config(_) | Error::Io(_) => (code::CONNECTION_LOST, *code::STATE_COMM, msg),
-            Error::FileRequestRefused { .. } => (NOT_ALLOWED_COMMAND, *b"42000", msg),
+            Error::FileRequestRefused { .. } => (code::NOT_ALLOWED_COMMAND, *b"42000", msg),
         }
     }
 

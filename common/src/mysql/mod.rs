@@ -234,6 +234,8 @@ pub mod error_code {
     pub const UNKNOWN_THREAD: u16 = 1094;
     /// ER_UNKNOWN_ERROR.
     pub const UNKNOWN_ERROR: u16 = 1105;
+    /// ER_NOT_ALLOWED_COMMAND: a LOAD DATA LOCAL file refused.
+    pub const NOT_ALLOWED_COMMAND: u16 = 1148;
     /// ER_PARSE_ERROR: SQL syntax error.
     pub const PARSE_ERROR: u16 = 1064;
     /// ER_UNKNOWN_COM_ERROR: unknown command.
