@@ -103,6 +103,19 @@ async fn identities_reach_their_upstreams_only_and_lose_their_sessions_when_revo
             call(transport_port, BOB, "POST", &format!("/v1/sessions/{session}/command"), "").await;
         assert_eq!(status, 404, "{body}");
 
+        // A name alice may not reach, configured or not, gets the same refusal: she learns
+        // nothing of which upstreams exist.
+        let (forbidden, _, said) =
+            call(transport_port, ALICE, "POST", "/v1/relay", r#"{"upstream":"reporting"}"#).await;
+        let (unknown, _, unknown_said) =
+            call(transport_port, ALICE, "POST", "/v1/relay", r#"{"upstream":"payroll"}"#).await;
+        assert_eq!((forbidden, unknown), (403, 403));
+        assert_eq!(
+            said.replace("reporting", "NAME"),
+            unknown_said.replace("payroll", "NAME"),
+            "the same refusal"
+        );
+
         // Through sidecars: alice reaches main; bob is refused main with a clear MySQL error.
         let (alice_sidecar, alice_port) = sidecar_for(transport_port, ALICE, "main");
         let (bob_sidecar, bob_port) = sidecar_for(transport_port, BOB, "main");

@@ -44,14 +44,16 @@ pub async fn open(
     let body = read_body(req, MAX_CONTROL_BODY, config.body_timeout).await?;
     let open: OpenRelay = serde_json::from_slice(&body)
         .map_err(|e| Error::BadRequest(format!("invalid relay request: {e}")))?;
-    let upstream = config
-        .upstream(&open.upstream)
-        .ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
-    if !caller.access.allows(&upstream.name) {
-        let (upstream, identity) = (upstream.name.clone(), caller.name.to_string());
+    let upstream = config.upstream(&open.upstream);
+    // An identity that may not reach a name learns nothing of whether it exists: an unknown
+    // name and a forbidden one get the same refusal.
+    let name = upstream.map_or(open.upstream.as_str(), |u| u.name.as_str());
+    if !caller.access.allows(name) {
+        let (upstream, identity) = (name.to_owned(), caller.name.to_string());
         info!(%identity, %upstream, "session refused: the identity may not reach the upstream");
         return Err(Error::UpstreamForbidden { upstream, identity });
     }
+    let upstream = upstream.ok_or_else(|| Error::UnknownUpstream(open.upstream.clone()))?;
     let limits = state.session_limits_within(caller).await?;
     let opening = state.take_opening(caller).await?;
     let tls = state.upstream_tls(upstream)?;
