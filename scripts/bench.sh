@@ -28,7 +28,7 @@
 # `--attack [ROUNDS] [SECONDS] [REQUESTS]` runs the door's long pass instead: the attack bench
 # (tests/benches/attack.rs: a sidecar's logins and queries with no attack and under a tokenless
 # flood, token guessing, trickled bodies and silent connections, interleaved, with ratios to no
-# attack) and the seeded door fuzzer with REQUESTS requests (default 5,000; tests/door_fuzz.rs).
+# attack) and the seeded door fuzzer with REQUESTS requests (default 5,000; tests/door/fuzz.rs).
 # Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS] |
 #        scripts/bench.sh --attack [ROUNDS] [SECONDS] [REQUESTS] |
 #        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED] |
@@ -61,7 +61,7 @@ if [[ "${1:-}" == "--attack" ]]; then
     cargo bench -p e2e --bench attack --locked -- "${2:-3}" "${3:-8}"
     # The fuzzer checks invariants, not speed: the test build, as scripts/test.sh's short pass.
     cargo build --locked -p transport -p sidecar
-    SQLTUNNEL_DOOR_REQUESTS=${4:-5000} cargo test -p e2e --test door_fuzz --locked -- --nocapture
+    SQLTUNNEL_DOOR_REQUESTS=${4:-5000} cargo test -p e2e --test door --locked -- fuzz:: --nocapture
     exit 0
 fi
 

@@ -82,7 +82,7 @@ async fn slow_heads_and_stalled_bodies_are_cut_off() {
 async fn ten_thousand_silent_sockets_cost_little_and_go_away() {
     within(120, async {
         // All from one address: the per-client cap is lifted so that the total one is what
-        // holds them (the per-client cap is `tests/door.rs`'s).
+        // holds them (the per-client cap is `tests/door/attacks.rs`'s).
         let (transport, port) = transport("max_connections_per_client: 100000\n", "silent").await;
         let (before, fds_before) = (transport.rss_kib(), transport.open_fds());
         let mut sockets = Vec::with_capacity(10_000);

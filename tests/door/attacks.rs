@@ -1,6 +1,6 @@
 //! The door under attack: each attack runs against a real transport (a process), a real
 //! sidecar and the test MariaDB, with a legitimate client working meanwhile, and asserts on what
-//! that client and the operator see. The seeded door fuzzer is `door_fuzz.rs`.
+//! that client and the operator see. The seeded door fuzzer is `fuzz.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
