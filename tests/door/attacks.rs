@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use e2e::door::{HostileUpstream, Legit, post, read_head, transport_with};
+use e2e::door::{HostileUpstream, Legit, packet, post, read_head, transport_with};
 use e2e::http::{call, metric, raw_request};
 use e2e::{DATABASE, TOKEN, direct, within};
 use mysql_async::prelude::Queryable;
@@ -286,14 +286,6 @@ async fn the_audit_log_holds_no_password() {
         let _ = DATABASE;
     })
     .await;
-}
-
-/// A MySQL packet with sequence id `seq`.
-fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
-    let mut p = (payload.len() as u32).to_le_bytes().to_vec();
-    p[3] = seq;
-    p.extend_from_slice(payload);
-    p
 }
 
 /// Finding 10: when the transport logged in for a `users` entry and the upstream greeted with,

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use e2e::cli::mariadb_async;
+use e2e::door::{greeting, packet};
 use e2e::{DATABASE, PASSWORD, Tunnel, USER, clients, direct, within};
 use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,32 +30,6 @@ fn secret_file(tag: &str) -> (String, String) {
     (path.to_str().expect("utf-8 path").to_owned(), secret)
 }
 
-fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len();
-    let mut p = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, seq];
-    p.extend_from_slice(payload);
-    p
-}
-
-/// A HandshakeV10 offering mysql_native_password and local files.
-fn greeting() -> Vec<u8> {
-    let caps: u32 = 0x0001 | 0x0004 | 0x0008 | 0x0080 | 0x0200 | 0x2000 | 0x8000 | 0x0003_0000;
-    let caps = caps | 0x0008_0000;
-    let mut g = vec![10];
-    g.extend_from_slice(b"5.5.5-10.11.0-MariaDB-rogue\0");
-    g.extend_from_slice(&7u32.to_le_bytes());
-    g.extend_from_slice(b"abcdefgh\0");
-    g.extend_from_slice(&(caps as u16).to_le_bytes());
-    g.push(45);
-    g.extend_from_slice(&2u16.to_le_bytes());
-    g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
-    g.push(21);
-    g.extend_from_slice(&[0; 10]);
-    g.extend_from_slice(b"ijklmnopqrst\0");
-    g.extend_from_slice(b"mysql_native_password\0");
-    g
-}
-
 /// Reads one packet; `None` at the end of the connection.
 async fn read_packet(socket: &mut TcpStream, received: &Received) -> Option<Vec<u8>> {
     let mut head = [0u8; 4];
@@ -72,7 +47,7 @@ async fn read_packet(socket: &mut TcpStream, received: &Received) -> Option<Vec<
 /// LOCAL INFILE request for `wanted`, anything else with OK.
 async fn serve_rogue(mut socket: TcpStream, wanted: String, received: Received) {
     const OK: &[u8] = b"\x00\x00\x00\x02\x00\x00\x00";
-    if socket.write_all(&packet(0, &greeting())).await.is_err()
+    if socket.write_all(&packet(0, &greeting("mysql_native_password"))).await.is_err()
         || read_packet(&mut socket, &received).await.is_none()
         || socket.write_all(&packet(2, OK)).await.is_err()
     {
@@ -255,7 +230,10 @@ async fn fake_answer(
     let request = head.lines().next().unwrap_or_default();
     let (session, frames) = if request.starts_with("POST /v1/relay ") {
         let n = sessions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (format!("fake{n}"), frames(packet(0, &greeting()), TurnEnd::AwaitAuth))
+        (
+            format!("fake{n}"),
+            frames(packet(0, &greeting("mysql_native_password")), TurnEnd::AwaitAuth),
+        )
     } else if request.contains("/login ") {
         (String::new(), frames(ok, TurnEnd::Done))
     } else if request.contains("/command ") && body.ends_with(BAIT) {

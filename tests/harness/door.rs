@@ -150,8 +150,7 @@ impl HostileUpstream {
                 counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let kept = kept.clone();
                 tokio::spawn(async move {
-                    let greeting = greeting_payload(greeting_plugin);
-                    drop(s.write_all(&framed(0, &greeting)).await);
+                    drop(s.write_all(&packet(0, &greeting(greeting_plugin))).await);
                     let mut buf = vec![0u8; 4096];
                     let Ok(Ok(n)) =
                         tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await
@@ -160,14 +159,14 @@ impl HostileUpstream {
                     };
                     kept.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&buf[..n]);
                     let switch = [&[0xfe][..], switch_to.as_bytes(), &[0], nonce].concat();
-                    drop(s.write_all(&framed(2, &switch)).await);
+                    drop(s.write_all(&packet(2, &switch)).await);
                     if let Ok(Ok(n)) =
                         tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await
                     {
                         kept.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(&buf[..n]);
                     }
                     let err = [&[0xff, 0x15, 0x04, b'#'][..], b"28000", b"Access denied"].concat();
-                    drop(s.write_all(&framed(4, &err)).await);
+                    drop(s.write_all(&packet(4, &err)).await);
                 });
             }
         });
@@ -181,13 +180,15 @@ impl HostileUpstream {
     }
 }
 
-/// A HandshakeV10 naming `plugin`, with a fixed scramble.
-fn greeting_payload(plugin: &str) -> Vec<u8> {
+/// A HandshakeV10 naming `plugin`, with a fixed scramble, offering what a MariaDB offers a
+/// client (local files and multiple results among it).
+pub fn greeting(plugin: &str) -> Vec<u8> {
+    let caps: u32 =
+        0x0001 | 0x0004 | 0x0008 | 0x0080 | 0x0200 | 0x2000 | 0x8000 | 0x0003_0000 | 0x0008_0000;
     let mut p = vec![10];
-    p.extend_from_slice(b"5.5.5-10.11.0-hostile\0");
+    p.extend_from_slice(b"5.5.5-10.11.0-MariaDB-fake\0");
     p.extend_from_slice(&7u32.to_le_bytes());
     p.extend_from_slice(b"abcdefgh\0");
-    let caps: u32 = 0x0001 | 0x0008 | 0x0200 | 0x2000 | 0x8000 | 0x0008_0000;
     p.extend_from_slice(&(caps as u16).to_le_bytes());
     p.push(45);
     p.extend_from_slice(&2u16.to_le_bytes());
@@ -200,7 +201,8 @@ fn greeting_payload(plugin: &str) -> Vec<u8> {
     p
 }
 
-fn framed(seq: u8, payload: &[u8]) -> Vec<u8> {
+/// A MySQL packet with sequence id `seq`.
+pub fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
     let mut p = (payload.len() as u32).to_le_bytes().to_vec();
     p[3] = seq;
     p.extend_from_slice(payload);

@@ -151,9 +151,11 @@ pub async fn run_with_reloads(
             Box::pin(async move {
                 // A write may wait `idle_timeout` at most: a peer that stops reading an answer
                 // does not hold its connection (and the turn it streams) for ever.
-                let bounded = |io| TokioIo::new(WriteStall::new(io, idle_timeout));
                 let result = match tls {
-                    None => serve(bounded(stream), service, closing, idle_timeout).await,
+                    None => {
+                        let io = TokioIo::new(WriteStall::new(stream, idle_timeout));
+                        serve(io, service, closing, idle_timeout).await
+                    }
                     Some(acceptor) => {
                         match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
                             Ok(Ok(stream)) => {

@@ -126,7 +126,8 @@ impl Shares {
     }
 
     /// What identity `id` holds of `share` now.
-    pub fn held(&self, id: &IdentityId, share: Share) -> usize {
+    #[cfg(test)]
+    fn held(&self, id: &IdentityId, share: Share) -> usize {
         lock(&self.held).get(id).map_or(0, |counts| counts[share.index()])
     }
 

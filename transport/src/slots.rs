@@ -64,7 +64,8 @@ impl Slots {
     }
 
     /// Connections open now from `peer`'s client.
-    pub fn open_from(&self, peer: IpAddr) -> usize {
+    #[cfg(test)]
+    fn open_from(&self, peer: IpAddr) -> usize {
         lock(&self.by_client).get(&ClientKey::of(peer)).copied().unwrap_or(0)
     }
 }
