@@ -1,30 +1,36 @@
 //! Session lifecycle: a silent sidecar's session expires (its row locks are released), while
 //! heartbeats keep idle sessions alive, a long-running command is never expired, and a stalled
-//! transport forgives the silence it caused; a frozen one is a clear error, not a hang.
+//! transport forgives the silence it caused; a frozen one is a clear error, not a hang. Each
+//! over a stream and over requests.
 
 use std::time::{Duration, Instant};
 
 use e2e::processes::ProcTunnel;
-use e2e::{DATABASE, TOKEN, Tunnel, direct, mysql_port, opts, sidecar_yaml, within};
+use e2e::{
+    Carrier, DATABASE, TOKEN, Tunnel, direct, mysql_port, on_both_carriers, opts, sidecar_yaml,
+    within,
+};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
-/// An in-process tunnel with a short session timeout and the given sidecar heartbeat.
-async fn short_lived_tunnel(session_timeout: &str, heartbeat: &str) -> Tunnel {
+/// An in-process tunnel on `carrier` with a short session timeout and the given sidecar
+/// heartbeat.
+async fn short_lived_tunnel(carrier: Carrier, session_timeout: &str, heartbeat: &str) -> Tunnel {
     // Parking off: a silent idle session expires (tests/expiry.rs parks it).
     let transport = e2e::transport_yaml(mysql_port()).replace(
         "session_timeout: 30s",
         &format!("session_timeout: {session_timeout}\npark_timeout: 0s"),
     );
     Tunnel::start_custom(&transport, |url| {
-        format!("{}heartbeat_interval: {heartbeat}\n", sidecar_yaml(url, TOKEN))
+        format!("{}heartbeat_interval: {heartbeat}\n", carrier.sidecar(&sidecar_yaml(url, TOKEN)))
     })
     .await
 }
 
-/// The real binaries with a 2 s session timeout and a 500 ms sidecar heartbeat.
-async fn short_lived_procs(tag: &str) -> ProcTunnel {
-    ProcTunnel::start(
+/// The real binaries on `carrier` with a 2 s session timeout and a 500 ms sidecar heartbeat.
+async fn short_lived_procs(carrier: Carrier, tag: &str) -> ProcTunnel {
+    ProcTunnel::start_on(
+        carrier,
         tag,
         |t| t.replace("session_timeout: 30s", "session_timeout: 2s"),
         |s| format!("{s}heartbeat_interval: 500ms\n"),
@@ -36,24 +42,26 @@ async fn upstream_ids(conn: &mut Conn) -> Vec<u64> {
     conn.query("SELECT ID FROM information_schema.PROCESSLIST").await.expect("processlist")
 }
 
-#[tokio::test]
-async fn killed_sidecar_session_expires_and_its_locks_are_released() {
+on_both_carriers!(killed_sidecar_session_expires_and_its_locks_are_released);
+async fn killed_sidecar_session_expires_and_its_locks_are_released(carrier: Carrier) {
     within(120, async {
         let ProcTunnel { transport: _transport, mut sidecar, sidecar_port, .. } =
-            short_lived_procs("expire").await;
+            short_lived_procs(carrier, "expire").await;
 
+        // Each carrier's own table: both run at once.
+        let table = format!("lock_probe_{}", carrier.name());
         let mut d = direct().await;
-        d.query_drop(
-            "CREATE TABLE IF NOT EXISTS lock_probe (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
-        )
+        d.query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {table} (id INT PRIMARY KEY, v INT) ENGINE=InnoDB"
+        ))
         .await
         .expect("create");
-        d.query_drop("REPLACE INTO lock_probe VALUES (1, 0)").await.expect("row");
+        d.query_drop(format!("REPLACE INTO {table} VALUES (1, 0)")).await.expect("row");
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         let upstream_id: u64 =
             t.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
         t.query_drop("BEGIN").await.expect("begin");
-        t.query_drop("UPDATE lock_probe SET v = 1 WHERE id = 1").await.expect("lock the row");
+        t.query_drop(format!("UPDATE {table} SET v = 1 WHERE id = 1")).await.expect("lock the row");
         // Heartbeats keep the session well past its timeout while the sidecar lives.
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(
@@ -64,13 +72,13 @@ async fn killed_sidecar_session_expires_and_its_locks_are_released() {
         sidecar.kill();
         let start = Instant::now();
         d.query_drop("SET SESSION innodb_lock_wait_timeout = 30").await.expect("set");
-        d.query_drop("UPDATE lock_probe SET v = 2 WHERE id = 1")
+        d.query_drop(format!("UPDATE {table} SET v = 2 WHERE id = 1"))
             .await
             .expect("the row lock is released once the session expires");
         let waited = start.elapsed();
         assert!(waited < Duration::from_secs(20), "lock released after {waited:?}");
         let v: i32 = d
-            .query_first("SELECT v FROM lock_probe WHERE id = 1")
+            .query_first(format!("SELECT v FROM {table} WHERE id = 1"))
             .await
             .expect("read")
             .unwrap_or(-1);
@@ -84,15 +92,15 @@ async fn killed_sidecar_session_expires_and_its_locks_are_released() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         assert!(gone, "the upstream connection of the expired session is closed");
-        d.query_drop("DROP TABLE lock_probe").await.expect("drop");
+        d.query_drop(format!("DROP TABLE {table}")).await.expect("drop");
     })
     .await;
 }
 
-#[tokio::test]
-async fn heartbeats_keep_an_idle_session_alive() {
+on_both_carriers!(heartbeats_keep_an_idle_session_alive);
+async fn heartbeats_keep_an_idle_session_alive(carrier: Carrier) {
     within(60, async {
-        let tunnel = short_lived_tunnel("1s", "200ms").await;
+        let tunnel = short_lived_tunnel(carrier, "1s", "200ms").await;
         let mut t = tunnel.connect().await;
         t.query_drop("SET @kept = 42").await.expect("set");
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -102,11 +110,11 @@ async fn heartbeats_keep_an_idle_session_alive() {
     .await;
 }
 
-#[tokio::test]
-async fn a_command_longer_than_the_timeout_is_not_expired() {
+on_both_carriers!(a_command_longer_than_the_timeout_is_not_expired);
+async fn a_command_longer_than_the_timeout_is_not_expired(carrier: Carrier) {
     within(60, async {
         // Heartbeats effectively off: only "a running command is not silence" protects it.
-        let tunnel = short_lived_tunnel("1s", "1h").await;
+        let tunnel = short_lived_tunnel(carrier, "1s", "1h").await;
         let mut t = tunnel.connect().await;
         t.query_drop("SET @kept = 7").await.expect("set");
         let slept: Option<u32> = t.query_first("SELECT SLEEP(3)").await.expect("long query");
@@ -118,10 +126,10 @@ async fn a_command_longer_than_the_timeout_is_not_expired() {
     .await;
 }
 
-#[tokio::test]
-async fn an_expired_session_is_a_lost_connection_and_reconnecting_works() {
+on_both_carriers!(an_expired_session_is_a_lost_connection_and_reconnecting_works);
+async fn an_expired_session_is_a_lost_connection_and_reconnecting_works(carrier: Carrier) {
     within(60, async {
-        let tunnel = short_lived_tunnel("1s", "1h").await;
+        let tunnel = short_lived_tunnel(carrier, "1s", "1h").await;
         let mut t = tunnel.connect().await;
         t.query_drop("SELECT 1").await.expect("first");
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -141,12 +149,12 @@ async fn an_expired_session_is_a_lost_connection_and_reconnecting_works() {
     .await;
 }
 
-#[tokio::test]
-async fn the_sidecar_closes_clients_whose_session_is_gone() {
+on_both_carriers!(the_sidecar_closes_clients_whose_session_is_gone);
+async fn the_sidecar_closes_clients_whose_session_is_gone(carrier: Carrier) {
     within(60, async {
         // The transport expires the session (heartbeats slower than the timeout); the next
         // heartbeat learns it is gone and the sidecar closes the client connection itself.
-        let tunnel = short_lived_tunnel("1s", "1500ms").await;
+        let tunnel = short_lived_tunnel(carrier, "1s", "1500ms").await;
         let mut raw =
             e2e::raw::RawClient::login(tunnel.sidecar.port(), e2e::USER, e2e::PASSWORD, DATABASE)
                 .await;
@@ -160,11 +168,11 @@ async fn the_sidecar_closes_clients_whose_session_is_gone() {
     .await;
 }
 
-#[tokio::test]
-async fn a_stalled_transport_does_not_expire_live_sessions() {
+on_both_carriers!(a_stalled_transport_does_not_expire_live_sessions);
+async fn a_stalled_transport_does_not_expire_live_sessions(carrier: Carrier) {
     within(60, async {
         let ProcTunnel { transport, sidecar: _sidecar, sidecar_port, .. } =
-            short_lived_procs("stall").await;
+            short_lived_procs(carrier, "stall").await;
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         let id: Option<u64> = t.query_first("SELECT CONNECTION_ID()").await.expect("id");
         // Stopped for longer than the session timeout, as a stalled host or a debugger would.
@@ -182,11 +190,16 @@ async fn a_stalled_transport_does_not_expire_live_sessions() {
     .await;
 }
 
-#[tokio::test]
-async fn a_frozen_transport_is_a_clear_error_within_three_heartbeats() {
+on_both_carriers!(a_frozen_transport_is_a_clear_error_within_three_heartbeats);
+async fn a_frozen_transport_is_a_clear_error_within_three_heartbeats(carrier: Carrier) {
     within(60, async {
-        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port, .. } =
-            ProcTunnel::start("frozen", |t| format!("{t}heartbeat_interval: 500ms\n"), |s| s).await;
+        let ProcTunnel { transport, sidecar: _sidecar, sidecar_port, .. } = ProcTunnel::start_on(
+            carrier,
+            "frozen",
+            |t| format!("{t}heartbeat_interval: 500ms\n"),
+            |s| s,
+        )
+        .await;
         let mut t = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("tunnel");
         t.query_drop("DO 1").await.expect("works");
 

@@ -138,6 +138,14 @@ impl Tunnel {
         .await
     }
 
+    /// [`Self::start`] with the sidecar on `carrier`.
+    pub async fn start_on(carrier: Carrier) -> Tunnel {
+        Self::start_custom(&transport_yaml(mysql_port()), |url| {
+            carrier.sidecar(&sidecar_yaml(url, TOKEN))
+        })
+        .await
+    }
+
     /// Starts both halves with a sidecar in passthrough mode (no `users`, client TLS offered with
     /// a generated certificate) plus `extra` sidecar YAML.
     pub async fn start_passthrough(extra: &str) -> Tunnel {
@@ -215,4 +223,68 @@ pub fn sidecar_yaml(url: &str, token: &str) -> String {
     format!(
         "listen: 127.0.0.1:0\ntransport:\n  url: {url}\n  token: {token}\n  connect_timeout: 2s\nusers:\n  - name: {USER}\n    password: {PASSWORD}\n    upstream: main\n"
     )
+}
+
+/// How the sidecar carries a session's steps to the transport (`transport.stream`): what a
+/// test of a carrier-independent promise runs on, once each ([`on_both_carriers!`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    /// WebSocket streams (`stream: on`): what the default, `auto`, takes wherever the path
+    /// passes the upgrade; `on`, so that a test never falls back to requests unseen.
+    Stream,
+    /// One HTTP request per step (`stream: off`).
+    Requests,
+}
+
+impl Carrier {
+    /// Both, the default first.
+    pub const BOTH: [Carrier; 2] = [Carrier::Stream, Carrier::Requests];
+
+    /// The sidecar's `transport.stream` line (indented for the `transport` section).
+    pub fn setting(self) -> &'static str {
+        match self {
+            Carrier::Stream => "  stream: on\n",
+            Carrier::Requests => "  stream: off\n",
+        }
+    }
+
+    /// A sidecar config made by [`sidecar_yaml`] (or an edit of one) set to this carrier.
+    pub fn sidecar(self, yaml: &str) -> String {
+        const AT: &str = "  connect_timeout: 2s\n";
+        assert!(yaml.contains(AT), "not a sidecar config of the harness: {yaml}");
+        yaml.replacen(AT, &format!("{AT}{}", self.setting()), 1)
+    }
+
+    /// A short name for tags, table names and messages: `stream`, `requests`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Carrier::Stream => "stream",
+            Carrier::Requests => "requests",
+        }
+    }
+}
+
+/// Two tests of one body, `async fn body(carrier: Carrier)`: `body::over_a_stream` and
+/// `body::over_requests`. A test attribute other than `#[tokio::test]` may come first.
+#[macro_export]
+macro_rules! on_both_carriers {
+    ($body:ident) => {
+        $crate::on_both_carriers!(
+            #[tokio::test]
+            $body
+        );
+    };
+    (#[$test:meta] $body:ident) => {
+        mod $body {
+            #[$test]
+            async fn over_a_stream() {
+                super::$body($crate::Carrier::Stream).await;
+            }
+
+            #[$test]
+            async fn over_requests() {
+                super::$body($crate::Carrier::Requests).await;
+            }
+        }
+    };
 }

@@ -185,6 +185,17 @@ impl ProcTunnel {
         wait_port(sidecar_port).await;
         ProcTunnel { transport, sidecar, sidecar_port, transport_port }
     }
+
+    /// [`Self::start`] with the sidecar on `carrier` (and `tag` made the carrier's own).
+    pub async fn start_on(
+        carrier: crate::Carrier,
+        tag: &str,
+        edit_transport: impl FnOnce(String) -> String,
+        edit_sidecar: impl FnOnce(String) -> String,
+    ) -> ProcTunnel {
+        let tag = format!("{tag}-{}", carrier.name());
+        Self::start(&tag, edit_transport, |s| edit_sidecar(carrier.sidecar(&s))).await
+    }
 }
 
 /// Runs `sidecar check --config` on `yaml`, with no proxy or token from the environment;
