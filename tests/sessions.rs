@@ -1,12 +1,15 @@
 //! Session limits and clean ends: a quit session's upstream connection goes with it (its open
 //! transaction rolled back), limits give error 1040 (the transport's sessions, the sidecar's
-//! clients), and 1,000 concurrent clients all work and
-//! leave nothing behind.
+//! clients), and 1,000 concurrent clients all work and leave nothing behind. Each over a
+//! stream and over requests.
 
 use std::time::Duration;
 
 use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{DATABASE, TOKEN, Tunnel, direct, mysql_port, opts, sidecar_yaml, within};
+use e2e::{
+    Carrier, DATABASE, TOKEN, Tunnel, direct, mysql_port, on_both_carriers, opts, sidecar_yaml,
+    within,
+};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -32,33 +35,39 @@ async fn wait_until_gone(d: &mut Conn, ids: &[u64], secs: u64) -> Vec<u64> {
     left
 }
 
-#[tokio::test]
-async fn a_quit_session_leaves_no_connection_and_no_open_transaction() {
+on_both_carriers!(a_quit_session_leaves_no_connection_and_no_open_transaction);
+async fn a_quit_session_leaves_no_connection_and_no_open_transaction(carrier: Carrier) {
     within(60, async {
-        let tunnel = Tunnel::start().await;
+        let tunnel = Tunnel::start_on(carrier).await;
+        let table = format!("quit_probe_{}", carrier.name());
         let mut d = direct().await;
-        d.query_drop("CREATE TABLE IF NOT EXISTS quit_probe (id INT PRIMARY KEY) ENGINE=InnoDB")
-            .await
-            .expect("create");
+        d.query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {table} (id INT PRIMARY KEY) ENGINE=InnoDB"
+        ))
+        .await
+        .expect("create");
         let mut t = tunnel.connect().await;
         let id: u64 = t.query_first("SELECT CONNECTION_ID()").await.expect("id").unwrap_or(0);
         t.query_drop("BEGIN").await.expect("begin");
-        t.query_drop("INSERT INTO quit_probe VALUES (1)").await.expect("insert");
+        t.query_drop(format!("INSERT INTO {table} VALUES (1)")).await.expect("insert");
         t.disconnect().await.expect("quit");
         let left = wait_until_gone(&mut d, &[id], 10).await;
         assert!(left.is_empty(), "the upstream connection ends with its session");
-        let rows: Option<u64> = d.query_first("SELECT COUNT(*) FROM quit_probe").await.expect("n");
+        let rows: Option<u64> =
+            d.query_first(format!("SELECT COUNT(*) FROM {table}")).await.expect("n");
         assert_eq!(rows, Some(0), "the open transaction was rolled back");
-        d.query_drop("DROP TABLE quit_probe").await.expect("drop");
+        d.query_drop(format!("DROP TABLE {table}")).await.expect("drop");
     })
     .await;
 }
 
-#[tokio::test]
-async fn too_many_sessions_is_error_1040() {
+on_both_carriers!(too_many_sessions_is_error_1040);
+async fn too_many_sessions_is_error_1040(carrier: Carrier) {
     within(60, async {
         let transport = format!("{}max_sessions: 2\n", e2e::transport_yaml(mysql_port()));
-        let tunnel = Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await;
+        let tunnel =
+            Tunnel::start_custom(&transport, |url| carrier.sidecar(&sidecar_yaml(url, TOKEN)))
+                .await;
         let _a = tunnel.connect().await;
         let _b = tunnel.connect().await;
         match Conn::new(opts(tunnel.sidecar.port(), Some(DATABASE))).await {
@@ -71,11 +80,11 @@ async fn too_many_sessions_is_error_1040() {
     .await;
 }
 
-#[tokio::test]
-async fn beyond_max_clients_the_sidecar_answers_1040_and_frees_up() {
+on_both_carriers!(beyond_max_clients_the_sidecar_answers_1040_and_frees_up);
+async fn beyond_max_clients_the_sidecar_answers_1040_and_frees_up(carrier: Carrier) {
     within(60, async {
         let tunnel = Tunnel::start_custom(&e2e::transport_yaml(mysql_port()), |url| {
-            format!("{}max_clients: 2\n", sidecar_yaml(url, TOKEN))
+            format!("{}max_clients: 2\n", carrier.sidecar(&sidecar_yaml(url, TOKEN)))
         })
         .await;
         let a = tunnel.connect().await;
@@ -105,6 +114,13 @@ async fn beyond_max_clients_the_sidecar_answers_1040_and_frees_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
+    // One carrier after the other: 2,000 at once would pass the server's max_connections.
+    for carrier in Carrier::BOTH {
+        a_thousand_concurrent_clients_on(carrier).await;
+    }
+}
+
+async fn a_thousand_concurrent_clients_on(carrier: Carrier) {
     within(300, async {
         // The real binaries, as deployed: one sidecar process, one transport process.
         let (transport_port, sidecar_port) = (free_port(), free_port());
@@ -113,14 +129,15 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
             e2e::transport_yaml(mysql_port())
                 .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"))
         );
-        let sidecar_yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
+        let sidecar_yaml = carrier
+            .sidecar(&sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN))
             .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"));
-        let _transport = Proc::start("transport", &transport_yaml, "thousand");
+        let _transport = Proc::start("transport", &transport_yaml, &format!("thousand-{}", carrier.name()));
         wait_port(transport_port).await;
         let _sidecar = Proc::start(
             "sidecar",
             &format!("{sidecar_yaml}handshake_timeout: 60s\nmax_clients: 1100\n"),
-            "thousand",
+            &format!("thousand-{}", carrier.name()),
         );
         wait_port(sidecar_port).await;
         let mut tasks = Vec::new();
@@ -150,13 +167,13 @@ async fn a_thousand_concurrent_clients_work_and_leave_nothing_behind() {
         }
         let mut d = direct().await;
         let left = wait_until_gone(&mut d, &ids, 30).await;
-        assert!(left.is_empty(), "{} upstream connections left after quit", left.len());
+        assert!(left.is_empty(), "{}: {} upstream connections left after quit", carrier.name(), left.len());
     })
     .await;
 }
 
-#[tokio::test]
-async fn each_token_has_its_own_session_limit() {
+on_both_carriers!(each_token_has_its_own_session_limit);
+async fn each_token_has_its_own_session_limit(carrier: Carrier) {
     within(60, async {
         let transport = format!(
             "{}max_sessions_per_token: 1\n",
@@ -165,12 +182,14 @@ async fn each_token_has_its_own_session_limit() {
                 &format!("tokens: [{TOKEN}, other-Team-7Wc4Vb9Nm2Kx6Lp3Zq]")
             )
         );
-        let tunnel = Tunnel::start_custom(&transport, |url| sidecar_yaml(url, TOKEN)).await;
+        let tunnel =
+            Tunnel::start_custom(&transport, |url| carrier.sidecar(&sidecar_yaml(url, TOKEN)))
+                .await;
         let other = Tunnel::start_sidecar(
-            &sidecar_yaml(
+            &carrier.sidecar(&sidecar_yaml(
                 &format!("http://{}/", tunnel.transport),
                 "other-Team-7Wc4Vb9Nm2Kx6Lp3Zq",
-            ),
+            )),
             tokio_util::sync::CancellationToken::new(),
         )
         .await;
