@@ -4,21 +4,23 @@
 //! session variables, temporary tables and the open transaction survive, the upstream thread
 //! is the same, and no statement runs twice (the upstream's own counters say so). A session
 //! that really is gone gives a clear error, not a hang; so does a resume with no window. A real
-//! nginx restarted mid-command is survived the same way.
+//! nginx restarted mid-command is survived the same way. Each over a stream and over requests.
 
 use std::time::{Duration, Instant};
 
 use e2e::nginx::{Nginx, example_config};
 use e2e::shaper::{Shape, Shaper, tunnel_through};
-use e2e::{TOKEN, Tunnel, mysql_port, sidecar_yaml, transport_yaml, within};
+use e2e::{
+    Carrier, TOKEN, Tunnel, mysql_port, on_both_carriers, sidecar_yaml, transport_yaml, within,
+};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
-/// A tunnel whose sidecar reaches the transport through a shaping proxy; `session_timeout`
-/// and `heartbeat_interval` for the transport.
-async fn through_shaper(shape: Shape, timeouts: &str) -> (Tunnel, Shaper) {
+/// A tunnel whose sidecar reaches the transport on `carrier` through a shaping proxy;
+/// `session_timeout` and `heartbeat_interval` for the transport.
+async fn through_shaper(carrier: Carrier, shape: Shape, timeouts: &str) -> (Tunnel, Shaper) {
     let transport = transport_yaml(mysql_port()).replace("session_timeout: 30s\n", timeouts);
-    tunnel_through(shape, &transport, "").await
+    tunnel_through(shape, &transport, carrier.setting()).await
 }
 
 const TIMEOUTS: &str = "session_timeout: 30s\nheartbeat_interval: 1s\n";
@@ -70,10 +72,10 @@ async fn slow_insert_survives<F: std::future::Future>(conn: &mut Conn, disruptio
     out
 }
 
-#[tokio::test]
-async fn a_cut_while_idle_leaves_the_session_as_it_was() {
+on_both_carriers!(a_cut_while_idle_leaves_the_session_as_it_was);
+async fn a_cut_while_idle_leaves_the_session_as_it_was(carrier: Carrier) {
     within(60, async {
-        let (tunnel, shaper) = through_shaper(Shape::default(), TIMEOUTS).await;
+        let (tunnel, shaper) = through_shaper(carrier, Shape::default(), TIMEOUTS).await;
         let mut conn = tunnel.connect().await;
         let thread = prepare_state(&mut conn).await;
         let before = shaper.connections();
@@ -85,22 +87,22 @@ async fn a_cut_while_idle_leaves_the_session_as_it_was() {
     .await;
 }
 
-#[tokio::test]
-async fn a_cut_mid_command_neither_loses_nor_repeats_it() {
+on_both_carriers!(a_cut_mid_command_neither_loses_nor_repeats_it);
+async fn a_cut_mid_command_neither_loses_nor_repeats_it(carrier: Carrier) {
     within(60, async {
-        let (tunnel, shaper) = through_shaper(Shape::default(), TIMEOUTS).await;
+        let (tunnel, shaper) = through_shaper(carrier, Shape::default(), TIMEOUTS).await;
         let mut conn = tunnel.connect().await;
         slow_insert_survives(&mut conn, async { shaper.cut() }).await;
     })
     .await;
 }
 
-#[tokio::test]
-async fn a_cut_mid_answer_resumes_the_answer_where_it_broke() {
+on_both_carriers!(a_cut_mid_answer_resumes_the_answer_where_it_broke);
+async fn a_cut_mid_answer_resumes_the_answer_where_it_broke(carrier: Carrier) {
     within(90, async {
         // 16 Mbit/s: the answer (about 2.5 MB) takes more than a second to pass.
         let shape = Shape { bits_per_second: Some(16_000_000), ..Shape::default() };
-        let (tunnel, shaper) = through_shaper(shape, TIMEOUTS).await;
+        let (tunnel, shaper) = through_shaper(carrier, shape, TIMEOUTS).await;
         let mut conn = tunnel.connect().await;
         let thread = prepare_state(&mut conn).await;
         let selects = session_counter(&mut conn, "Com_select").await;
@@ -119,12 +121,12 @@ async fn a_cut_mid_answer_resumes_the_answer_where_it_broke() {
     .await;
 }
 
-#[tokio::test]
-async fn a_session_gone_during_an_outage_is_a_clear_error() {
+on_both_carriers!(a_session_gone_during_an_outage_is_a_clear_error);
+async fn a_session_gone_during_an_outage_is_a_clear_error(carrier: Carrier) {
     within(60, async {
         // Parking off: the idle session expires too (tests/expiry.rs parks it).
         let timeouts = "session_timeout: 2s\nheartbeat_interval: 500ms\npark_timeout: 0s\n";
-        let (tunnel, shaper) = through_shaper(Shape::default(), timeouts).await;
+        let (tunnel, shaper) = through_shaper(carrier, Shape::default(), timeouts).await;
         let mut idle = tunnel.connect().await;
         let mut busy = tunnel.connect().await;
         let thread: Option<u64> = busy.query_first("SELECT CONNECTION_ID()").await.expect("id");
@@ -169,22 +171,22 @@ async fn a_session_gone_during_an_outage_is_a_clear_error() {
     .await;
 }
 
-#[tokio::test]
-async fn without_a_resume_window_a_cut_mid_answer_is_a_clear_error() {
-    cut_without_room("resume_window: 0\n").await;
+on_both_carriers!(without_a_resume_window_a_cut_mid_answer_is_a_clear_error);
+async fn without_a_resume_window_a_cut_mid_answer_is_a_clear_error(carrier: Carrier) {
+    cut_without_room(carrier, "resume_window: 0\n").await;
 }
 
-#[tokio::test]
-async fn without_room_in_the_resume_budget_a_cut_mid_answer_is_a_clear_error() {
-    cut_without_room("max_resume_bytes: 0\n").await;
+on_both_carriers!(without_room_in_the_resume_budget_a_cut_mid_answer_is_a_clear_error);
+async fn without_room_in_the_resume_budget_a_cut_mid_answer_is_a_clear_error(carrier: Carrier) {
+    cut_without_room(carrier, "max_resume_bytes: 0\n").await;
 }
 
 /// A cut mid-answer where the transport kept nothing of the answer: a clear error at once.
-async fn cut_without_room(setting: &str) {
+async fn cut_without_room(carrier: Carrier, setting: &str) {
     within(60, async {
         let shape = Shape { bits_per_second: Some(16_000_000), ..Shape::default() };
         let timeouts = format!("{TIMEOUTS}{setting}");
-        let (tunnel, shaper) = through_shaper(shape, &timeouts).await;
+        let (tunnel, shaper) = through_shaper(carrier, shape, &timeouts).await;
         let mut conn = tunnel.connect().await;
         let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
         let cutter = shaper.cut_after(500_000);
@@ -197,8 +199,8 @@ async fn cut_without_room(setting: &str) {
     .await;
 }
 
-#[tokio::test]
-async fn an_nginx_restart_mid_command_is_survived() {
+on_both_carriers!(an_nginx_restart_mid_command_is_survived);
+async fn an_nginx_restart_mid_command_is_survived(carrier: Carrier) {
     within(90, async {
         let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
         let transport_port = listener.local_addr().expect("addr").port();
@@ -206,7 +208,8 @@ async fn an_nginx_restart_mid_command_is_survived() {
         let nginx = Nginx::start(&example_config(&[transport_port], port), port).await;
         let url = format!("http://127.0.0.1:{port}/db-tunnel/");
         let transport = transport_yaml(mysql_port()).replace("session_timeout: 30s\n", TIMEOUTS);
-        let tunnel = Tunnel::start_with(listener, &transport, &sidecar_yaml(&url, TOKEN)).await;
+        let sidecar = carrier.sidecar(&sidecar_yaml(&url, TOKEN));
+        let tunnel = Tunnel::start_with(listener, &transport, &sidecar).await;
         let mut conn = tunnel.connect().await;
         let restart = async {
             tokio::task::spawn_blocking(move || drop(nginx)).await.expect("stop nginx");
