@@ -2,12 +2,13 @@
 //! bound to its identity; an upstream the identity may not reach is refused with a MySQL error
 //! naming both; `/v1/ready` lists only what the caller may reach; the audit log names the
 //! person; a SIGHUP that removes an identity, or takes an upstream from it, ends its sessions.
+//! Over a stream and over requests.
 
 use std::time::Duration;
 
 use e2e::http::call;
 use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{DATABASE, mysql_port, opts, sidecar_yaml, within};
+use e2e::{Carrier, DATABASE, mysql_port, on_both_carriers, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -43,12 +44,15 @@ fn transport_yaml(port: u16, audit: &std::path::Path, identities: &str) -> Strin
     )
 }
 
-fn sidecar_for(transport_port: u16, token: &str, upstream: &str) -> (Proc, u16) {
+/// A sidecar on `carrier` with `token`, whose `users` entry reaches `upstream`.
+fn sidecar_for(carrier: Carrier, transport_port: u16, token: &str, upstream: &str) -> (Proc, u16) {
     let port = free_port();
-    let yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), token)
+    let yaml = carrier
+        .sidecar(&sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), token))
         .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
         .replace("upstream: main", &format!("upstream: {upstream}"));
-    (Proc::start("sidecar", &yaml, &format!("identities-{token}-{upstream}")), port)
+    let tag = format!("identities-{token}-{upstream}-{}", carrier.name());
+    (Proc::start("sidecar", &yaml, &tag), port)
 }
 
 /// Waits until `proc` logs `needle` once more than `seen` times.
@@ -59,12 +63,17 @@ async fn reload(proc: &Proc, yaml: &str) {
     proc.log_grows("configuration reloaded", seen).await;
 }
 
-#[tokio::test]
-async fn identities_reach_their_upstreams_only_and_lose_their_sessions_when_revoked() {
+on_both_carriers!(identities_reach_their_upstreams_only_and_lose_their_sessions_when_revoked);
+async fn identities_reach_their_upstreams_only_and_lose_their_sessions_when_revoked(
+    carrier: Carrier,
+) {
     within(90, async {
         let transport_port = free_port();
-        let audit =
-            std::env::temp_dir().join(format!("sqltunnel-identities-{}.jsonl", std::process::id()));
+        let audit = std::env::temp_dir().join(format!(
+            "sqltunnel-identities-{}-{}.jsonl",
+            std::process::id(),
+            carrier.name()
+        ));
         drop(std::fs::remove_file(&audit));
         let alice = format!(
             "  - name: alice\n    token_sha256: {}\n    upstreams: [main]\n",
@@ -78,8 +87,9 @@ async fn identities_reach_their_upstreams_only_and_lose_their_sessions_when_revo
             )
         };
         let all = format!("{alice}{bob}{}", carol("main, reporting"));
+        let tag = format!("identities-{}", carrier.name());
         let transport =
-            Proc::start("transport", &transport_yaml(transport_port, &audit, &all), "identities");
+            Proc::start("transport", &transport_yaml(transport_port, &audit, &all), &tag);
         wait_port(transport_port).await;
         let config = std::fs::read_to_string(&transport.config).expect("config");
         assert!(!config.contains(ALICE) && !config.contains(CAROL), "hashes only");
@@ -117,9 +127,9 @@ async fn identities_reach_their_upstreams_only_and_lose_their_sessions_when_revo
         );
 
         // Through sidecars: alice reaches main; bob is refused main with a clear MySQL error.
-        let (alice_sidecar, alice_port) = sidecar_for(transport_port, ALICE, "main");
-        let (bob_sidecar, bob_port) = sidecar_for(transport_port, BOB, "main");
-        let (carol_sidecar, carol_port) = sidecar_for(transport_port, CAROL, "main");
+        let (alice_sidecar, alice_port) = sidecar_for(carrier, transport_port, ALICE, "main");
+        let (bob_sidecar, bob_port) = sidecar_for(carrier, transport_port, BOB, "main");
+        let (carol_sidecar, carol_port) = sidecar_for(carrier, transport_port, CAROL, "main");
         wait_port(alice_port).await;
         wait_port(bob_port).await;
         wait_port(carol_port).await;

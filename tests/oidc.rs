@@ -3,7 +3,8 @@
 //! and is audited by the person's name; an expired, wrong-audience, wrong-issuer, tampered,
 //! `alg: none` or claim-less token is refused with its own kind; a group that may not reach
 //! an upstream is refused; a refreshed token of the same person keeps the session and another
-//! person's does not; the provider's key rotation needs no restart.
+//! person's does not; the provider's key rotation needs no restart. A person revoked at a
+//! reload loses their sessions, over a stream and over requests.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use e2e::http::call;
 use e2e::idp::{EDDSA, ES256, IdpClient, OTHER_AUDIENCE, Provider, RS256, SHORT};
 use e2e::processes::{Proc, free_port, sidecar_check, wait_port};
-use e2e::{DATABASE, mysql_port, opts, sidecar_yaml, within};
+use e2e::{Carrier, DATABASE, mysql_port, on_both_carriers, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use serde_json::{Value, json};
@@ -216,29 +217,34 @@ async fn provider_tokens_log_in_by_name_and_each_bad_token_has_its_kind() {
 
 /// A person revoked by name at a reload (`oidc.revoked`) loses their sessions and their
 /// still-valid tokens at once; the others carry on.
-#[tokio::test]
-async fn a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once() {
+on_both_carriers!(a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once);
+async fn a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once(carrier: Carrier) {
     within(90, async {
         let clients = clients();
         let [alice, carol, ..] = &clients;
-        let provider = Provider::start("revoke", &clients);
+        let tag = format!("revoke-{}", carrier.name());
+        let provider = Provider::start(&tag, &clients);
         let port = free_port();
-        let audit = std::env::temp_dir()
-            .join(format!("sqltunnel-oidc-revoke-{}.jsonl", std::process::id()));
+        let audit =
+            std::env::temp_dir().join(format!("sqltunnel-oidc-{tag}-{}.jsonl", std::process::id()));
         let yaml = transport_yaml(port, &provider, &audit);
-        let transport = Proc::start("transport", &yaml, "oidc-revoke");
+        let transport = Proc::start("transport", &yaml, &format!("oidc-{tag}"));
         wait_port(port).await;
         let (alice_port, carol_port) = (free_port(), free_port());
-        let alice_yaml =
-            sidecar_with_command(port, alice_port, &provider.token_command(alice, ES256), "main");
-        let carol_yaml = sidecar_with_command(
+        let alice_yaml = carrier.sidecar(&sidecar_with_command(
+            port,
+            alice_port,
+            &provider.token_command(alice, ES256),
+            "main",
+        ));
+        let carol_yaml = carrier.sidecar(&sidecar_with_command(
             port,
             carol_port,
             &provider.token_command(carol, ES256),
             "reporting",
-        );
-        let _alice_sidecar = Proc::start("sidecar", &alice_yaml, "revoke-alice");
-        let _carol_sidecar = Proc::start("sidecar", &carol_yaml, "revoke-carol");
+        ));
+        let _alice_sidecar = Proc::start("sidecar", &alice_yaml, &format!("{tag}-alice"));
+        let _carol_sidecar = Proc::start("sidecar", &carol_yaml, &format!("{tag}-carol"));
         wait_port(alice_port).await;
         wait_port(carol_port).await;
         let mut alice_conn = Conn::new(opts(alice_port, Some(DATABASE))).await.expect("alice");

@@ -1,9 +1,9 @@
 //! SIGHUP reloads the configuration and never ends the process: tokens are rotated without
-//! dropping a session (a withdrawn token's sessions end), a file that does not load is refused with an error line, and both
-//! binaries go on.
+//! dropping a session (a withdrawn token's sessions end), a file that does not load is refused
+//! with an error line, and both binaries go on. Over a stream and over requests.
 
 use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{DATABASE, mysql_port, opts, sidecar_yaml, within};
+use e2e::{Carrier, DATABASE, mysql_port, on_both_carriers, opts, sidecar_yaml, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -24,8 +24,8 @@ async fn reload(proc: &Proc, yaml: &str) {
     }
 }
 
-#[tokio::test]
-async fn sighup_rotates_tokens_without_dropping_sessions() {
+on_both_carriers!(sighup_rotates_tokens_without_dropping_sessions);
+async fn sighup_rotates_tokens_without_dropping_sessions(carrier: Carrier) {
     within(60, async {
         let (transport_port, sidecar_port) = (free_port(), free_port());
         let transport_yaml = |tokens: &str| {
@@ -34,12 +34,14 @@ async fn sighup_rotates_tokens_without_dropping_sessions() {
                 .replace(&format!("tokens: [{}]", e2e::TOKEN), &format!("tokens: [{tokens}]"))
         };
         let sidecar_yaml = |token: &str| {
-            sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), token)
+            carrier
+                .sidecar(&sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), token))
                 .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
         };
-        let mut transport = Proc::start("transport", &transport_yaml(OLD), "reload");
+        let tag = format!("reload-{}", carrier.name());
+        let mut transport = Proc::start("transport", &transport_yaml(OLD), &tag);
         wait_port(transport_port).await;
-        let mut sidecar = Proc::start("sidecar", &sidecar_yaml(OLD), "reload");
+        let mut sidecar = Proc::start("sidecar", &sidecar_yaml(OLD), &tag);
         wait_port(sidecar_port).await;
         let mut before = Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("login");
 
