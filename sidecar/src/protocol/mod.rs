@@ -5,6 +5,7 @@
 
 mod auth;
 mod change_user;
+mod compressed_framing;
 mod handshake;
 mod packet;
 

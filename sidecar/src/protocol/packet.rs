@@ -72,13 +72,15 @@ pub struct PacketIo {
     compressed: Option<Compressed>,
 }
 
-/// The compressed protocol's state: bytes read and not yet inflated, and the sequence id of
-/// the next compressed packet (it starts again at 0 with each command).
+/// The compressed protocol's state: bytes read and not yet inflated, the sequence id of the
+/// next compressed packet (it starts again at 0 with each command), and where the answer's
+/// next compressed packet ends.
 #[derive(Debug, Default)]
 struct Compressed {
     zin: BytesMut,
     zout: BytesMut,
     seq: u8,
+    framing: super::compressed_framing::Framing,
 }
 
 /// A small packet still in the write buffer, which may be patched until the next flush.

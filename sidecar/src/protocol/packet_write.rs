@@ -115,9 +115,9 @@ impl PacketIo {
     }
 
     /// Takes back the relayed packet a broken answer left half-written, when none of it was
-    /// sent yet (an answer is sent whole at its end, or in parts of [`FLUSH_AT`] bytes), so
-    /// that a packet of the sidecar's own may follow with that packet's sequence id. True
-    /// when the writer is at a packet boundary.
+    /// sent yet (an answer is sent whole at its end, or in parts once [`FLUSH_AT`] bytes are
+    /// queued), so that a packet of the sidecar's own may follow with that packet's sequence
+    /// id. True when the writer is at a packet boundary.
     pub fn take_back_partial(&mut self) -> bool {
         if self.at_packet_boundary() {
             return true;
@@ -169,23 +169,26 @@ impl PacketIo {
 
     /// Writes everything queued (the end of a turn).
     pub async fn flush(&mut self) -> Result<(), Error> {
+        if self.compressed.is_some() {
+            return self.send_compressed(true).await;
+        }
         self.send(0).await
     }
 
-    /// Writes what is queued while more of the answer follows. In the compressed protocol a
-    /// compressed packet then never ends exactly between two packets: a client that finds one
-    /// ending at a result set's end takes it for the server's flush there and expects the next
-    /// packet to be numbered after the compressed packet, as a server renumbers them (MariaDB's
-    /// `net_flush`), while relayed packets keep the upstream's numbers.
-    /// A relayed packet that may be a LOCAL INFILE request stays queued (with one byte before
-    /// it in the compressed protocol, for the same reason).
+    /// Writes what is queued while more of the answer follows. A relayed packet that may be a
+    /// LOCAL INFILE request stays queued. In the compressed protocol, only the compressed
+    /// packets the framing (`compressed_framing.rs`) has decided go: whole packets gathered up
+    /// to the server's buffer size, a packet cut inside (never in its header), the rest of a
+    /// large one alone once it is whole. So a client finds each packet within two compressed
+    /// packets, and none ends exactly between two packets but after such a rest (a client that
+    /// finds one ending at a result set's end takes it for the server's flush and expects the
+    /// next packet to be numbered after the compressed packet, as a server renumbers them,
+    /// MariaDB's `net_flush`, while relayed packets keep the upstream's numbers).
     async fn flush_part(&mut self) -> Result<(), Error> {
-        let compressed = self.compressed.is_some();
-        let hold = match self.possible_file_request() {
-            0 => usize::from(compressed && self.at_packet_boundary()),
-            request => request + usize::from(compressed),
-        };
-        self.send(hold).await
+        if self.compressed.is_some() {
+            return self.send_compressed(false).await;
+        }
+        self.send(self.possible_file_request()).await
     }
 
     /// How many bytes at the end of the queue are a relayed packet that may be a LOCAL INFILE
@@ -239,9 +242,9 @@ impl PacketIo {
         self.relayed_first = None;
     }
 
-    /// Writes what is queued but its last `hold` bytes.
+    /// Writes what is queued but its last `hold` bytes (not in the compressed protocol).
     async fn send(&mut self, hold: usize) -> Result<(), Error> {
-        if !self.held.is_empty() && (hold > 0 || self.compressed.is_some()) {
+        if !self.held.is_empty() && hold > 0 {
             self.spill();
         }
         if !self.held.is_empty() {
@@ -255,14 +258,6 @@ impl PacketIo {
         if self.wbuf.len() > hold {
             self.flushes += 1;
             let upto = self.wbuf.len() - hold;
-            if let Some(z) = self.compressed.as_mut() {
-                z.seq = compressed::encode(&self.wbuf[..upto], z.seq, &mut z.zout);
-                self.stream.write_all(&z.zout).await?;
-                z.zout.clear();
-                drop(self.wbuf.split_to(upto));
-                self.stream.flush().await?;
-                return Ok(());
-            }
             self.stream.write_all(&self.wbuf[..upto]).await?;
             // With TLS, `write_all` may leave the last records inside rustls when the socket
             // is full: only a flush sends them (else the client waits forever for its answer).
@@ -273,6 +268,37 @@ impl PacketIo {
                 drop(self.wbuf.split_to(upto));
             }
         }
+        Ok(())
+    }
+
+    /// Writes the compressed packets decided so far, and at the turn's `end` the rest too.
+    async fn send_compressed(&mut self, end: bool) -> Result<(), Error> {
+        self.spill();
+        let visible = match end {
+            true => self.wbuf.len(),
+            false => self.wbuf.len() - self.possible_file_request(),
+        };
+        let Some(z) = self.compressed.as_mut() else { return Ok(()) };
+        let mut sent = 0;
+        while let Some(n) = z.framing.next(&self.wbuf[sent..visible]) {
+            z.seq = compressed::encode(&self.wbuf[sent..sent + n], z.seq, &mut z.zout);
+            sent += n;
+        }
+        if end {
+            z.framing.reset();
+            if sent < self.wbuf.len() {
+                z.seq = compressed::encode(&self.wbuf[sent..], z.seq, &mut z.zout);
+                sent = self.wbuf.len();
+            }
+        }
+        if sent == 0 {
+            return Ok(());
+        }
+        self.flushes += 1;
+        self.stream.write_all(&z.zout).await?;
+        z.zout.clear();
+        drop(self.wbuf.split_to(sent));
+        self.stream.flush().await?;
         Ok(())
     }
 }
