@@ -1,13 +1,14 @@
 //! Connections end in kind: a client that quits is a COM_QUIT upstream; one that hangs up
 //! without it, or whose session expires (its sidecar died), ends the upstream connection
 //! without one, so the server counts an aborted client (`Aborted_clients`) through the tunnel
-//! as it does directly. One test in this binary: the server's counter is global.
+//! as it does directly, over a stream and over requests. One test in this binary: the server's
+//! counter is global.
 
 use std::time::{Duration, Instant};
 
 use e2e::processes::ProcTunnel;
 use e2e::raw::RawClient;
-use e2e::{DATABASE, PASSWORD, Tunnel, USER, direct, mysql_port, within};
+use e2e::{Carrier, DATABASE, PASSWORD, Tunnel, USER, direct, mysql_port, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -52,30 +53,34 @@ async fn aborted_by(d: &mut Conn, port: u16, quit: bool) -> u64 {
 async fn aborted_clients_move_through_the_tunnel_as_directly() {
     within(120, async {
         let d = &mut direct().await;
-        let tunnel = Tunnel::start().await;
-        for (port, path) in [(mysql_port(), "direct"), (tunnel.sidecar.port(), "tunnel")] {
-            assert_eq!(
-                aborted_by(d, port, false).await,
-                1,
-                "{path}: a hang-up is an aborted client"
-            );
-            assert_eq!(aborted_by(d, port, true).await, 0, "{path}: a quit is not");
+        hang_up_and_quit(d, mysql_port(), "direct").await;
+        // One carrier after the other: the counter is the server's.
+        for carrier in Carrier::BOTH {
+            let tunnel = Tunnel::start_on(carrier).await;
+            hang_up_and_quit(d, tunnel.sidecar.port(), carrier.name()).await;
+            // A session whose sidecar died expires: an aborted client too.
+            let mut t = ProcTunnel::start_on(
+                carrier,
+                "closes",
+                |t| t.replace("session_timeout: 30s", "session_timeout: 2s\npark_timeout: 0s"),
+                |s| s,
+            )
+            .await;
+            let before = aborted_clients(d).await;
+            let c = RawClient::login(t.sidecar_port, USER, PASSWORD, DATABASE).await;
+            let thread = c.greeting_connection_id();
+            t.sidecar.kill();
+            thread_gone(d, thread, Duration::from_secs(10)).await;
+            let moved = aborted_clients(d).await - before;
+            assert_eq!(moved, 1, "{}: an expired session is an aborted client", carrier.name());
+            drop((c, tunnel));
         }
-        // A session whose sidecar died expires: an aborted client too.
-        let mut t = ProcTunnel::start(
-            "closes",
-            |t| t.replace("session_timeout: 30s", "session_timeout: 2s\npark_timeout: 0s"),
-            |s| s,
-        )
-        .await;
-        let before = aborted_clients(d).await;
-        let c = RawClient::login(t.sidecar_port, USER, PASSWORD, DATABASE).await;
-        let thread = c.greeting_connection_id();
-        t.sidecar.kill();
-        thread_gone(d, thread, Duration::from_secs(10)).await;
-        assert_eq!(aborted_clients(d).await - before, 1, "an expired session is an aborted client");
-        drop(c);
-        drop(tunnel);
     })
     .await;
+}
+
+/// A hang-up at `port` moves `Aborted_clients` by one, a quit does not.
+async fn hang_up_and_quit(d: &mut Conn, port: u16, path: &str) {
+    assert_eq!(aborted_by(d, port, false).await, 1, "{path}: a hang-up is an aborted client");
+    assert_eq!(aborted_by(d, port, true).await, 0, "{path}: a quit is not");
 }
