@@ -1,11 +1,12 @@
 //! Graceful shutdown of each binary (SIGTERM): a command that ends within `shutdown_grace`
 //! finishes; one still running after it is killed upstream and its client gets a MySQL error;
 //! idle clients are closed; a new login gets a clear error, never a hang; the process exits.
+//! Each over a stream and over requests.
 
 use std::time::{Duration, Instant};
 
 use e2e::processes::{Proc, ProcTunnel};
-use e2e::{DATABASE, PASSWORD, USER, direct, opts, within};
+use e2e::{Carrier, DATABASE, PASSWORD, USER, direct, on_both_carriers, opts, within};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Error as MyError};
 
@@ -137,11 +138,12 @@ fn passthrough(s: String) -> String {
     s.split("users:").next().unwrap_or_default().to_owned()
 }
 
-#[tokio::test]
-async fn transport_sigterm_finishes_short_commands_and_kills_long_ones() {
+on_both_carriers!(transport_sigterm_finishes_short_commands_and_kills_long_ones);
+async fn transport_sigterm_finishes_short_commands_and_kills_long_ones(carrier: Carrier) {
     within(120, async {
         let mut tunnel =
-            ProcTunnel::start("term-transport", transport_edit(true), passthrough).await;
+            ProcTunnel::start_on(carrier, "term-transport", transport_edit(true), passthrough)
+                .await;
         let clients = start_clients(tunnel.sidecar_port).await;
         // Taken before the signal: it may act before kill(1) returns.
         let signalled = Instant::now();
@@ -165,10 +167,11 @@ async fn transport_sigterm_finishes_short_commands_and_kills_long_ones() {
     .await;
 }
 
-#[tokio::test]
-async fn transport_sigterm_without_kill_rights_cuts_the_answer_with_1053() {
+on_both_carriers!(transport_sigterm_without_kill_rights_cuts_the_answer_with_1053);
+async fn transport_sigterm_without_kill_rights_cuts_the_answer_with_1053(carrier: Carrier) {
     within(120, async {
-        let tunnel = ProcTunnel::start("term-cut", transport_edit(false), passthrough).await;
+        let tunnel =
+            ProcTunnel::start_on(carrier, "term-cut", transport_edit(false), passthrough).await;
         let clients = start_clients(tunnel.sidecar_port).await;
         let long_thread = clients.long_thread;
         // Taken before the signal: it may act before kill(1) returns.
@@ -186,12 +189,11 @@ async fn transport_sigterm_without_kill_rights_cuts_the_answer_with_1053() {
     .await;
 }
 
-#[tokio::test]
-async fn sidecar_sigterm_finishes_short_commands_and_kills_long_ones() {
+on_both_carriers!(sidecar_sigterm_finishes_short_commands_and_kills_long_ones);
+async fn sidecar_sigterm_finishes_short_commands_and_kills_long_ones(carrier: Carrier) {
     within(120, async {
-        let mut tunnel =
-            ProcTunnel::start("term-sidecar", |t| t, |s| format!("{s}shutdown_grace: 1500ms\n"))
-                .await;
+        let grace = |s| format!("{s}shutdown_grace: 1500ms\n");
+        let mut tunnel = ProcTunnel::start_on(carrier, "term-sidecar", |t| t, grace).await;
         let clients = start_clients(tunnel.sidecar_port).await;
         let signalled = Instant::now();
         tunnel.sidecar.signal("TERM");
