@@ -1,5 +1,6 @@
 //! Unit tests of the WebSocket messages: round trips in both roles, fragments, pings, closes,
-//! broken frames refused, and a seeded exchange with tungstenite as the independent peer.
+//! broken frames refused, the watch for a connection's end, and a seeded exchange with
+//! tungstenite as the independent peer.
 
 use std::time::Duration;
 
@@ -157,6 +158,51 @@ async fn a_read_given_up_half_way_marks_the_socket_spent() {
     let gave_up = tokio::time::timeout(Duration::from_millis(20), server.next()).await;
     assert!(gave_up.is_err(), "nothing whole arrived");
     assert!(!server.is_intact());
+}
+
+#[tokio::test]
+async fn a_watch_ends_when_the_peer_hangs_up_and_keeps_what_it_sent_before() {
+    let (mut server, far) = a_server();
+    let waited = tokio::time::timeout(Duration::from_millis(20), server.watch_end()).await;
+    assert!(waited.is_err(), "a quiet peer is watched on");
+    drop(far);
+    assert_eq!(server.watch_end().await.expect_err("gone").kind(), io::ErrorKind::UnexpectedEof);
+
+    // A message that arrives mid-watch is kept, not lost: read after it, and the end met
+    // during the watch after it.
+    let (mut server, mut far) = a_server();
+    far.write_all(&raw(0x82, b"next", [2; 4])).await.expect("write");
+    let waited = tokio::time::timeout(Duration::from_millis(20), server.watch_end()).await;
+    assert!(waited.is_err(), "bytes are no end");
+    drop(far);
+    assert_eq!(server.watch_end().await.expect_err("gone").kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(server.next().await.expect("kept").as_deref(), Some(&b"next"[..]));
+    assert_eq!(server.next().await.expect_err("eof").kind(), io::ErrorKind::UnexpectedEof);
+
+    // A ping that arrives mid-watch is answered once messages are read again.
+    let (mut server, mut far) = a_server();
+    let wire = [raw(0x89, b"p", [1; 4]), raw(0x82, b"x", [2; 4])].concat();
+    far.write_all(&wire).await.expect("write");
+    let waited = tokio::time::timeout(Duration::from_millis(20), server.watch_end()).await;
+    assert!(waited.is_err(), "a ping is no end");
+    assert_eq!(server.next().await.expect("kept").as_deref(), Some(&b"x"[..]));
+    let mut pong = [0u8; 3];
+    far.read_exact(&mut pong).await.expect("pong");
+    assert_eq!(pong, [0x8a, 0x01, b'p']);
+}
+
+#[tokio::test]
+async fn a_watch_stops_at_what_it_may_hold_and_a_flush_after_it_does_not_wait() {
+    let (mut server, mut far) = a_server();
+    let big = vec![7u8; MAX_HELD + 100];
+    far.write_all(&raw(0x82, &big, [3; 4])).await.expect("write");
+    server.watch_end().await.expect("more than a watch holds: it stops");
+    server.feed(Payload::Borrowed(b"answer")).await.expect("feed");
+    tokio::time::timeout(Duration::from_secs(5), server.flush())
+        .await
+        .expect("a flush is a flush again")
+        .expect("flush");
+    assert_eq!(server.next().await.expect("kept").map(|m| m.len()), Some(big.len()));
 }
 
 #[tokio::test]

@@ -164,7 +164,13 @@ pub async fn serve<IO, F, Fut>(
             None => break,
         };
         let response = match parse_request(data, &mut repeated) {
-            Ok((route, req)) => answer(route, req).await,
+            Ok((route, req)) => {
+                let answering = std::pin::pin!(answer(route, req));
+                match unless_gone(&mut ws, answering).await {
+                    Ok(response) => response,
+                    Err(e) => return debug!(error = %e, "a stream ended before its answer"),
+                }
+            }
             Err(e) => crate::reply::error_response(&e),
         };
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
@@ -207,7 +213,8 @@ fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incomin
 /// Writes an answer: its head with as much of its body as is ready and fits in a message
 /// (the whole answer, when small), then, when more follows, a message per piece of the
 /// body (several sent in one write when they are ready together) and the empty message that
-/// ends it. A sidecar that takes nothing for `idle` is given up.
+/// ends it. A sidecar that takes nothing for `idle` is given up, and one whose connection ends
+/// while the body waits, at once.
 async fn write_response<S>(
     ws: &mut MessageSocket<S>,
     mut response: Reply,
@@ -245,7 +252,7 @@ where
             Some(frame) => frame,
             None => {
                 flush(ws, idle).await?;
-                body.frame().await
+                unless_gone(ws, std::pin::pin!(body.frame())).await?
             }
         };
         let Some(Ok(frame)) = frame else { break };
@@ -253,6 +260,27 @@ where
     }
     feed(ws, Payload::Borrowed(&[]), idle).await?;
     flush(ws, idle).await
+}
+
+/// `work` (an answer, or its body's next frame), while the sidecar's end of the stream is
+/// watched: a connection that ends meanwhile drops `work` at once, as hyper drops an HTTP
+/// request's answer, so a turn waiting for the upstream (a statement that runs) is parked for
+/// a resume then, and its session can expire, not at its next heartbeat's write. A peer that
+/// sends more than it may mid-answer is no longer watched; what it sent is read next. (`work`
+/// comes pinned where it was made, as in [`within`].)
+async fn unless_gone<S, T>(
+    ws: &mut MessageSocket<S>,
+    mut work: Pin<&mut impl Future<Output = T>>,
+) -> std::io::Result<T>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    tokio::select! {
+        biased;
+        done = &mut work => return Ok(done),
+        end = ws.watch_end() => end?,
+    }
+    Ok(work.await)
 }
 
 /// A head the message format cannot carry (a header of over 64 KiB): the answer is lost.
