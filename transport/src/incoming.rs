@@ -110,6 +110,10 @@ pub static STEP: Known = Known::new(STEP_HEADER);
 pub static RESUME_FROM: Known = Known::new(RESUME_FROM_HEADER);
 /// Whether a LOAD DATA LOCAL piece is the last.
 pub static INFILE: Known = Known::new(INFILE_HEADER);
+/// Where a resumable upload's body lies in its step's whole body (`FROM/TOTAL`).
+pub static UPLOAD: Known = Known::new(common::wire::UPLOAD_HEADER);
+/// The CRC of the bytes before an upload's `FROM`.
+pub static UPLOAD_CRC: Known = Known::new(common::wire::ANSWER_CRC_HEADER);
 
 /// What a stream message's head has no room for (forwarding headers, `Connection`).
 static NO_HEADERS: LazyLock<HeaderMap> = LazyLock::new(HeaderMap::new);

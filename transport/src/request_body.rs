@@ -162,9 +162,99 @@ fn finish_body(
     Ok((all, held))
 }
 
+/// Appends a request's body to `into`, what a resumable upload holds so far (see
+/// `common::wire::UploadRange`), up to `total` bytes in all, with room held for it in `room`
+/// within `budget`; the pace is bounded as [`read_body`]'s. What arrived stays in `into` when
+/// the body breaks off.
+pub async fn append_body(
+    req: Incoming,
+    into: &mut BytesMut,
+    room: &mut Option<Room>,
+    total: usize,
+    stall: Duration,
+    budget: Budget<'_>,
+) -> Result<(), Error> {
+    let started = tokio::time::Instant::now();
+    let mut body = match req.into_body() {
+        incoming::Body::Streamed(body) => body,
+        incoming::Body::Whole(all) => {
+            return append_piece(&all, into, room, total, stall, budget).await;
+        }
+    };
+    let mut received = 0usize;
+    loop {
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None => {
+                let wait = next_wait(started, stall, received);
+                match tokio::time::timeout(wait, body.frame()).await {
+                    Err(_) => return Err(Error::BodyTimeout(stall)),
+                    Ok(frame) => frame,
+                }
+            }
+        };
+        let Some(frame) = frame else { return Ok(()) };
+        let frame = frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        received += data.len();
+        append_piece(&data, into, room, total, stall, budget).await?;
+    }
+}
+
+/// One piece of an upload appended, with room held for it.
+async fn append_piece(
+    data: &[u8],
+    into: &mut BytesMut,
+    room: &mut Option<Room>,
+    total: usize,
+    stall: Duration,
+    budget: Budget<'_>,
+) -> Result<(), Error> {
+    let want = into.len() + data.len();
+    if want > total {
+        return Err(Error::BadRequest(format!("an upload longer than the {total} bytes it said")));
+    }
+    hold_room(budget, room, want, stall).await?;
+    into.extend_from_slice(data);
+    Ok(())
+}
+
+/// Room for `want` bytes in all in `room` (taken when there is none yet).
+async fn hold_room(
+    budget: Budget<'_>,
+    room: &mut Option<Room>,
+    want: usize,
+    stall: Duration,
+) -> Result<(), Error> {
+    match room.as_mut() {
+        None => *room = Some(reserve(&budget, want, stall).await?),
+        Some(held) if want > held.permit.num_permits() => {
+            let more = want - held.permit.num_permits();
+            grow(&budget, held, more, stall).await?;
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// A whole upload: decoded when it came compressed (room held for its decoded length first),
+/// as [`read_body_within`] gives a body.
+pub async fn finish_upload(
+    all: Bytes,
+    decoded: Option<usize>,
+    mut room: Option<Room>,
+    stall: Duration,
+    budget: Budget<'_>,
+) -> Result<(Bytes, Option<Room>), Error> {
+    if let Some(wanted) = decoded {
+        hold_room(budget, &mut room, wanted, stall).await?;
+    }
+    finish_body(all, decoded, room)
+}
+
 /// The decoded length of a zstd body (`None` for a plain one); an error for an encoding the
 /// transport does not take.
-fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
+pub fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
     let Some(encoding) = req.header(&incoming::CONTENT_ENCODING) else { return Ok(None) };
     if encoding != ZSTD.as_bytes() {
         let encoding = String::from_utf8_lossy(encoding);

@@ -45,6 +45,8 @@ pub struct Session {
     pub statements: Mutex<HashMap<u32, Arc<str>>>,
     /// The last step and its answer, for a resume after a broken connection.
     pub resume: Arc<Resumable>,
+    /// What arrived of the body of a step that has not run yet (a resumable upload).
+    pub upload: crate::uploads::Held,
     /// When it was opened (a session not logged in has `connect_timeout` to).
     pub opened: Instant,
     /// Its sidecar went silent with no transaction open: kept for `park_timeout`.
@@ -84,6 +86,7 @@ impl Session {
     /// Parks the session (its sidecar went silent with no transaction open).
     pub fn park(&self) {
         self.parked.store(true, Ordering::Release);
+        self.upload.forget();
     }
 
     /// True while the session is parked.
@@ -217,6 +220,7 @@ impl SessionTable {
             who: Mutex::default(),
             statements: Mutex::default(),
             resume: Arc::default(),
+            upload: crate::uploads::Held::default(),
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             parked: AtomicBool::new(false),

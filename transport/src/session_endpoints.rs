@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use common::mysql::packet;
 use common::wire::{
     HEARTBEAT_HEADER, INFILE_HEADER, MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER,
-    REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, ZSTD, encode_packets, encode_turn,
-    session_label,
+    REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, UPLOAD_HEADER, UPLOAD_PART, ZSTD,
+    encode_packets, encode_turn, session_label,
 };
 use http::{HeaderValue, StatusCode};
 use tracing::{debug, info};
@@ -24,12 +24,13 @@ use crate::relay::handshake::ClientLeg;
 use crate::relay::request::{check_file_piece, commands_asked};
 use crate::relay::{Framing, Phase, RelayLink};
 use crate::reply::{Reply, frames, millis, no_content};
-use crate::request_body::{Budget, MAX_CONTROL_BODY, Room, read_body, read_body_within};
+use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;
 use crate::session::Session;
 use crate::state::AppState;
 use crate::steps::{begin, remember, resume, step_request};
 use crate::turn_reply::{turn, turn_with, turn_without_answer, upstream_gone};
+use crate::uploads::{self, StepBody, read_step_body};
 use crate::{command_log, idle_watch, session_login};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
@@ -91,6 +92,7 @@ pub async fn open(
     headers.insert(SESSION_TIMEOUT_HEADER, millis(config.session_timeout));
     headers.insert(HEARTBEAT_HEADER, millis(config.heartbeat_interval));
     headers.insert(PIPELINE_HEADER, HeaderValue::from(MAX_PIPELINED_COMMANDS));
+    headers.insert(UPLOAD_HEADER, HeaderValue::from(UPLOAD_PART));
     if config.compression {
         headers.insert(REQUEST_ENCODING_HEADER, HeaderValue::from_static(ZSTD));
     }
@@ -153,7 +155,10 @@ async fn command(
     if guard.as_mut().is_some_and(|link| !ready(link)) {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
-    let (body, _room) = read_big_body(state, caller, req).await?;
+    let (body, _room) = match read_step_body(Budget { state, caller }, &session, step, req).await? {
+        StepBody::Whole(body, room) => (body, room),
+        StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
+    };
     state.metrics.request_bytes.inc_by(body.len() as u64);
     let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
@@ -197,7 +202,10 @@ async fn infile(
     if guard.as_mut().is_some_and(|link| !awaits_file(link)) {
         return Err(Error::BadRequest("no file is awaited".into()));
     }
-    let (body, _room) = read_big_body(state, caller, req).await?;
+    let (body, _room) = match read_step_body(Budget { state, caller }, &session, step, req).await? {
+        StepBody::Whole(body, room) => (body, room),
+        StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
+    };
     state.metrics.request_bytes.inc_by(body.len() as u64);
     let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     let Some(framing) = link.pending.as_mut() else {
@@ -221,18 +229,6 @@ async fn infile(
     framing.resume();
     let response = turn(state, guard, framing, &session, step).await;
     Ok(remember(&session, step, response))
-}
-
-/// A command's or a file piece's body, within `max_request_bytes` and holding its room in
-/// `max_inflight_bytes` until the returned permit is dropped.
-async fn read_big_body(
-    state: &AppState,
-    caller: &Caller,
-    req: Incoming,
-) -> Result<(Bytes, Option<Room>), Error> {
-    let config = state.config();
-    let budget = Budget { state, caller };
-    read_body_within(req, config.max_request_bytes, config.body_timeout, Some(budget)).await
 }
 
 /// The files the statements of a request name for LOAD DATA LOCAL (a quick look for the word

@@ -24,7 +24,7 @@ const TOO_LARGE: Error = Error::Wire("a head too large for a stream message");
 pub const MORE: u8 = 1;
 
 /// Header names sent by number (a code is the index plus one); any other is spelled out.
-pub const HEADER_NAMES: [&str; 21] = [
+pub const HEADER_NAMES: [&str; 23] = [
     "authorization",
     "content-type",
     "x-tunnel-session",
@@ -46,6 +46,8 @@ pub const HEADER_NAMES: [&str; 21] = [
     "host",
     "retry-after",
     "www-authenticate",
+    "x-tunnel-upload",
+    "x-tunnel-upload-have",
 ];
 
 /// A header's name in a message: one of [`HEADER_NAMES`] or the bytes at a range.

@@ -11,6 +11,7 @@ mod frame;
 mod message;
 mod route;
 mod stream;
+mod upload;
 
 pub use compression::{
     ChunkCompressor, StreamDecompressor, ZSTD, compress_whole, decompress_exact,
@@ -30,6 +31,9 @@ pub use message::{
 pub use route::{Route, SessionEnd};
 pub use stream::{
     LANE_HEADER, MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL,
+};
+pub use upload::{
+    RESUMABLE_FROM, UPLOAD_HAVE_HEADER, UPLOAD_HEADER, UPLOAD_PART, UploadRange, crc_before, parts,
 };
 
 /// Content type of a streamed frames body.

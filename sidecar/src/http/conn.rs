@@ -1,7 +1,7 @@
 //! One keep-alive HTTP/1.1 connection to the transport, owned by one client connection, so a
 //! command costs one write and one read on an open socket and no task hop.
 
-use std::{borrow::Cow, io, time::Duration};
+use std::{io, time::Duration};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -9,15 +9,12 @@ use tokio::net::TcpStream;
 
 use common::stream::{MaybeTls, Prefixed};
 use common::websocket::MessageSocket;
-use common::wire::{
-    ANSWER_CRC_HEADER, HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
-    RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER, ZSTD,
-};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::body::{BodyDecoder, Decoded};
 use super::head::RequestHead;
+pub use super::head::ResponseHead;
 use super::silence::Silence;
 
 /// The socket: plain TCP for `http://`, TLS for `https://`.
@@ -41,105 +38,6 @@ const MAX_HEAD: usize = common::wire::MAX_HEAD_BYTES;
 /// The silence limit until the transport has told its heartbeat interval: three times its
 /// default.
 pub const DEFAULT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
-
-/// The response headers the sidecar reads (lower case).
-const KNOWN: [&str; 11] = [
-    "content-type",
-    "content-encoding",
-    SESSION_HEADER,
-    SESSION_TIMEOUT_HEADER,
-    HEARTBEAT_HEADER,
-    REQUEST_ENCODING_HEADER,
-    PIPELINE_HEADER,
-    RESUMED_FROM_HEADER,
-    ANSWER_CRC_HEADER,
-    "sec-websocket-accept",
-    "sec-websocket-protocol",
-];
-
-/// The status line and headers of a response.
-#[derive(Debug, Clone)]
-pub struct ResponseHead {
-    /// Status code.
-    pub status: u16,
-    /// Reason phrase.
-    pub reason: String,
-    /// Content-Type, or empty (the protocol's own, not copied).
-    pub content_type: Cow<'static, str>,
-    /// Content-Encoding, or empty.
-    pub content_encoding: String,
-    /// The session id the transport named (`X-Tunnel-Session`), or empty.
-    pub session: String,
-    /// The transport's session timeout (`X-Tunnel-Session-Timeout-Ms`), if it said.
-    pub session_timeout_ms: Option<u64>,
-    /// The transport's heartbeat interval (`X-Tunnel-Heartbeat-Ms`), if it said.
-    pub heartbeat_ms: Option<u64>,
-    /// The transport takes zstd request bodies (`X-Tunnel-Request-Encoding`).
-    pub takes_zstd: bool,
-    /// How many commands with an answer a command request may carry (pipelined), if said.
-    pub pipeline: Option<usize>,
-    /// A resumed answer: the byte it starts at and the CRC of the bytes before, as sent.
-    pub resumed: (Option<String>, Option<String>),
-    /// An accepted upgrade's `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol`.
-    pub upgrade: (String, String),
-}
-
-impl ResponseHead {
-    /// The head of an answer with `status` and `headers` (any carrier's: HTTP/1.1 text or a
-    /// stream message), read in one pass; of a header given twice, the first counts. Boxed:
-    /// it moves out through several layers of futures and results (250 bytes a move
-    /// otherwise).
-    pub(super) fn from_headers<'a>(
-        status: u16,
-        reason: &str,
-        headers: impl Iterator<Item = (&'a str, &'a str)>,
-    ) -> Box<Self> {
-        let mut head = Box::new(Self {
-            status,
-            reason: reason.to_owned(),
-            content_type: Cow::Borrowed(""),
-            content_encoding: String::new(),
-            session: String::new(),
-            session_timeout_ms: None,
-            heartbeat_ms: None,
-            takes_zstd: false,
-            pipeline: None,
-            resumed: (None, None),
-            upgrade: (String::new(), String::new()),
-        });
-        // A bit for each name of KNOWN already read.
-        let mut seen = 0u16;
-        for (name, value) in headers {
-            // Names in any case; the length decides most comparisons.
-            let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
-            let Some(known) = KNOWN.iter().position(|known| is(known)) else { continue };
-            if seen & (1 << known) != 0 {
-                continue;
-            }
-            seen |= 1 << known;
-            // By position in KNOWN (a match on the names would compare them again).
-            match known {
-                0 => head.content_type = super::head::content_type(value),
-                1 => head.content_encoding = value.to_owned(),
-                2 => head.session = value.to_owned(),
-                3 => head.session_timeout_ms = value.parse().ok(),
-                4 => head.heartbeat_ms = value.parse().ok(),
-                5 => head.takes_zstd = value.split(',').any(|c| c.trim() == ZSTD),
-                6 => head.pipeline = value.parse().ok(),
-                7 => head.resumed.0 = Some(value.to_owned()),
-                8 => head.resumed.1 = Some(value.to_owned()),
-                9 => head.upgrade.0 = value.to_owned(),
-                _ => head.upgrade.1 = value.to_owned(),
-            }
-        }
-        head
-    }
-
-    /// The status code and reason, as errors quote them (`502 Bad Gateway`).
-    pub fn status_line(&self) -> String {
-        format!("{} {}", self.status, self.reason)
-    }
-}
 
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]

@@ -1,11 +1,16 @@
-//! A request's head as either carrier writes it: HTTP/1.1 text, or the compact head of a
-//! stream message (`common::wire::HeadWriter`), made from the same parts without text in
-//! between.
+//! A request's head as either carrier writes it (HTTP/1.1 text, or the compact head of a
+//! stream message, `common::wire::HeadWriter`, made from the same parts without text in
+//! between), and a response's head as the sidecar reads it, from either.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::io;
 
-use common::wire::{AFFINITY_HEADER, HeadWriter, SESSION_HEADER};
+use common::wire::{
+    AFFINITY_HEADER, ANSWER_CRC_HEADER, HEARTBEAT_HEADER, HeadWriter, PIPELINE_HEADER,
+    REQUEST_ENCODING_HEADER, RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER,
+    UPLOAD_HAVE_HEADER, UPLOAD_HEADER, ZSTD,
+};
 
 /// A request's method, path and headers.
 #[derive(Debug, Clone)]
@@ -72,4 +77,114 @@ pub(super) fn content_type(value: &str) -> std::borrow::Cow<'static, str> {
     own.into_iter()
         .find(|known| *known == value)
         .map_or_else(|| value.to_owned().into(), Into::into)
+}
+
+/// The response headers the sidecar reads (lower case).
+const KNOWN: [&str; 13] = [
+    "content-type",
+    "content-encoding",
+    SESSION_HEADER,
+    SESSION_TIMEOUT_HEADER,
+    HEARTBEAT_HEADER,
+    REQUEST_ENCODING_HEADER,
+    PIPELINE_HEADER,
+    RESUMED_FROM_HEADER,
+    ANSWER_CRC_HEADER,
+    "sec-websocket-accept",
+    "sec-websocket-protocol",
+    UPLOAD_HEADER,
+    UPLOAD_HAVE_HEADER,
+];
+
+/// The status line and headers of a response.
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    /// Status code.
+    pub status: u16,
+    /// Reason phrase.
+    pub reason: String,
+    /// Content-Type, or empty (the protocol's own, not copied).
+    pub content_type: Cow<'static, str>,
+    /// Content-Encoding, or empty.
+    pub content_encoding: String,
+    /// The session id the transport named (`X-Tunnel-Session`), or empty.
+    pub session: String,
+    /// The transport's session timeout (`X-Tunnel-Session-Timeout-Ms`), if it said.
+    pub session_timeout_ms: Option<u64>,
+    /// The transport's heartbeat interval (`X-Tunnel-Heartbeat-Ms`), if it said.
+    pub heartbeat_ms: Option<u64>,
+    /// The transport takes zstd request bodies (`X-Tunnel-Request-Encoding`).
+    pub takes_zstd: bool,
+    /// How many commands with an answer a command request may carry (pipelined), if said.
+    pub pipeline: Option<usize>,
+    /// A resumed answer: the byte it starts at and the CRC of the bytes before, as sent.
+    pub resumed: (Option<String>, Option<String>),
+    /// An accepted upgrade's `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol`.
+    pub upgrade: (String, String),
+    /// A new session's: the largest part of an upload a stream message may carry (the
+    /// transport takes resumable uploads, `common::wire::UploadRange`).
+    pub upload_part: Option<usize>,
+    /// An unfinished upload's `202`: the bytes of the body the transport holds.
+    pub upload_have: Option<u64>,
+}
+
+impl ResponseHead {
+    /// The head of an answer with `status` and `headers` (any carrier's: HTTP/1.1 text or a
+    /// stream message), read in one pass; of a header given twice, the first counts. Boxed:
+    /// it moves out through several layers of futures and results (250 bytes a move
+    /// otherwise).
+    pub(super) fn from_headers<'a>(
+        status: u16,
+        reason: &str,
+        headers: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Box<Self> {
+        let mut head = Box::new(Self {
+            status,
+            reason: reason.to_owned(),
+            content_type: Cow::Borrowed(""),
+            content_encoding: String::new(),
+            session: String::new(),
+            session_timeout_ms: None,
+            heartbeat_ms: None,
+            takes_zstd: false,
+            pipeline: None,
+            resumed: (None, None),
+            upgrade: (String::new(), String::new()),
+            upload_part: None,
+            upload_have: None,
+        });
+        // A bit for each name of KNOWN already read.
+        let mut seen = 0u16;
+        for (name, value) in headers {
+            // Names in any case; the length decides most comparisons.
+            let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
+            let Some(known) = KNOWN.iter().position(|known| is(known)) else { continue };
+            if seen & (1 << known) != 0 {
+                continue;
+            }
+            seen |= 1 << known;
+            // By position in KNOWN (a match on the names would compare them again).
+            match known {
+                0 => head.content_type = content_type(value),
+                1 => head.content_encoding = value.to_owned(),
+                2 => head.session = value.to_owned(),
+                3 => head.session_timeout_ms = value.parse().ok(),
+                4 => head.heartbeat_ms = value.parse().ok(),
+                5 => head.takes_zstd = value.split(',').any(|c| c.trim() == ZSTD),
+                6 => head.pipeline = value.parse().ok(),
+                7 => head.resumed.0 = Some(value.to_owned()),
+                8 => head.resumed.1 = Some(value.to_owned()),
+                9 => head.upgrade.0 = value.to_owned(),
+                10 => head.upgrade.1 = value.to_owned(),
+                11 => head.upload_part = value.parse().ok(),
+                _ => head.upload_have = value.parse().ok(),
+            }
+        }
+        head
+    }
+
+    /// The status code and reason, as errors quote them (`502 Bad Gateway`).
+    pub fn status_line(&self) -> String {
+        format!("{} {}", self.status, self.reason)
+    }
 }

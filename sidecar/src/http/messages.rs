@@ -90,16 +90,52 @@ impl HttpConn {
         message: Vec<u8>,
     ) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
+        self.send_message(message, true).await?;
+        self.read_answer_head().await
+    }
+
+    /// Over a stream: sends the parts of an upload (`common::wire::UploadRange`), each a
+    /// request message, one after the other without waiting, then reads their answers in
+    /// order. Each but the last is a `202` without a body; the first answer that is not ends
+    /// the exchange (the answers after it are not read: the stream is not used again), and is
+    /// answered, as is the last one.
+    pub async fn send_parts(&mut self, messages: Vec<Vec<u8>>) -> io::Result<Box<ResponseHead>> {
+        self.keep_alive = false;
+        let count = messages.len();
+        for (i, message) in messages.into_iter().enumerate() {
+            self.send_message(message, i + 1 == count).await?;
+        }
+        for left in (0..count).rev() {
+            let head = self.read_answer_head().await?;
+            if left == 0 {
+                return Ok(head);
+            }
+            if head.status != 202 || self.message_body || self.first_piece.is_some() {
+                self.keep_alive = false;
+                return Ok(head);
+            }
+        }
+        Err(io::Error::other("an upload of no parts"))
+    }
+
+    /// Over a stream: queues a request message, and sends what is queued when `flush`.
+    async fn send_message(&mut self, message: Vec<u8>, flush: bool) -> io::Result<()> {
         let Carrier::Messages(ws) = &mut self.carrier else {
             return Err(io::Error::other("not a stream"));
         };
-        {
-            let sending = std::pin::pin!(send(ws, message));
-            match self.silence.within_ready_first(sending).await {
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(e),
-                sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e))?,
-            }
+        let sending = std::pin::pin!(send(ws, message, flush));
+        match self.silence.within_ready_first(sending).await {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(e),
+            sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e)),
         }
+    }
+
+    /// Over a stream: reads the message holding an answer's head and the start of its body.
+    async fn read_answer_head(&mut self) -> io::Result<Box<ResponseHead>> {
+        self.keep_alive = false;
+        let Carrier::Messages(ws) = &mut self.carrier else {
+            return Err(io::Error::other("not a stream"));
+        };
         let message =
             self.silence.within(std::pin::pin!(next(ws))).await.map_err(|e| match e.kind() {
                 io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
@@ -158,10 +194,14 @@ fn upgraded(stream: Stream, read_ahead: Bytes) -> MessageSocket<Prefixed<Stream>
     MessageSocket::new(Prefixed::new(read_ahead, stream), Role::Client, MAX_MESSAGE, 8 * 1024)
 }
 
-/// Sends a request message.
-async fn send(ws: &mut MessageSocket<Prefixed<Stream>>, message: Vec<u8>) -> io::Result<()> {
+/// Queues a request message, and sends what is queued when `flush`.
+async fn send(
+    ws: &mut MessageSocket<Prefixed<Stream>>,
+    message: Vec<u8>,
+    flush: bool,
+) -> io::Result<()> {
     ws.feed(Payload::Owned(message)).await?;
-    ws.flush().await
+    if flush { ws.flush().await } else { Ok(()) }
 }
 
 /// The next data message. A stream that is closed is `ConnectionAborted`; one that ends

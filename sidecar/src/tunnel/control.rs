@@ -83,6 +83,8 @@ impl TunnelConn {
         self.endpoint.takes_zstd.store(head.takes_zstd, Ordering::Relaxed);
         let pipeline = head.pipeline.unwrap_or(1).clamp(1, MAX_PIPELINED_COMMANDS);
         self.endpoint.pipeline.store(pipeline, Ordering::Relaxed);
+        let part = head.upload_part.unwrap_or(0).min(common::wire::MAX_STREAM_BODY);
+        self.endpoint.upload_part.store(part, Ordering::Relaxed);
         if let Some(heartbeat) = head.heartbeat_ms {
             let limit = heartbeat.saturating_mul(SILENT_HEARTBEATS).max(MIN_SILENCE_LIMIT_MS);
             self.endpoint.silence_limit_ms.store(limit, Ordering::Relaxed);

@@ -48,6 +48,9 @@ pub(super) struct Endpoint {
     /// How many commands with an answer one request may carry, as the transport said (1 for a
     /// transport that does not take pipelined commands).
     pub(super) pipeline: std::sync::atomic::AtomicUsize,
+    /// The largest part of a resumable upload a stream message carries (0: the transport
+    /// takes no resumable uploads, and a body is sent again whole).
+    pub(super) upload_part: std::sync::atomic::AtomicUsize,
     /// Whether new connections ask for a stream.
     pub(super) streams: super::carrier::Streams,
 }
@@ -179,6 +182,7 @@ impl TunnelClient {
             compress,
             takes_zstd: false.into(),
             pipeline: 1.into(),
+            upload_part: 0.into(),
             streams: super::carrier::Streams::new(link.stream),
         })))
     }

@@ -8,14 +8,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::wire::{
-    AFFINITY_HEADER, ApiError, ApiErrorKind, DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE,
-    FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE, LoginAs, MAX_STREAM_BODY, PACKETS_CONTENT_TYPE,
-    Route, SESSION_HEADER, STEP_HEADER, StreamDecompressor, ZSTD,
+    DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE,
+    LoginAs, PACKETS_CONTENT_TYPE, RESUMABLE_FROM, Route, STEP_HEADER, StreamDecompressor, ZSTD,
 };
 
 use crate::Error;
-use crate::error::Broken;
-use crate::http::{HttpConn, ResponseHead};
+use crate::http::HttpConn;
 
 mod answer;
 mod carrier;
@@ -23,6 +21,7 @@ mod control;
 mod credential;
 mod endpoint;
 mod resend;
+mod send;
 
 pub use credential::{Credential, TokenCommand};
 
@@ -80,12 +79,14 @@ struct Steps {
     session: Arc<str>,
     number: u64,
     command_path: Arc<str>,
+    /// The most the transport said it holds of the last step's body (a resumable upload).
+    uploaded: usize,
 }
 
 impl Steps {
     fn of(session: &str) -> Self {
         let command_path = Route::Command(session.to_owned()).path().into();
-        Self { session: session.into(), number: 0, command_path }
+        Self { session: session.into(), number: 0, command_path, uploaded: 0 }
     }
 }
 
@@ -101,6 +102,10 @@ struct Outgoing<'a> {
     extra_headers: &'a [(&'static str, String)],
     /// Connections tried: a second when a kept-alive one turns out closed.
     tries: usize,
+    /// A resumable upload (`common::wire::UploadRange`): `body` is the step's whole body.
+    upload: Option<&'a [u8]>,
+    /// Where an upload's request starts in it (`None`: an empty probe).
+    upload_from: Option<usize>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -108,7 +113,18 @@ impl<'a> Outgoing<'a> {
     /// closed).
     fn control(method: &'a str, path: &'a str, session: Option<&'a str>, body: &'a [u8]) -> Self {
         let content_type = JSON_CONTENT_TYPE;
-        Self { method, path, content_type, session, body, extra_headers: &[], tries: 2 }
+        let (upload, upload_from) = (None, None);
+        Self {
+            method,
+            path,
+            content_type,
+            session,
+            body,
+            extra_headers: &[],
+            tries: 2,
+            upload,
+            upload_from,
+        }
     }
 }
 
@@ -121,6 +137,8 @@ struct Pending {
     body: bytes::Bytes,
     /// Extra headers, the step number's included.
     extra: Vec<(&'static str, String)>,
+    /// Sent as a resumable upload (`common::wire::UploadRange`).
+    upload: bool,
 }
 
 impl Pending {
@@ -135,6 +153,8 @@ impl Pending {
             body: &self.body,
             extra_headers: extra,
             tries: 1,
+            upload: self.upload.then_some(&self.body[..]),
+            upload_from: Some(0),
         }
     }
 }
@@ -152,143 +172,6 @@ impl TunnelConn {
         self.authorization.clone()
     }
 
-    fn unreachable(&self, e: &std::io::Error) -> Error {
-        Error::TransportUnreachable { url: self.endpoint.url.clone(), reason: e.to_string() }
-    }
-
-    /// Sends one request; returns the head and the connection once a 2xx head has been read.
-    /// A token from `token_command` that the transport refused is asked for again, and the
-    /// request sent once more (a refused request ran nothing).
-    async fn send(
-        &mut self,
-        req: Outgoing<'_>,
-    ) -> Result<(Box<ResponseHead>, &mut HttpConn), Error> {
-        let authorization = self.authorization.header().await?;
-        // Pinned where it is made: awaited as it is returned, it would be moved (2.4 KB).
-        let sent = std::pin::pin!(self.send_once(req, &authorization)).await;
-        let head = match sent {
-            Err(Error::TokenRefused { url, reason }) => {
-                if !self.authorization.refused(&authorization).await {
-                    return Err(Error::TokenRefused { url, reason });
-                }
-                let authorization = self.authorization.header().await?;
-                Box::pin(self.send_once(req, &authorization)).await?
-            }
-            sent => sent?,
-        };
-        let conn = self.http.as_mut().ok_or(Broken::ConnectionLost)?;
-        Ok((head, conn))
-    }
-
-    /// [`Self::send`] with this `Authorization`, once; the connection is left in `self.http`.
-    async fn send_once(
-        &mut self,
-        req: Outgoing<'_>,
-        authorization: &str,
-    ) -> Result<Box<ResponseHead>, Error> {
-        let Outgoing { method, path, content_type, session, body, extra_headers, tries } = req;
-        let ep = self.endpoint.clone();
-        let affinity = self.affinity.clone();
-        let mut head = ep.target().head(method, path);
-        head.headers.extend([
-            // Lower case, as the stream's message codes are found first.
-            ("authorization", authorization),
-            ("content-type", content_type),
-            (AFFINITY_HEADER, &*affinity),
-        ]);
-        if let Some(id) = session {
-            head.headers.push((SESSION_HEADER, id));
-        }
-        if ep.compress {
-            head.headers.push(("accept-encoding", ZSTD));
-        }
-        head.headers.extend(extra_headers.iter().map(|(name, value)| (*name, value.as_str())));
-        // A body too large for a stream message travels as a plain request: the stream waits
-        // in the idle pool for the next session.
-        let plain = body.len() > MAX_STREAM_BODY;
-        if plain && self.http.as_ref().is_some_and(HttpConn::is_stream) {
-            self.give_back();
-        }
-        if self.http.is_none() {
-            self.http = self.idle_connection(plain);
-        }
-        for _attempt in 0..tries {
-            let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
-            if !reused {
-                // Rare paths are boxed: a command's futures stay small (they are moved and
-                // zeroed at each command).
-                self.http = Some(Box::pin(self.open_connection(plain, authorization)).await?);
-            }
-            let Some(conn) = self.http.as_mut() else { break };
-            conn.set_silence_limit(Duration::from_millis(
-                ep.silence_limit_ms.load(Ordering::Relaxed),
-            ));
-            match conn.send(&head, body).await {
-                Ok(response) if (200..300).contains(&response.status) => return Ok(response),
-                Ok(response) => {
-                    let err = Box::pin(self.error_from(&response, body.len())).await;
-                    return Err(err);
-                }
-                // A kept-alive connection the other side had already closed: try a fresh one.
-                Err(e) if reused && e.kind() == std::io::ErrorKind::ConnectionAborted => {
-                    self.http = None
-                }
-                Err(e) => {
-                    self.http = None;
-                    return Err(self.failed(&e));
-                }
-            }
-        }
-        Err(self.unreachable(&std::io::Error::other("the connection kept closing")))
-    }
-
-    /// What a connection's failure is: silence, a break (another connection may not meet
-    /// it), or an unreachable transport.
-    fn failed(&self, e: &std::io::Error) -> Error {
-        let url = self.endpoint.url.clone();
-        match e.kind() {
-            std::io::ErrorKind::TimedOut => Error::TransportSilent { url, reason: e.to_string() },
-            _ if is_break(e) => Error::ConnectionBroken { url, reason: e.to_string() },
-            _ => self.unreachable(e),
-        }
-    }
-
-    /// Turns a non-2xx answer into an error, whatever produced it.
-    async fn error_from(&mut self, response: &ResponseHead, size: usize) -> Error {
-        let body = match self.http.as_mut() {
-            Some(conn) => conn.body_to_end(MAX_CONTROL_BODY).await.unwrap_or_default(),
-            None => bytes::Bytes::new(),
-        };
-        self.error_of(response, &body, size)
-    }
-
-    /// The error a non-2xx answer with `body` means (`size`: the request body's length).
-    fn error_of(&self, response: &ResponseHead, body: &[u8], size: usize) -> Error {
-        let is_json = response.content_type.starts_with(JSON_CONTENT_TYPE);
-        let api: Option<ApiError> = if is_json { serde_json::from_slice(body).ok() } else { None };
-        let url = self.endpoint.url.clone();
-        let status = response.status_line();
-        match (response.status, api) {
-            (401, api) => {
-                let reason = api.map_or_else(|| "no reason given".into(), |a| a.message);
-                Error::TokenRefused { url, reason }
-            }
-            (413, _) => Error::RequestTooLarge { url, size },
-            (_, Some(ApiError { mysql: Some(mysql), .. })) => Error::Upstream(mysql),
-            (_, Some(ApiError { error: ApiErrorKind::SessionNotFound, .. })) => Error::SessionLost,
-            (_, Some(ApiError { error: ApiErrorKind::SessionBusy, .. })) => Error::SessionBusy,
-            (_, Some(ApiError { error: ApiErrorKind::StepRefused, message, .. })) => {
-                Error::NotResumed(message)
-            }
-            (_, Some(api)) => Error::BadAnswer { url, status, detail: format!(": {}", api.message) },
-            (_, None) => Error::BadAnswer {
-                url,
-                status,
-                detail: " which is not a sqltunnel answer (a proxy error page?): is the transport running and the URL right?".into(),
-            },
-        }
-    }
-
     /// Sends one relayed step of a session: a login packet, client packets for a command, or a
     /// piece of a LOAD DATA LOCAL file. The answer is read frame by frame.
     pub async fn relay(
@@ -300,6 +183,7 @@ impl TunnelConn {
             self.steps = Steps::of(session);
         }
         self.steps.number += 1;
+        self.steps.uploaded = 0;
         let mut content_type = PACKETS_CONTENT_TYPE;
         let other_path = |route: Route| Arc::<str>::from(route.path());
         let (path, body, mut extra) = match step {
@@ -328,9 +212,11 @@ impl TunnelConn {
             None => body,
         };
         let session = self.steps.session.clone();
-        let pending = Pending { extra, path, content_type, session, body };
+        let upload =
+            body.len() >= RESUMABLE_FROM && self.endpoint.upload_part.load(Ordering::Relaxed) > 0;
+        let pending = Pending { extra, path, content_type, session, body, upload };
         // A broken connection (a stale kept-alive one too) is the resume's to send again.
-        let sent = self.send(pending.outgoing(&pending.extra)).await.map(|(head, _)| head);
+        let sent = self.send_step(pending.outgoing(&pending.extra), false).await;
         let mut head = match sent {
             Ok(head) => head,
             Err(

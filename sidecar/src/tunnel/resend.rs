@@ -40,15 +40,22 @@ impl TunnelConn {
         from: u64,
     ) -> Result<Box<ResponseHead>, Error> {
         let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
-        let deadline =
-            tokio::time::Instant::now() + RESUME_FOR.min(Duration::from_millis(session_timeout));
+        let window = RESUME_FOR.min(Duration::from_millis(session_timeout));
+        let mut deadline = tokio::time::Instant::now() + window;
         let mut extra = pending.extra.clone();
         extra.push((RESUME_FROM_HEADER, from.to_string()));
         let mut pause = Duration::from_millis(50);
         let mut last: String;
         loop {
             self.http = None;
-            let sent = self.send(pending.outgoing(&extra)).await.map(|(head, _)| head);
+            let uploaded = self.steps.uploaded;
+            // An upload asks where the transport stands first (an empty request).
+            let sent = self.send_step(pending.outgoing(&extra), true).await;
+            if self.steps.uploaded > uploaded {
+                // An upload that moves on is not stuck: its time starts again.
+                pause = Duration::from_millis(50);
+                deadline = tokio::time::Instant::now() + window;
+            }
             match sent {
                 Ok(head) => {
                     tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
@@ -77,7 +84,7 @@ impl TunnelConn {
                 return Err(Error::NotResumed(format!(
                     "the transport at {} could not be reached again within {} s (last: {last})",
                     self.endpoint.url,
-                    RESUME_FOR.min(Duration::from_millis(session_timeout)).as_secs()
+                    window.as_secs()
                 )));
             }
             tokio::time::sleep(pause).await;

@@ -1,0 +1,227 @@
+//! Sending one request to the transport on the session's connection (a kept-alive one, or a
+//! new one, a stream when the path allows), a resumable upload's body from where the
+//! transport stands (over a stream, in parts sent without waiting), and turning any answer
+//! that is not a 2xx into a clear error.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::wire::{
+    AFFINITY_HEADER, ANSWER_CRC_HEADER, AnswerDigest, ApiError, ApiErrorKind, JSON_CONTENT_TYPE,
+    MAX_STREAM_BODY, SESSION_HEADER, UPLOAD_HEADER, UploadRange, ZSTD, parts,
+};
+
+use super::{MAX_CONTROL_BODY, Outgoing, TunnelConn, is_break};
+use crate::Error;
+use crate::error::Broken;
+use crate::http::{HttpConn, RequestHead, ResponseHead};
+
+/// Most answers in a row that take none of an upload before it is given up.
+const UPLOAD_STALLS: usize = 4;
+
+impl TunnelConn {
+    pub(super) fn unreachable(&self, e: &std::io::Error) -> Error {
+        Error::TransportUnreachable { url: self.endpoint.url.clone(), reason: e.to_string() }
+    }
+
+    /// Sends one request; returns the head and the connection once a 2xx head has been read.
+    /// A token from `token_command` that the transport refused is asked for again, and the
+    /// request sent once more (a refused request ran nothing).
+    pub(super) async fn send(
+        &mut self,
+        req: Outgoing<'_>,
+    ) -> Result<(Box<ResponseHead>, &mut HttpConn), Error> {
+        let authorization = self.authorization.header().await?;
+        // Pinned where it is made: awaited as it is returned, it would be moved (2.4 KB).
+        let sent = std::pin::pin!(self.send_once(req, &authorization)).await;
+        let head = match sent {
+            Err(Error::TokenRefused { url, reason }) => {
+                if !self.authorization.refused(&authorization).await {
+                    return Err(Error::TokenRefused { url, reason });
+                }
+                let authorization = self.authorization.header().await?;
+                Box::pin(self.send_once(req, &authorization)).await?
+            }
+            sent => sent?,
+        };
+        let conn = self.http.as_mut().ok_or(Broken::ConnectionLost)?;
+        Ok((head, conn))
+    }
+
+    /// [`Self::send`] with this `Authorization`, once; the connection is left in `self.http`.
+    async fn send_once(
+        &mut self,
+        req: Outgoing<'_>,
+        authorization: &str,
+    ) -> Result<Box<ResponseHead>, Error> {
+        let Outgoing { method, path, content_type, session, body, extra_headers, tries, .. } = req;
+        let upload = req.upload.map(|_| req.upload_from);
+        let ep = self.endpoint.clone();
+        let affinity = self.affinity.clone();
+        let mut head = ep.target().head(method, path);
+        head.headers.extend([
+            // Lower case, as the stream's message codes are found first.
+            ("authorization", authorization),
+            ("content-type", content_type),
+            (AFFINITY_HEADER, &*affinity),
+        ]);
+        if let Some(id) = session {
+            head.headers.push((SESSION_HEADER, id));
+        }
+        if ep.compress {
+            head.headers.push(("accept-encoding", ZSTD));
+        }
+        head.headers.extend(extra_headers.iter().map(|(name, value)| (*name, value.as_str())));
+        // A body too large for a stream message travels as a plain request: the stream waits
+        // in the idle pool for the next session.
+        let plain = body.len() > MAX_STREAM_BODY && upload.is_none();
+        let part = ep.upload_part.load(Ordering::Relaxed);
+        if plain && self.http.as_ref().is_some_and(HttpConn::is_stream) {
+            self.give_back();
+        }
+        if self.http.is_none() {
+            self.http = self.idle_connection(plain);
+        }
+        for _attempt in 0..tries {
+            let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
+            if !reused {
+                // Rare paths are boxed: a command's futures stay small (they are moved and
+                // zeroed at each command).
+                self.http = Some(Box::pin(self.open_connection(plain, authorization)).await?);
+            }
+            let Some(conn) = self.http.as_mut() else { break };
+            conn.set_silence_limit(Duration::from_millis(
+                ep.silence_limit_ms.load(Ordering::Relaxed),
+            ));
+            match dispatch(conn, &head, body, (upload, part)).await {
+                Ok(response) if (200..300).contains(&response.status) => return Ok(response),
+                Ok(response) => {
+                    let err = Box::pin(self.error_from(&response, body.len())).await;
+                    return Err(err);
+                }
+                // A kept-alive connection the other side had already closed: try a fresh one.
+                Err(e) if reused && e.kind() == std::io::ErrorKind::ConnectionAborted => {
+                    self.http = None
+                }
+                Err(e) => {
+                    self.http = None;
+                    return Err(self.failed(&e));
+                }
+            }
+        }
+        Err(self.unreachable(&std::io::Error::other("the connection kept closing")))
+    }
+
+    /// What a connection's failure is: silence, a break (another connection may not meet
+    /// it), or an unreachable transport.
+    pub(super) fn failed(&self, e: &std::io::Error) -> Error {
+        let url = self.endpoint.url.clone();
+        match e.kind() {
+            std::io::ErrorKind::TimedOut => Error::TransportSilent { url, reason: e.to_string() },
+            _ if is_break(e) => Error::ConnectionBroken { url, reason: e.to_string() },
+            _ => self.unreachable(e),
+        }
+    }
+
+    /// Turns a non-2xx answer into an error, whatever produced it.
+    pub(super) async fn error_from(&mut self, response: &ResponseHead, size: usize) -> Error {
+        let body = match self.http.as_mut() {
+            Some(conn) => conn.body_to_end(MAX_CONTROL_BODY).await.unwrap_or_default(),
+            None => bytes::Bytes::new(),
+        };
+        self.error_of(response, &body, size)
+    }
+
+    /// The error a non-2xx answer with `body` means (`size`: the request body's length).
+    pub(super) fn error_of(&self, response: &ResponseHead, body: &[u8], size: usize) -> Error {
+        let is_json = response.content_type.starts_with(JSON_CONTENT_TYPE);
+        let api: Option<ApiError> = if is_json { serde_json::from_slice(body).ok() } else { None };
+        let url = self.endpoint.url.clone();
+        let status = response.status_line();
+        match (response.status, api) {
+            (401, api) => {
+                let reason = api.map_or_else(|| "no reason given".into(), |a| a.message);
+                Error::TokenRefused { url, reason }
+            }
+            (413, _) => Error::RequestTooLarge { url, size },
+            (_, Some(ApiError { mysql: Some(mysql), .. })) => Error::Upstream(mysql),
+            (_, Some(ApiError { error: ApiErrorKind::SessionNotFound, .. })) => Error::SessionLost,
+            (_, Some(ApiError { error: ApiErrorKind::SessionBusy, .. })) => Error::SessionBusy,
+            (_, Some(ApiError { error: ApiErrorKind::StepRefused, message, .. })) => {
+                Error::NotResumed(message)
+            }
+            (_, Some(api)) => Error::BadAnswer { url, status, detail: format!(": {}", api.message) },
+            (_, None) => Error::BadAnswer {
+                url,
+                status,
+                detail: " which is not a sqltunnel answer (a proxy error page?): is the transport running and the URL right?".into(),
+            },
+        }
+    }
+
+    /// Sends a step's request; a resumable upload (`Outgoing::upload`) is sent from where the
+    /// transport stands, and again from there after each `202` that says it holds less than
+    /// the whole, until it answers otherwise. `probe`: where it stands is not known (the
+    /// connection broke): an empty request asks first.
+    pub(super) async fn send_step(
+        &mut self,
+        req: Outgoing<'_>,
+        probe: bool,
+    ) -> Result<Box<ResponseHead>, Error> {
+        let Some(whole) = req.upload else {
+            return self.send(req).await.map(|(head, _)| head);
+        };
+        let mut from = (!probe).then_some(0);
+        let mut stalls = 0;
+        loop {
+            let head = self.send(Outgoing { upload_from: from, ..req }).await?.0;
+            if head.status != 202 {
+                return Ok(head);
+            }
+            let have = head.upload_have.and_then(|n| usize::try_from(n).ok());
+            let Some(have) = have.filter(|&n| n < whole.len()) else {
+                return Err(Error::BadAnswer {
+                    url: self.endpoint.url.clone(),
+                    status: head.status_line(),
+                    detail: ": an upload's answer without a valid x-tunnel-upload-have".into(),
+                });
+            };
+            self.steps.uploaded = self.steps.uploaded.max(have);
+            stalls = if from == Some(have) { stalls + 1 } else { 0 };
+            if stalls >= UPLOAD_STALLS {
+                return Err(Error::NotResumed(format!(
+                    "the transport took none of the upload past byte {have}"
+                )));
+            }
+            from = Some(have);
+        }
+    }
+}
+
+/// Sends `head` and `body` on `conn`; a resumable upload's from `from` (`None`: an empty
+/// probe), over a stream in parts of `part` bytes (the transport's), sent without waiting.
+async fn dispatch(
+    conn: &mut HttpConn,
+    head: &RequestHead<'_>,
+    body: &[u8],
+    (upload, part): (Option<Option<usize>>, usize),
+) -> std::io::Result<Box<ResponseHead>> {
+    let Some(from) = upload else { return conn.send(head, body).await };
+    let (start, end) = from.map_or((0, 0), |from| (from.min(body.len()), body.len()));
+    let ranges = parts(start, end, if conn.is_stream() { part } else { usize::MAX });
+    let mut digest = AnswerDigest::default().then(&body[..ranges[0].start]);
+    let mut requests = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let at = UploadRange { from: range.start as u64, total: body.len() as u64 }.header();
+        let crc = digest.crc_header();
+        let mut head = head.clone();
+        head.headers.push((UPLOAD_HEADER, &at));
+        head.headers.push((ANSWER_CRC_HEADER, &crc));
+        digest.update(&body[range.clone()]);
+        if !conn.is_stream() {
+            return conn.send(&head, &body[range]).await;
+        }
+        requests.push(head.message(&body[range])?);
+    }
+    conn.send_parts(requests).await
+}

@@ -1,0 +1,132 @@
+//! A step's body as a resumable upload (`common::wire::UploadRange`): what arrives is kept
+//! with the session, even when the connection breaks, and the step runs once its body is
+//! whole; until then the sidecar is told how much is here, and sends the rest from there.
+
+use std::sync::Mutex;
+
+use bytes::{Bytes, BytesMut};
+use common::wire::{AnswerDigest, UPLOAD_HAVE_HEADER, UploadRange};
+use http::{HeaderValue, StatusCode};
+use tracing::debug;
+
+use crate::Error;
+use crate::incoming::{self, Incoming};
+use crate::reply::{Reply, no_content};
+use crate::request_body::{
+    Budget, Room, append_body, decoded_length, finish_upload, read_body_within,
+};
+use crate::session::Session;
+
+/// What a session holds of the body of a step that has not run yet.
+#[derive(Debug)]
+pub struct PartialUpload {
+    step: u64,
+    total: usize,
+    bytes: BytesMut,
+    /// Its room in `max_inflight_bytes` and in the identity's share, held while it is kept.
+    room: Option<Room>,
+}
+
+impl PartialUpload {
+    fn digest(&self) -> AnswerDigest {
+        AnswerDigest::default().then(&self.bytes)
+    }
+}
+
+/// The unfinished upload a session holds, if any.
+#[derive(Debug, Default)]
+pub struct Held(Mutex<Option<PartialUpload>>);
+
+impl Held {
+    fn take(&self) -> Option<PartialUpload> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn keep(&self, upload: PartialUpload) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(upload);
+    }
+
+    /// Lets go of what is held (its session was parked: it is sent again whole if it comes
+    /// back).
+    pub fn forget(&self) {
+        drop(self.take());
+    }
+}
+
+/// A step's body, read: whole (the step runs), or an upload not whole yet.
+#[derive(Debug)]
+pub enum StepBody {
+    /// The body and the room it holds.
+    Whole(Bytes, Option<Room>),
+    /// The bytes of the step's body held so far: the sidecar sends the rest from there.
+    Unfinished(u64),
+}
+
+/// The body of step `step` of `session`: read whole, or, when the request says it is part of
+/// an upload, added to what the session holds of it. A request that does not continue what is
+/// held (its `FROM` or its CRC differs) adds nothing and is told how much is held. A body that
+/// breaks off keeps what arrived.
+pub async fn read_step_body(
+    budget: Budget<'_>,
+    session: &Session,
+    step: Option<u64>,
+    req: Incoming,
+) -> Result<StepBody, Error> {
+    let config = budget.state.config();
+    let (limit, stall) = (config.max_request_bytes, config.body_timeout);
+    let Some(range) = req.header(&incoming::UPLOAD) else {
+        let (body, room) = read_body_within(req, limit, stall, Some(budget)).await?;
+        return Ok(StepBody::Whole(body, room));
+    };
+    let range = UploadRange::parse(range).ok_or_else(|| {
+        Error::BadRequest(format!("{} must be FROM/TOTAL", incoming::UPLOAD.name))
+    })?;
+    let step = step.ok_or_else(|| Error::BadRequest("an upload needs a step number".into()))?;
+    let total = usize::try_from(range.total).unwrap_or(usize::MAX);
+    if total > limit {
+        return Err(Error::TooLarge { limit });
+    }
+    let decoded = decoded_length(&req)?;
+    if decoded.is_some_and(|n| n > limit) {
+        return Err(Error::TooLarge { limit });
+    }
+    let held = session.upload.take().filter(|held| held.step == step && held.total == total);
+    let mut upload =
+        held.unwrap_or(PartialUpload { step, total, bytes: BytesMut::new(), room: None });
+    let have = upload.bytes.len() as u64;
+    let crc = req.header(&incoming::UPLOAD_CRC).and_then(|v| std::str::from_utf8(v).ok());
+    let continues = range.from == have
+        && (have == 0 || crc.is_some_and(|crc| crc.trim() == upload.digest().crc_header()));
+    if !continues {
+        debug!(step, from = range.from, have, "an upload that does not continue what is held");
+        session.upload.keep(upload);
+        return Ok(StepBody::Unfinished(have));
+    }
+    if upload.bytes.is_empty() {
+        upload.bytes.reserve(total.min(1 << 20));
+    }
+    let appended =
+        append_body(req, &mut upload.bytes, &mut upload.room, total, stall, budget).await;
+    if let Err(e) = appended {
+        debug!(step, kept = upload.bytes.len(), error = %e, "an upload broke off: what arrived is kept");
+        session.upload.keep(upload);
+        return Err(e);
+    }
+    if upload.bytes.len() < total {
+        let have = upload.bytes.len() as u64;
+        session.upload.keep(upload);
+        return Ok(StepBody::Unfinished(have));
+    }
+    let (body, room) =
+        finish_upload(upload.bytes.freeze(), decoded, upload.room, stall, budget).await?;
+    Ok(StepBody::Whole(body, room))
+}
+
+/// The answer to a request of an upload that is not whole yet: `202 Accepted`, saying how
+/// many bytes of the body are held.
+pub fn unfinished(have: u64) -> Reply {
+    let mut reply = no_content();
+    *reply.status_mut() = StatusCode::ACCEPTED;
+    reply.headers_mut().insert(UPLOAD_HAVE_HEADER, HeaderValue::from(have));
+    reply
+}
