@@ -186,6 +186,9 @@ impl TunnelConn {
         self.steps.uploaded = 0;
         let mut content_type = PACKETS_CONTENT_TYPE;
         let other_path = |route: Route| Arc::<str>::from(route.path());
+        // A command's or a file piece's body may be resumed (login steps are small, and read
+        // whole by the transport).
+        let resumable = matches!(step, RelayStep::Command(_) | RelayStep::File { .. });
         let (path, body, mut extra) = match step {
             RelayStep::Login(payload) => {
                 (other_path(Route::Login(session.into())), payload, vec![])
@@ -212,8 +215,9 @@ impl TunnelConn {
             None => body,
         };
         let session = self.steps.session.clone();
-        let upload =
-            body.len() >= RESUMABLE_FROM && self.endpoint.upload_part.load(Ordering::Relaxed) > 0;
+        let upload = resumable
+            && body.len() >= RESUMABLE_FROM
+            && self.endpoint.upload_part.load(Ordering::Relaxed) > 0;
         let pending = Pending { extra, path, content_type, session, body, upload };
         // A broken connection (a stale kept-alive one too) is the resume's to send again.
         let sent = self.send_step(pending.outgoing(&pending.extra), false).await;
