@@ -1,12 +1,13 @@
 //! Nothing of a session outlives it: large answers (each past the resume window), streamed one
 //! after another and many at once, and thousands of short sessions leave the transport's
-//! resident memory and descriptors where they started once their clients have quit.
+//! resident memory and descriptors where they started once their clients have quit. Each over
+//! a stream and over requests.
 
 use std::time::{Duration, Instant};
 
 use e2e::http::metric;
 use e2e::processes::{Proc, ProcTunnel};
-use e2e::{DATABASE, TOKEN, opts, within};
+use e2e::{Carrier, DATABASE, TOKEN, on_both_carriers, opts, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -41,10 +42,10 @@ async fn settled_rss(transport: &Proc, port: u16, bound: u64) -> u64 {
     }
 }
 
-#[tokio::test]
-async fn large_answers_leave_nothing_behind() {
+on_both_carriers!(large_answers_leave_nothing_behind);
+async fn large_answers_leave_nothing_behind(carrier: Carrier) {
     within(300, async {
-        let t = ProcTunnel::start("memory", |t| t, |s| s).await;
+        let t = ProcTunnel::start_on(carrier, "memory", |t| t, |s| s).await;
         large_answer(t.sidecar_port).await;
         let start = settled_rss(&t.transport, t.transport_port, u64::MAX).await;
         let bound = start + 10 * 1024;
@@ -95,10 +96,10 @@ pub async fn churn(port: u16, cycles: usize) {
     }
 }
 
-#[tokio::test]
-async fn short_sessions_leave_nothing_behind() {
+on_both_carriers!(short_sessions_leave_nothing_behind);
+async fn short_sessions_leave_nothing_behind(carrier: Carrier) {
     within(300, async {
-        let t = ProcTunnel::start("memory-churn", |t| t, |s| s).await;
+        let t = ProcTunnel::start_on(carrier, "memory-churn", |t| t, |s| s).await;
         churn(t.sidecar_port, 200).await;
         let start = settled_rss(&t.transport, t.transport_port, u64::MAX).await;
         let fds = t.transport.open_fds();
@@ -113,11 +114,12 @@ async fn short_sessions_leave_nothing_behind() {
     .await;
 }
 
-#[tokio::test]
-async fn the_resume_budget_bounds_what_many_large_answers_keep() {
+on_both_carriers!(the_resume_budget_bounds_what_many_large_answers_keep);
+async fn the_resume_budget_bounds_what_many_large_answers_keep(carrier: Carrier) {
     within(300, async {
         const BUDGET: u64 = 32 << 20;
-        let t = ProcTunnel::start(
+        let t = ProcTunnel::start_on(
+            carrier,
             "memory-budget",
             |t| format!("{t}max_resume_bytes: {BUDGET}\n"),
             |s| s,
