@@ -1,8 +1,8 @@
 //! A 1,000,000-row result streams through the real binaries, and neither the sidecar's nor the
-//! transport's peak memory grows with the result size.
+//! transport's peak memory grows with the result size, over a stream and over requests.
 
-use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{DATABASE, TOKEN, mysql_port, opts, sidecar_yaml, within};
+use e2e::processes::ProcTunnel;
+use e2e::{Carrier, DATABASE, on_both_carriers, opts, within};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 
@@ -22,19 +22,11 @@ async fn stream_rows(conn: &mut Conn, rows: u64) -> (u64, u64) {
     (count, bytes)
 }
 
-#[tokio::test]
-async fn million_rows_stream_in_bounded_memory() {
+on_both_carriers!(million_rows_stream_in_bounded_memory);
+async fn million_rows_stream_in_bounded_memory(carrier: Carrier) {
     within(600, async {
-        let transport_port = free_port();
-        let sidecar_port = free_port();
-        let transport_yaml = e2e::transport_yaml(mysql_port())
-            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
-        let sidecar_yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
-            .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"));
-        let transport = Proc::start("transport", &transport_yaml, "stream");
-        wait_port(transport_port).await;
-        let sidecar = Proc::start("sidecar", &sidecar_yaml, "stream");
-        wait_port(sidecar_port).await;
+        let ProcTunnel { transport, sidecar, sidecar_port, .. } =
+            ProcTunnel::start_on(carrier, "stream", |t| t, |s| s).await;
         let mut conn =
             Conn::new(opts(sidecar_port, Some(DATABASE))).await.expect("connect through tunnel");
 
@@ -45,7 +37,10 @@ async fn million_rows_stream_in_bounded_memory() {
         let big = stream_rows(&mut conn, 1_000_000).await;
         assert_eq!(big, (1_000_000, 100_000_000), "every row arrives");
         let (t_big, s_big) = (transport.peak_rss_kib(), sidecar.peak_rss_kib());
-        eprintln!("peak RSS KiB: transport {t_small} -> {t_big}, sidecar {s_small} -> {s_big}");
+        eprintln!(
+            "{}: peak RSS KiB: transport {t_small} -> {t_big}, sidecar {s_small} -> {s_big}",
+            carrier.name()
+        );
 
         // 900,000 more rows (~110 MB more data) may not cost more than a few MiB of peak memory.
         let allowance = 8 * 1024;
