@@ -1,17 +1,26 @@
 //! zstd between the sidecar and the transport (`transport.compression: on`): answers match a
 //! direct connection, fewer bytes cross the link (counted by the shaping proxy between them),
-//! a cut mid-answer still resumes, `auto` leaves a loopback transport uncompressed, and a large
+//! a cut mid-answer still resumes (over a stream and over requests), `auto` leaves a loopback transport uncompressed, and a large
 //! statement crosses compressed too (`Content-Encoding: zstd` with its decoded length).
 
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
 use e2e::shaper::{Shape, Shaper, tunnel_through};
 use e2e::{
-    Tunnel, assert_same_answers, compare_script, direct, mysql_port, transport_yaml, within,
+    Carrier, Tunnel, assert_same_answers, compare_script, direct, mysql_port, on_both_carriers,
+    transport_yaml, within,
 };
 use mysql_async::prelude::Queryable;
 
+/// A tunnel with `transport.compression: compression` through a shaping proxy of `shape`, on
+/// the default carrier.
 async fn tunnel(compression: &str, shape: Shape) -> (Tunnel, Shaper) {
-    let extra = format!("  compression: {compression}\n");
+    tunnel_on(None, compression, shape).await
+}
+
+/// [`tunnel`] on `carrier` (`None`: the default, `auto`).
+async fn tunnel_on(carrier: Option<Carrier>, compression: &str, shape: Shape) -> (Tunnel, Shaper) {
+    let carrier = carrier.map_or("", Carrier::setting);
+    let extra = format!("  compression: {compression}\n{carrier}");
     tunnel_through(shape, &transport_yaml(mysql_port()), &extra).await
 }
 
@@ -45,11 +54,11 @@ async fn compressed_answers_match_direct_and_cross_in_fewer_bytes() {
     .await;
 }
 
-#[tokio::test]
-async fn a_cut_mid_compressed_answer_resumes() {
+on_both_carriers!(a_cut_mid_compressed_answer_resumes);
+async fn a_cut_mid_compressed_answer_resumes(carrier: Carrier) {
     within(90, async {
         let shape = Shape { bits_per_second: Some(4_000_000), ..Shape::default() };
-        let (tunnel, shaper) = tunnel("on", shape).await;
+        let (tunnel, shaper) = tunnel_on(Some(carrier), "on", shape).await;
         let mut conn = tunnel.connect().await;
         let id: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
         let big = conn.query::<u64, _>("SELECT seq FROM seq_1_to_250000");
