@@ -1,10 +1,10 @@
 //! The relayed conversation compared with a direct one, byte for byte: the greeting, answers
 //! with and without CLIENT_DEPRECATE_EOF, MariaDB's extended metadata, session tracking,
-//! server-side cursors, COM_SET_OPTION, KILL of a processlist id, a `wait_timeout` disconnect,
-//! commands a client pipelines.
+//! server-side cursors, COM_SET_OPTION, KILL of a processlist id, commands a client pipelines.
+//! (A server-side close of an idle connection: `tests/server_closes.rs`.)
 
 use e2e::http::metric;
-use e2e::raw::{CAPS, Ending, RawClient};
+use e2e::raw::{CAPS, RawClient};
 use e2e::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, mysql_port, opts, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -232,39 +232,6 @@ async fn kill_takes_the_servers_processlist_id() {
             matches!(after, Err(mysql_async::Error::Io(_) | mysql_async::Error::Driver(_))),
             "{after:?}"
         );
-    })
-    .await;
-}
-
-/// Sets a 1 s `wait_timeout` and stays idle: how the connection ends within 4 s.
-async fn ended_by_wait_timeout(port: u16) -> Ending {
-    let (mut c, _) = RawClient::login_mariadb(port, USER, PASSWORD, DATABASE, CAPS, 0).await;
-    let set = c.command_bytes(&query("SET SESSION wait_timeout = 1")).await;
-    assert_eq!(set[4], 0, "OK");
-    c.ending_within(std::time::Duration::from_secs(4)).await
-}
-
-/// KILLs an idle connection from another one: how the victim's connection ends within 2 s.
-async fn ended_by_kill(port: u16) -> Ending {
-    let (mut victim, _) = RawClient::login_mariadb(port, USER, PASSWORD, DATABASE, CAPS, 0).await;
-    let id = victim.greeting_connection_id();
-    let mut killer = Conn::new(opts(port, Some(DATABASE))).await.expect("killer");
-    killer.query_drop(format!("KILL {id}")).await.expect("KILL");
-    victim.ending_within(std::time::Duration::from_secs(2)).await
-}
-
-#[tokio::test]
-async fn a_server_side_close_of_an_idle_connection_closes_the_client_at_once() {
-    within(30, async {
-        let tunnel = Tunnel::start_passthrough("").await;
-        let port = tunnel.sidecar.port();
-        // The same ending as directly: MariaDB resets at wait_timeout, closes after KILL.
-        let direct = ended_by_wait_timeout(mysql_port()).await;
-        assert!(matches!(direct, Ending::Closed | Ending::Reset), "{direct:?}");
-        assert_eq!(ended_by_wait_timeout(port).await, direct, "wait_timeout");
-        let direct = ended_by_kill(mysql_port()).await;
-        assert!(matches!(direct, Ending::Closed | Ending::Reset), "{direct:?}");
-        assert_eq!(ended_by_kill(port).await, direct, "KILL");
     })
     .await;
 }

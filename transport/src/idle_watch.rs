@@ -2,75 +2,65 @@
 //! connection. A server speaks unasked only to end the connection (`KILL`, `wait_timeout`,
 //! shutdown), so anything it reads there (the end of the stream, an error, bytes) closes the
 //! session at once, and the sidecar, long-polling its keep-alive, closes the client's
-//! connection as a direct server would have. It gives the link up whenever a turn wants it.
+//! connection as a direct server would have.
 //!
-//! It takes the link only once no turn has begun for [`QUIET`]: a session that sends command
-//! after command costs no hand-over of the link each command, and one that goes quiet is
-//! watched within `QUIET` (a hang-up meanwhile is read then, from the socket's buffer).
+//! It holds nothing while it waits, so a turn never waits for it: the end of each turn
+//! registers the watcher's wake-up with the link's socket (`LinkGuard`'s drop), which wakes it
+//! only when the upstream speaks before the next turn. A busy session wakes no task and hands
+//! no lock over per command, and a hang-up right after a turn is heard at once. Woken, the
+//! watcher takes the link's lock for one read that does not wait, and lets it go.
 
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::task::Poll;
 
 use common::wire::session_label;
-use futures_util::FutureExt;
-use tokio::io::AsyncReadExt;
 use tracing::info;
 
 use crate::session::Session;
 use crate::state::AppState;
 
-/// How long a link goes without a new turn before the watcher takes it.
-pub const QUIET: Duration = Duration::from_millis(100);
-
-/// Watches `session` until it is closed.
+/// Watches `session` until its link is closed.
 pub async fn watch(state: Arc<AppState>, session: Arc<Session>) {
-    loop {
-        let turns = quiet(&session).await;
-        // A turn that began since is the link's: the watcher waits for the next quiet time.
-        let Ok(mut guard) = session.link.clone().try_lock_owned() else { continue };
+    let (read, said) = loop {
+        // A turn holds the lock until it ends (then the watcher reads what it left unread);
+        // anyone else only for a moment.
+        let mut guard = session.link.clone().lock_owned().await;
         let Some(link) = guard.as_mut() else { return };
-        // Past turns each asked for the link, which the watcher did not hold then: that call
-        // is dropped. A turn that asks from here on is seen below.
-        session.link_use.wanted.notified().now_or_never();
-        if session.link_use.turns.load(Ordering::Acquire) != turns {
-            continue;
+        let heard = std::future::poll_fn(|cx| {
+            session.link_use.watcher.get_or_init(|| cx.waker().clone());
+            let read =
+                tokio_util::io::poll_read_buf(Pin::new(&mut link.stream), cx, &mut link.rbuf);
+            Poll::Ready(read)
+        })
+        .await;
+        if let Poll::Ready(read) = heard {
+            let said = link.rbuf.len();
+            *guard = None;
+            break (read, said);
         }
-        let heard = tokio::select! {
-            biased;
-            () = session.link_use.wanted.notified() => None,
-            read = link.stream.read_buf(&mut link.rbuf) => Some(read),
-        };
-        let Some(read) = heard else { continue };
-        let said = link.rbuf.len();
-        *guard = None;
         drop(guard);
-        if state.sessions.remove(&session.id).is_some() {
-            state.metrics.sessions_ended_by_upstream.inc();
-            let reset = matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
-            let how = match read {
-                Ok(0) => "closed".to_owned(),
-                Ok(_) => format!("sent {said} bytes unasked and was closed"),
-                Err(e) => format!("failed ({e})"),
-            };
-            info!(session = %session_label(&session.id), "the upstream connection {how} while idle; session ended");
-            state.session_ended(&session.id, &session.owner.id, reset);
-        }
-        return;
+        woken().await;
+    };
+    if state.sessions.remove(&session.id).is_some() {
+        state.metrics.sessions_ended_by_upstream.inc();
+        let reset = matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+        let how = match read {
+            Ok(0) => "closed".to_owned(),
+            Ok(_) => format!("sent {said} bytes unasked and was closed"),
+            Err(e) => format!("failed ({e})"),
+        };
+        info!(session = %session_label(&session.id), "the upstream connection {how} while idle; session ended");
+        state.session_ended(&session.id, &session.owner.id, reset);
     }
 }
 
-/// Returns once no turn holds the link and none has begun for [`QUIET`], with the count of
-/// turns begun then.
-async fn quiet(session: &Session) -> u64 {
-    let link_use = &session.link_use;
-    loop {
-        let turns = link_use.turns.load(Ordering::Acquire);
-        tokio::time::sleep(QUIET).await;
-        if link_use.in_turn.load(Ordering::Acquire) {
-            link_use.released.notified().await;
-        } else if link_use.turns.load(Ordering::Acquire) == turns {
-            return turns;
-        }
-    }
+/// Returns the second time it is polled: once something woke this task (the socket, a turn's
+/// end that found the upstream had spoken, or the link taken).
+async fn woken() {
+    let mut polled = false;
+    std::future::poll_fn(|_| {
+        if std::mem::replace(&mut polled, true) { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
 }

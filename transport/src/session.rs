@@ -125,16 +125,14 @@ impl Session {
         self.link_use.in_turn.load(Ordering::Acquire)
     }
 
-    /// The link for one turn; [`Error::SessionBusy`] while another turn holds it. The idle
-    /// watcher, when it holds the link, lets go of it at once.
+    /// The link for one turn; [`Error::SessionBusy`] while another turn holds it. (The idle
+    /// watcher holds it only for a read that does not wait.)
     pub async fn lease(&self) -> Result<LinkGuard, Error> {
         // A new step while one is parked: the sidecar gave the old one up; so is its link.
         self.resume.abandon();
         if self.is_busy() {
             return Err(Error::SessionBusy);
         }
-        self.link_use.turns.fetch_add(1, Ordering::AcqRel);
-        self.link_use.wanted.notify_one();
         let mut guard = self.link.clone().lock_owned().await;
         if let Some(link) = guard.as_mut() {
             link.follow_thread();
@@ -148,11 +146,12 @@ impl Session {
         // A turn parked for a resume holds the link: it ends here, and the answer kept for a
         // resume goes with it.
         self.resume.release();
-        self.link_use.wanted.notify_one();
         let link = self.link.lock().await.take();
-        // The idle watcher, which let go for this, waits to be told the link is free again:
-        // it finds it closed and ends (it used to wait for good, holding the session).
-        self.link_use.released.notify_one();
+        // The idle watcher finds it closed and ends (it used to wait for good, holding the
+        // session).
+        if let Some(watcher) = self.link_use.watcher.get() {
+            watcher.wake_by_ref();
+        }
         link
     }
 }

@@ -2,6 +2,7 @@
 //! where its conversation stands (logging in, waiting for the client, or ready).
 
 use std::pin::Pin;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -118,6 +119,18 @@ impl RelayLink {
                 self.stream = MaybeTls::Plain(tcp);
             }
         }
+    }
+
+    /// Has `waker` woken once the socket has something to read (the server spoke, or hung
+    /// up); true when it has already. (Of a TLS link, the socket under it: what the server
+    /// sends between turns is news either way.)
+    pub fn wake_when_readable(&self, waker: &Waker) -> bool {
+        let tcp = match &self.stream {
+            MaybeTls::Plain(tcp) => tcp,
+            MaybeTls::Tls(tls) => tls.get_ref().0,
+            MaybeTls::Gone => return true,
+        };
+        tcp.poll_read_ready(&mut Context::from_waker(waker)).is_ready()
     }
 
     /// Connects to `upstream` and reads its greeting, within `timeout`. Returns the link and the

@@ -5,15 +5,15 @@
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Context, Poll, ready};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use common::rare::RareWait;
 use common::wire::{FRAMING_OVERHEAD, TurnEnd, encode_heartbeat, encode_packets, encode_turn};
-use tokio::sync::{Notify, OwnedMutexGuard};
+use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -22,19 +22,15 @@ use super::framing::{Framing, Tally};
 use super::link::{Phase, READ_CHUNK, RelayLink};
 use common::mysql::packets::PacketHead;
 
-/// Who uses a session's link: one turn at a time, and between turns its idle watcher, which
-/// gives the link up whenever a turn wants it.
+/// Who uses a session's link: one turn at a time, and between turns its idle watcher
+/// (`idle_watch.rs`), which holds it only for a read that does not wait.
 #[derive(Debug, Default)]
 pub struct LinkUse {
     /// A turn holds (or is about to hold) the link.
     pub in_turn: AtomicBool,
-    /// Turns begun so far: the idle watcher takes the link only once it stays the same for a
-    /// while.
-    pub turns: AtomicU64,
-    /// A turn (or a close) wants the link: the idle watcher lets go.
-    pub wanted: Notify,
-    /// A turn let go of the link: the idle watcher may take it again.
-    pub released: Notify,
+    /// The idle watcher's wake-up, once it listened: each turn's end registers it with the
+    /// link's socket.
+    pub watcher: OnceLock<Waker>,
     /// The last answer's status said a transaction is open (its locks are held).
     pub in_transaction: AtomicBool,
     /// The login is done: the session has a client's state (a session opened ahead has not).
@@ -43,7 +39,8 @@ pub struct LinkUse {
     pub awaiting_client: AtomicBool,
 }
 
-/// A session's upstream link, held for one turn; letting go of it wakes the idle watcher.
+/// A session's upstream link, held for one turn; letting go of it has the idle watcher woken
+/// when the upstream speaks.
 pub struct LinkGuard {
     guard: OwnedMutexGuard<Option<RelayLink>>,
     link_use: Arc<LinkUse>,
@@ -77,7 +74,14 @@ impl DerefMut for LinkGuard {
 impl Drop for LinkGuard {
     fn drop(&mut self) {
         self.link_use.in_turn.store(false, Ordering::Release);
-        self.link_use.released.notify_one();
+        // The idle watcher is woken when the upstream speaks from here on (nothing is woken
+        // now, per command), or at once when it has spoken or the link is closed; it waits
+        // for the lock, so it reads once this guard is gone.
+        if let Some(waker) = self.link_use.watcher.get()
+            && self.guard.as_ref().is_none_or(|link| link.wake_when_readable(waker))
+        {
+            waker.wake_by_ref();
+        }
     }
 }
 
