@@ -1,9 +1,10 @@
 //! A relayed packet that may be a LOCAL INFILE request (short, its payload starting with 0xFB)
 //! stays queued until the turn's end, however the answer is split and whatever was flushed
-//! before it, so that a refused one never reaches the client; a NULL-first row followed by
+//! before it (in compressed packets too), so that a refused one never reaches the client; a NULL-first row followed by
 //! more of the answer, or a long 0xFB packet, is written as it comes.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use common::mysql::compressed;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -38,28 +39,52 @@ fn rows(first_seq: u8, count: usize) -> Vec<u8> {
     (0..count).flat_map(|i| packet(first_seq.wrapping_add(i as u8), &[b'x'; 1000])).collect()
 }
 
+/// What a compressing client reads of `wire`: the packets inside the compressed packets.
+fn inflated(wire: &[u8]) -> Vec<u8> {
+    let (mut input, mut out) = (BytesMut::from(wire), BytesMut::new());
+    while compressed::decode(&mut input, &mut out, 1 << 24).expect("inflate").is_some() {}
+    assert!(input.is_empty(), "whole compressed packets");
+    out.to_vec()
+}
+
 #[tokio::test]
 async fn a_file_request_is_held_until_the_turn_ends_however_it_is_split() {
     let request = packet(71, b"\xfb/home/me/.ssh/id_ed25519");
-    for cut in 0..request.len() {
-        let (mut io, mut received) = writer().await;
-        // Earlier results of a multi-statement query, then the request in two pieces.
-        let mut answer = rows(1, 70);
-        answer.extend_from_slice(&request[..cut]);
-        io.write_raw(Bytes::from(answer)).await.expect("write");
-        io.write_raw(Bytes::copy_from_slice(&request[cut..])).await.expect("write");
-        assert_eq!(io.queued_file_request(), Some(&request[4..]), "cut at {cut}");
-        io.take_back_file_request();
-        assert_eq!(io.next_seq(), 71, "the sidecar's error takes the request's id");
-        assert_eq!(io.queued_file_request(), None);
-        io.flush().await.expect("flush");
-        drop(io);
-        let mut sent = Vec::new();
-        while let Some(piece) = received.recv().await {
-            sent.extend(piece);
+    // Earlier results of a multi-statement query: 70 rows, or rows that end 10 bytes before
+    // the fourth 16 KiB compressed packet would end, so that the request would straddle it.
+    let straddling = [rows(1, 65), packet(66, &[b'y'; 262])].concat();
+    assert_eq!(straddling.len(), 4 * 16 * 1024 - 10);
+    for before in [rows(1, 70), straddling] {
+        for cut in 0..request.len() {
+            for compressing in [false, true] {
+                let sent = written_taking_back(&before, &request, cut, compressing).await;
+                assert!(sent == before, "everything but the request, cut at {cut} {compressing}");
+            }
         }
-        assert_eq!(sent, rows(1, 70), "everything but the request, cut at {cut}");
     }
+}
+
+/// What the client reads of `before` and `request` (written in two pieces, cut at `cut`) when
+/// the request is taken back at the turn's end.
+async fn written_taking_back(before: &[u8], request: &[u8], cut: usize, z: bool) -> Vec<u8> {
+    let (mut io, mut received) = writer().await;
+    if z {
+        io.start_compression();
+    }
+    let answer = [before, &request[..cut]].concat();
+    io.write_raw(Bytes::from(answer)).await.expect("write");
+    io.write_raw(Bytes::copy_from_slice(&request[cut..])).await.expect("write");
+    assert_eq!(io.queued_file_request(), Some(&request[4..]), "cut at {cut}");
+    io.take_back_file_request();
+    assert_eq!(io.next_seq(), request[3], "the sidecar's error takes the request's id");
+    assert_eq!(io.queued_file_request(), None);
+    io.flush().await.expect("flush");
+    drop(io);
+    let mut sent = Vec::new();
+    while let Some(piece) = received.recv().await {
+        sent.extend(piece);
+    }
+    if z { inflated(&sent) } else { sent }
 }
 
 #[tokio::test]
