@@ -1,7 +1,11 @@
-"""Runs the compressed-protocol queries with mysql-connector-python (compress=True); prints one
-line per answer: row count and a checksum of the rows, or the error.
+"""Runs queries with mysql-connector-python's pure reader (compress=True, use_pure=True); prints
+one line per answer: row count and a checksum of the rows, the server's error, or the client's
+own failure (after which it connects again for the next query). A read waits at most 20 s: a
+row cut short would otherwise leave it waiting for the rest forever.
 
-Usage: compressed_queries.py PORT USER PASSWORD DATABASE
+Usage: compressed_queries.py PORT USER PASSWORD DATABASE [--text|--prepared] [--plain] SQL...
+  --prepared  a prepared cursor (binary rows) instead of a text one (--text)
+  --plain     without compression (a reference for what the rows are)
 """
 
 import sys
@@ -10,22 +14,27 @@ import zlib
 import mysql.connector
 
 port, user, password, database = sys.argv[1:5]
-# Its compressed reader fails on large answers directly too (26.10.0: `struct.error` on a
-# 20,000-row result from MariaDB itself), so the answers stay below that.
-QUERIES = [
-    "SELECT seq, REPEAT('x', 100) FROM seq_1_to_2000",
-    "SELECT REPEAT('y', 70000)",
-    "SELECT 1, 'short'",
-    "SELECT no_such_column",
-]
-conn = mysql.connector.connect(host="127.0.0.1", port=int(port), user=user, password=password,
-                               database=database, compress=True)
-cur = conn.cursor()
-for sql in QUERIES:
+flags = {a for a in sys.argv[5:] if a.startswith("--")}
+queries = [a for a in sys.argv[5:] if not a.startswith("--")]
+
+
+def connect():
+    return mysql.connector.connect(host="127.0.0.1", port=int(port), user=user,
+                                   password=password, database=database, use_pure=True,
+                                   compress="--plain" not in flags, read_timeout=20)
+
+
+conn = connect()
+for sql in queries:
     try:
+        cur = conn.cursor(prepared="--prepared" in flags)
         cur.execute(sql)
         rows = cur.fetchall()
-        print(f"{len(rows)} rows | {zlib.crc32(repr(rows).encode()):08x}")
+        cur.close()
+        print(f"{len(rows)} rows | {zlib.crc32(repr(rows).encode()):08x}", flush=True)
     except mysql.connector.Error as e:
-        print(f"error | {e.errno} | {e.msg}")
+        print(f"error | {e.errno} | {e.msg}", flush=True)
+    except Exception as e:  # the reader's own failure: the connection is lost
+        print(f"failed | {type(e).__name__}", flush=True)
+        conn = connect()
 conn.close()

@@ -1,9 +1,14 @@
 //! A minimal raw MySQL client (native password login, packets in and out) for commands no
-//! driver exposes, such as COM_FIELD_LIST, and for sending malformed or pipelined input.
+//! driver exposes, such as COM_FIELD_LIST, and for sending malformed or pipelined input; in
+//! the compressed protocol, for seeing how an answer is framed.
 
 use sha1::{Digest, Sha1};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+#[path = "raw_compressed.rs"]
+mod compressed;
+pub use compressed::{CompressedClient, Framed};
 
 /// SERVER_MORE_RESULTS_EXISTS.
 const MORE_RESULTS: u16 = 0x0008;
