@@ -17,6 +17,16 @@ ensure_packages() {
     fi
 }
 
+# The Debian packages the tests need (scripts/setup.sh, scripts/test.sh): a C compiler and make
+# for the crates that build C, MariaDB (the tests start their own), nginx, Python, curl,
+# MariaDB's Connector/J and a JDK, systemd's tools (systemd-analyze), a forward proxy; node and
+# npm come with the test clients.
+ensure_test_packages() {
+    ensure_packages gcc libc6-dev make mariadb-server mariadb-client nginx openssl python3 \
+        libmariadb-java systemd tinyproxy curl
+    command -v javac >/dev/null || ensure_packages default-jdk-headless
+}
+
 # Prints a TCP port nobody listens on.
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -81,9 +91,13 @@ start_mariadb() {
     local user_opt=()
     [[ $(id -u) -eq 0 ]] && user_opt=(--user=root)
     mariadb-install-db --no-defaults "${user_opt[@]}" --datadir="$dir/data" --skip-test-db \
-        --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
+        --auth-root-authentication-method=socket --auth-root-socket-user="$(id -un)" >"$dir/install.log" 2>&1 \
         || { cat "$dir/install.log" >&2; return 1; }
-    mariadbd --no-defaults "${user_opt[@]}" --datadir="$dir/data" --socket="$dir/mysqld.sock" \
+    # Debian installs the server in /usr/sbin, outside a normal user's PATH.
+    local server
+    server=$(PATH="$PATH:/usr/sbin:/usr/local/sbin" command -v mariadbd) \
+        || { echo "mariadbd not found: install mariadb-server (scripts/setup.sh)" >&2; return 1; }
+    "$server" --no-defaults "${user_opt[@]}" --datadir="$dir/data" --socket="$dir/mysqld.sock" \
         --port="$port" --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" \
         --log-error="$dir/error.log" --max-allowed-packet=1G --max-connections=2000 --back-log=2000 \
         --innodb-buffer-pool-size=256M --innodb-log-file-size=256M \
@@ -91,11 +105,11 @@ start_mariadb() {
         --ssl-ca="$dir/tls/ca.pem" --ssl-cert="$dir/tls/server.pem" --ssl-key="$dir/tls/server.key" &
     echo $! >"$dir/mysqld.launcher.pid"
     local deadline=$((SECONDS + 60))
-    until mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1; do
+    until mariadb --no-defaults --socket="$dir/mysqld.sock" -u"$(id -un)" -e 'SELECT 1' >/dev/null 2>&1; do
         ((SECONDS < deadline)) || { echo "MariaDB did not start:" >&2; tail -20 "$dir/error.log" >&2; return 1; }
         sleep 0.3
     done
-    mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot <<'SQL'
+    mariadb --no-defaults --socket="$dir/mysqld.sock" -u"$(id -un)" <<'SQL'
 CREATE DATABASE IF NOT EXISTS tunnel_test;
 CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'app-pw';
 CREATE USER IF NOT EXISTS 'app'@'localhost' IDENTIFIED BY 'app-pw';

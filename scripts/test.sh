@@ -2,18 +2,31 @@
 # The project's test command (README, CI): installs what is missing, checks formatting and
 # lints, starts a throwaway MariaDB on a free port under a temp dir, runs every test against
 # it, stops it again, and fuzzes each parser of network bytes for FUZZ_SECONDS (15) each.
+#
+#   scripts/test.sh            # everything: what CI runs
+#   scripts/test.sh --quick    # the core: fmt, clippy, the unit tests and the QUICK_TESTS
+#                              # end-to-end binaries; no other target, Wine, qemu or fuzzing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+QUICK=0
+case "${1:-}" in
+    --quick) QUICK=1 ;;
+    "") ;;
+    *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+# The quick run's end-to-end binaries: relaying, fidelity, logins, the docs and configs kept
+# true, reloads, resumes and the real clients.
+QUICK_TESTS=(docs configs relay fidelity prepared passthrough multi_statements infile
+    mariadb_cli bad_input reload resume streams check)
 # CI builds each crate once: no incremental caches (about 2 GB under target/ otherwise). The
 # disk is reported at the start and the end, since a full disk fails tests far from its cause.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 echo "== disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free here at the start"
 
-ensure_packages mariadb-server mariadb-client nginx openssl python3 libmariadb-java systemd tinyproxy curl
+ensure_test_packages
 # The other targets: Windows (mingw, run under Wine), static Linux (musl), aarch64 (under qemu).
-ensure_packages gcc-mingw-w64-x86-64 wine64 musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
-command -v javac >/dev/null || ensure_packages default-jdk-headless
+((QUICK)) || ensure_packages gcc-mingw-w64-x86-64 wine64 musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 CLIENTS="$PWD/target/test-clients"
 echo "== test clients (PyMySQL, mysql-connector-python, node mysql2, Oracle Connector/J) under $CLIENTS"
 install_test_clients "$CLIENTS"
@@ -34,19 +47,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== the other targets (scripts/release.sh, dev profile): Windows, static Linux, aarch64"
-TARGETS=(x86_64-pc-windows-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu)
-scripts/release.sh --profile dev --out "$WORK/dist" "${TARGETS[@]}"
-# Code that only Windows compiles (the service) is linted as the rest.
-cargo clippy --locked -p sidecar --target x86_64-pc-windows-gnu --all-targets -- -D warnings
-mkdir -p "$WORK/targets"
-for target in "${TARGETS[@]}"; do ln -s "$PWD/target/$target/debug" "$WORK/targets/$target"; done
-# The Windows sidecar beside the DLL Wine lacks, and a Windows profile made before the tests.
-wine_stage target/x86_64-pc-windows-gnu/debug/sidecar.exe "$WORK/windows"
-export WINEPREFIX="$WORK/wineprefix" SQLTUNNEL_TEST_WINE SQLTUNNEL_TEST_WINDOWS_DIR="$WORK/windows"
-SQLTUNNEL_TEST_WINE=$(wine_loader_path)
-WINEDEBUG=-all "$SQLTUNNEL_TEST_WINE" "$WORK/windows/sidecar.exe" --version
-export SQLTUNNEL_TEST_TARGETS_DIR="$WORK/targets"
+if ((!QUICK)); then
+    echo "== the other targets (scripts/release.sh, dev profile): Windows, static Linux, aarch64"
+    TARGETS=(x86_64-pc-windows-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-gnu)
+    scripts/release.sh --profile dev --out "$WORK/dist" "${TARGETS[@]}"
+    # Code that only Windows compiles (the service) is linted as the rest.
+    cargo clippy --locked -p sidecar --target x86_64-pc-windows-gnu --all-targets -- -D warnings
+    mkdir -p "$WORK/targets"
+    for target in "${TARGETS[@]}"; do ln -s "$PWD/target/$target/debug" "$WORK/targets/$target"; done
+    # The Windows sidecar beside the DLL Wine lacks, and a Windows profile made before the tests.
+    wine_stage target/x86_64-pc-windows-gnu/debug/sidecar.exe "$WORK/windows"
+    export WINEPREFIX="$WORK/wineprefix" SQLTUNNEL_TEST_WINE SQLTUNNEL_TEST_WINDOWS_DIR="$WORK/windows"
+    SQLTUNNEL_TEST_WINE=$(wine_loader_path)
+    WINEDEBUG=-all "$SQLTUNNEL_TEST_WINE" "$WORK/windows/sidecar.exe" --version
+    export SQLTUNNEL_TEST_TARGETS_DIR="$WORK/targets"
+fi
 
 MYSQL_PORT=$(free_port)
 echo "== starting MariaDB on 127.0.0.1:$MYSQL_PORT"
@@ -59,7 +74,9 @@ mkdir -p "$WORK/tmp"
 chmod 755 "$WORK" "$WORK/tmp"
 set +e
 export SQLTUNNEL_TEST_PYTHON="$CLIENTS/venv/bin/python" SQLTUNNEL_TEST_NODE_MODULES="$CLIENTS/node/node_modules" SQLTUNNEL_TEST_MYSQL_JAR="$CLIENTS/jars/mysql-connector-j-8.0.33.jar"
-TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test --workspace --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
+SELECTION=(--workspace)
+((QUICK)) && SELECTION=(--workspace --lib --bins "${QUICK_TESTS[@]/#/--test=}")
+TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$MYSQL_PORT SQLTUNNEL_TEST_MYSQL_CA="$WORK/mariadb/tls/ca.pem" cargo test "${SELECTION[@]}" --locked --no-fail-fast -- --test-threads=4 2>&1 | tee "$WORK/cargo-test.log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run, summed over every test binary.
@@ -67,5 +84,6 @@ awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d fai
 echo "== disk: target/ holds $(du -sh target | cut -f1), $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 ((status == 0)) || exit "$status"
 
+((QUICK)) && exit 0
 echo "== fuzzing each parser of network bytes briefly (scripts/fuzz.sh)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-15}"

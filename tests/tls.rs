@@ -4,8 +4,8 @@
 use e2e::certs::TestPki;
 use e2e::scripts::DML_SCRIPT;
 use e2e::{
-    DATABASE, TOKEN, Tunnel, assert_same_answers, compare_script, direct, mysql_port, opts,
-    sidecar_yaml, within,
+    DATABASE, TOKEN, Tunnel, assert_same_answers, compare_script, direct, mysql_ca, mysql_port,
+    opts, sidecar_yaml, within,
 };
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -118,12 +118,6 @@ async fn plain_http_to_an_https_transport_fails_clearly() {
         shutdown.cancel();
     })
     .await;
-}
-
-/// CA of the test MariaDB's certificate (`SQLTUNNEL_TEST_MYSQL_CA`, set by `scripts/test.sh`).
-fn mysql_ca() -> String {
-    std::env::var("SQLTUNNEL_TEST_MYSQL_CA")
-        .expect("SQLTUNNEL_TEST_MYSQL_CA is not set: run through scripts/test.sh")
 }
 
 /// A tunnel whose local login `app` maps to the upstream user `app_tls` (REQUIRE SSL), with

@@ -1,20 +1,14 @@
-//! Client programs under `tests/clients/` run with the interpreters `scripts/test.sh` installs:
-//! PyMySQL in a virtualenv (`SQLTUNNEL_TEST_PYTHON`) and node's mysql2
-//! (`SQLTUNNEL_TEST_NODE_MODULES`).
+//! Client programs under `tests/clients/` run with the interpreters `scripts/setup.sh` (and
+//! `scripts/test.sh`) install: PyMySQL in a virtualenv (`SQLTUNNEL_TEST_PYTHON`) and node's
+//! mysql2 (`SQLTUNNEL_TEST_NODE_MODULES`), by default under `target/test-clients/`.
 
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::mariadb::client_path;
+
 fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients").join(name)
-}
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!(
-            "{name} is not set: run the tests through scripts/test.sh, which installs the client"
-        )
-    })
 }
 
 async fn stdout_of(mut command: Command) -> String {
@@ -32,7 +26,7 @@ async fn stdout_of(mut command: Command) -> String {
 
 /// Runs `tests/clients/<name>` with the PyMySQL virtualenv's Python; returns its stdout.
 pub async fn python(name: &str, args: &[&str]) -> String {
-    let mut command = Command::new(env("SQLTUNNEL_TEST_PYTHON"));
+    let mut command = Command::new(client_path("SQLTUNNEL_TEST_PYTHON", "venv/bin/python"));
     command.arg(script(name)).args(args);
     stdout_of(command).await
 }
@@ -40,6 +34,7 @@ pub async fn python(name: &str, args: &[&str]) -> String {
 /// Runs `tests/clients/<name>` with node, mysql2 on its module path; returns its stdout.
 pub async fn node(name: &str, args: &[&str]) -> String {
     let mut command = Command::new("node");
-    command.env("NODE_PATH", env("SQLTUNNEL_TEST_NODE_MODULES")).arg(script(name)).args(args);
+    let modules = client_path("SQLTUNNEL_TEST_NODE_MODULES", "node/node_modules");
+    command.env("NODE_PATH", modules).arg(script(name)).args(args);
     stdout_of(command).await
 }

@@ -1,5 +1,5 @@
 //! A real OpenID Provider for the identity tests: `tests/idp/provider.mjs` runs npm's
-//! `oidc-provider` (installed by `scripts/test.sh` next to mysql2, `SQLTUNNEL_TEST_NODE_MODULES`),
+//! `oidc-provider` (installed by `scripts/setup.sh` next to mysql2, `SQLTUNNEL_TEST_NODE_MODULES`),
 //! which issues JWT access tokens with the client credentials grant.
 
 use std::io::{BufRead, BufReader};
@@ -46,9 +46,7 @@ fn script() -> PathBuf {
 }
 
 fn modules() -> String {
-    std::env::var("SQLTUNNEL_TEST_NODE_MODULES").unwrap_or_else(|_| {
-        panic!("SQLTUNNEL_TEST_NODE_MODULES is not set: run the tests through scripts/test.sh, which installs oidc-provider")
-    })
+    crate::mariadb::client_path("SQLTUNNEL_TEST_NODE_MODULES", "node/node_modules")
 }
 
 impl Provider {

@@ -49,12 +49,13 @@ pub async fn run(classpath: &str, class: &str, args: &[&str]) -> Output {
 }
 
 /// `classpath` (from [`compile`]) with Oracle's MySQL Connector/J 8.0.33, DBeaver's MySQL
-/// driver, in place of MariaDB's. `scripts/test.sh` takes the jar from PyPI's `wbjdbc` wheel
-/// and names it in `SQLTUNNEL_TEST_MYSQL_JAR`.
+/// driver, in place of MariaDB's. `scripts/setup.sh` takes the jar from PyPI's `wbjdbc` wheel
+/// (`SQLTUNNEL_TEST_MYSQL_JAR` names another).
 pub fn with_oracle_driver(classpath: &str) -> String {
-    let jar = std::env::var("SQLTUNNEL_TEST_MYSQL_JAR").unwrap_or_else(|_| {
-        panic!("SQLTUNNEL_TEST_MYSQL_JAR is not set: run the tests through scripts/test.sh")
-    });
+    let jar = crate::mariadb::client_path(
+        "SQLTUNNEL_TEST_MYSQL_JAR",
+        "jars/mysql-connector-j-8.0.33.jar",
+    );
     classpath.replacen(DRIVER, &jar, 1)
 }
 

@@ -1,5 +1,6 @@
-//! Test harness: the real MariaDB started by `scripts/test.sh`, a tunnel (transport + sidecar)
-//! run in-process on ephemeral ports, and helpers that compare answers field by field.
+//! Test harness: the real MariaDB (`scripts/test.sh`'s, or the test binary's own,
+//! `mariadb.rs`), a tunnel (transport + sidecar) run in-process on ephemeral ports, and helpers
+//! that compare answers field by field.
 
 pub mod answer;
 pub mod certs;
@@ -12,6 +13,7 @@ pub mod faults;
 pub mod http;
 pub mod idp;
 pub mod java;
+pub mod mariadb;
 pub mod nginx;
 pub mod processes;
 pub mod raw;
@@ -43,12 +45,16 @@ pub const PASSWORD: &str = "app-pw";
 /// Database created by the test script.
 pub const DATABASE: &str = "tunnel_test";
 
-/// Port of the real MariaDB (`SQLTUNNEL_TEST_MYSQL_PORT`, set by `scripts/test.sh`).
+/// Port of the real MariaDB (`SQLTUNNEL_TEST_MYSQL_PORT`, set by `scripts/test.sh`; without it
+/// the test binary starts its own).
 pub fn mysql_port() -> u16 {
-    std::env::var("SQLTUNNEL_TEST_MYSQL_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .expect("SQLTUNNEL_TEST_MYSQL_PORT is not set: run the tests through scripts/test.sh, which starts MariaDB")
+    mariadb::server().port
+}
+
+/// The CA of the real MariaDB's certificate (`SQLTUNNEL_TEST_MYSQL_CA` with
+/// `SQLTUNNEL_TEST_MYSQL_PORT`).
+pub fn mysql_ca() -> String {
+    mariadb::server().ca.to_string_lossy().into_owned()
 }
 
 /// Runs a test body with a deadline, so no test can hang.

@@ -6,17 +6,42 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Directory holding the built binaries (`target/<profile>`), next to the test executable.
+/// `cargo test` builds no other package's binary: a binary older than a source file it is
+/// built from is named in a warning, which a failing test shows.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir").to_path_buf();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let newest_source = ["common", "sidecar", "transport"]
+        .iter()
+        .filter_map(|krate| newest(&root.join(krate)))
+        .max();
     for bin in ["transport", "sidecar"] {
-        assert!(
-            dir.join(bin).exists(),
-            "{} is missing: build the workspace first (scripts/test.sh does)",
-            dir.join(bin).display()
-        );
+        let built = std::fs::metadata(dir.join(bin)).and_then(|m| m.modified());
+        let fix = "run `cargo build -p sidecar -p transport` (scripts/test.sh builds them)";
+        let Ok(built) = built else { panic!("{} is missing: {fix}", dir.join(bin).display()) };
+        if newest_source.is_some_and(|source| source > built) {
+            eprintln!("warning: {} is older than the sources: {fix}", dir.join(bin).display());
+        }
     }
     dir
+}
+
+/// The latest modification time of a file below `dir` (its `src/` and `Cargo.toml`).
+fn newest(dir: &std::path::Path) -> Option<std::time::SystemTime> {
+    let mut latest = std::fs::metadata(dir.join("Cargo.toml")).and_then(|m| m.modified()).ok();
+    let mut pending = vec![dir.join("src")];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if let Ok(modified) = meta.modified() {
+                latest = latest.max(Some(modified));
+            }
+        }
+    }
+    latest
 }
 
 /// A running binary, killed on drop.
@@ -31,6 +56,11 @@ pub struct Proc {
 impl Proc {
     /// Starts `bin --config <yaml written to a temp file>`.
     pub fn start(bin: &str, yaml: &str, tag: &str) -> Proc {
+        Self::start_with_env(bin, yaml, tag, &[])
+    }
+
+    /// [`Self::start`] with these environment variables set.
+    pub fn start_with_env(bin: &str, yaml: &str, tag: &str, env: &[(&str, &str)]) -> Proc {
         let dir = std::env::temp_dir().join(format!("sqltunnel-test-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let config = dir.join(format!("{bin}.yaml"));
@@ -38,6 +68,7 @@ impl Proc {
         let log = dir.join(format!("{bin}.log"));
         let log_file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(bin_dir().join(bin))
+            .envs(env.iter().copied())
             .arg("--config")
             .arg(&config)
             .stdout(Stdio::null())
