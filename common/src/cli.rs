@@ -162,8 +162,10 @@ pub struct Subcommand<C> {
     pub name: &'static str,
     /// One line of help.
     pub about: &'static str,
-    /// What it does; its exit code is the process's.
-    pub run: fn(C) -> ExitCode,
+    /// Its switches (`--name`), each with a line of help.
+    pub flags: &'static [(&'static str, &'static str)],
+    /// What it does, given the switches set; its exit code is the process's.
+    pub run: fn(C, &[&'static str]) -> ExitCode,
 }
 
 /// A subcommand that needs no configuration (e.g. `transport gen-token`).
@@ -216,7 +218,12 @@ where
     let version = Box::leak(format!("{} ({BUILD})", bin.version).into_boxed_str());
     let mut command = Cli::command().name(bin.name).version(&*version).about(bin.about);
     for sub in subcommands {
-        command = command.subcommand(clap::Command::new(sub.name).about(sub.about));
+        let mut sub_command = clap::Command::new(sub.name).about(sub.about);
+        for (flag, help) in sub.flags {
+            let arg = clap::Arg::new(*flag).long(*flag).help(*help);
+            sub_command = sub_command.arg(arg.action(clap::ArgAction::SetTrue));
+        }
+        command = command.subcommand(sub_command);
     }
     for tool in tools {
         command = command.subcommand(clap::Command::new(tool.name).about(tool.about));
@@ -229,7 +236,12 @@ where
     let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string());
     let result = match chosen {
         Some(sub) => match cli.and_then(|cli| cli.load::<C>()) {
-            Ok((config, _)) => return (sub.run)(config),
+            Ok((config, _)) => {
+                let set = matches.subcommand_matches(sub.name).map_or_else(Vec::new, |m| {
+                    sub.flags.iter().map(|(f, _)| *f).filter(|f| m.get_flag(f)).collect()
+                });
+                return (sub.run)(config, &set);
+            }
             Err(e) => Err(e),
         },
         None => cli.and_then(|cli| start(cli, serve)),

@@ -93,6 +93,8 @@ pub struct TransportLink {
     /// A command that prints the token (program and arguments), run again when the token
     /// expires (a JWT's `exp`) or is refused: an SSO helper, a secrets manager's CLI.
     pub token_command: Option<Vec<String>>,
+    /// A person's single sign-on (`sidecar login`): the provider, and this sidecar's client.
+    pub login: Option<crate::login::LoginConfig>,
     /// Time allowed to connect to the transport.
     #[serde(with = "serde_duration")]
     pub connect_timeout: Duration,
@@ -143,6 +145,7 @@ impl Default for TransportLink {
             token_env: None,
             token_file: None,
             token_command: None,
+            login: None,
             connect_timeout: Duration::from_secs(10),
             tls: ClientTls::default(),
             proxy: None,
@@ -283,17 +286,21 @@ impl SidecarConfig {
         if url.parse::<http::Uri>().is_err() {
             return invalid(format!("transport.url {url:?} is not a valid URL"));
         }
-        match (&self.transport.token, &self.transport.token_command) {
-            (None, None) => {
+        let t = &self.transport;
+        match (&t.token, &t.token_command, &t.login) {
+            (None, None, None) => {
                 return invalid(
-                    "transport.token (or token_env / token_file / token_command) is required"
+                    "transport.token (or token_env / token_file / token_command / login) is required"
                         .into(),
                 );
             }
-            (Some(_), Some(_)) => {
-                return invalid("set transport.token (or token_env / token_file) or transport.token_command, not both".into());
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                return invalid("set one of transport.token (or token_env / token_file), transport.token_command and transport.login".into());
             }
-            (None, Some(argv)) if argv.first().is_none_or(String::is_empty) => {
+            (None, None, Some(login)) if login.issuer.is_empty() || login.client_id.is_empty() => {
+                return invalid("transport.login: `issuer` and `client_id` are required".into());
+            }
+            (None, Some(argv), None) if argv.first().is_none_or(String::is_empty) => {
                 return invalid(
                     "transport.token_command: name a program (a list: [program, args…])".into(),
                 );

@@ -80,6 +80,12 @@ pub enum Error {
     /// `transport.token_command` gave no token.
     #[error("transport.token_command gave no token: {0}")]
     TokenCommand(String),
+    /// `transport.login`: nobody is logged in, or the provider ended the login.
+    #[error("Access denied: {0}: run `sidecar login` to log in again")]
+    LoginNeeded(String),
+    /// `transport.login`: the identity provider could not give a token now.
+    #[error("cannot get a token from the identity provider of transport.login: {0}")]
+    LoginFailed(String),
     /// The transport ended the session: its identity's access was revoked.
     #[error(
         "Connection was killed: the sqltunnel transport revoked this identity's access to the upstream"
@@ -215,7 +221,9 @@ impl Error {
                 }
                 (e.code, state, e.message.clone())
             }
-            Error::AccessDenied { .. } => (code::ACCESS_DENIED, *code::STATE_ACCESS, msg),
+            Error::AccessDenied { .. } | Error::LoginNeeded(_) => {
+                (code::ACCESS_DENIED, *code::STATE_ACCESS, msg)
+            }
             Error::NotRelayed => (code::UNKNOWN_COMMAND, *code::STATE_COMM, msg),
             Error::TooManyClients => (code::TOO_MANY_CONNECTIONS, *b"08004", msg),
             Error::Busy => (code::OUT_OF_RESOURCES, *code::STATE_GENERAL, msg),
@@ -231,6 +239,7 @@ impl Error {
             | Error::TransportSilent { .. }
             | Error::TokenRefused { .. }
             | Error::TokenCommand(_)
+            | Error::LoginFailed(_)
             | Error::BadAnswer { .. }
             | Error::SessionBusy => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
             Error::ShuttingDown => (code::SERVER_SHUTDOWN, *code::STATE_COMM, msg),
@@ -264,6 +273,8 @@ impl Error {
             Error::SessionLost => "session_lost",
             Error::AccessRevoked => "access_revoked",
             Error::TokenCommand(_) => "token_command",
+            Error::LoginNeeded(_) => "login_needed",
+            Error::LoginFailed(_) => "login_failed",
             Error::ShuttingDown => "shutting_down",
             Error::StreamBroken(_) => "stream_broken",
             Error::NotResumed(_) => "not_resumed",

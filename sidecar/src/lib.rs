@@ -19,6 +19,7 @@ pub mod greetings;
 pub mod heartbeat;
 pub mod http;
 pub mod live;
+pub mod login;
 pub mod metrics;
 pub mod protocol;
 pub mod server;

@@ -27,7 +27,23 @@ fn main() -> ExitCode {
     let check = common::cli::Subcommand {
         name: "check",
         about: "Reach the transport, check the token, list the upstreams with their versions, measure the round trip; one line per step, with the fix for each that fails",
-        run: sidecar::check::run,
+        flags: &[],
+        run: |config, _| sidecar::check::run(config),
+    };
+    let login = common::cli::Subcommand {
+        name: "login",
+        about: "Log in at the identity provider of transport.login: in the browser, or with --device on any other device; the login is kept, and renewed by the sidecar",
+        flags: &[(
+            "device",
+            "log in on another device with a code (no browser here: SSH, a server)",
+        )],
+        run: sidecar::login::login_command,
+    };
+    let logout = common::cli::Subcommand {
+        name: "logout",
+        about: "Forget the login that `sidecar login` kept",
+        flags: &[],
+        run: sidecar::login::logout_command,
     };
     let service = common::cli::Tool {
         name: "service",
@@ -39,7 +55,7 @@ fn main() -> ExitCode {
         |listener, config: sidecar::SidecarConfig, shutdown, reloads| {
             sidecar::run_with_reloads(listener, config, shutdown, reloads)
         },
-        &[check],
+        &[check, login, logout],
         &[service],
     )
 }

@@ -39,6 +39,8 @@ pub struct Provider {
     pub keys_file: PathBuf,
     dir: PathBuf,
     port: u16,
+    /// The rest of its config, kept for a restart.
+    more: serde_json::Value,
 }
 
 fn script() -> PathBuf {
@@ -52,18 +54,42 @@ fn modules() -> String {
 impl Provider {
     /// Starts a provider on a free port with a new key set, serving `clients`.
     pub fn start(tag: &str, clients: &[IdpClient]) -> Provider {
+        Self::start_with(tag, clients, serde_json::json!({}))
+    }
+
+    /// [`Self::start`], with more of the provider's config (`public_clients`: people's clients
+    /// for `sidecar login`, each `{client_id, refresh_ttl?}`; `person`: `{id, claims}`, who
+    /// logs in at its pages).
+    pub fn start_with(tag: &str, clients: &[IdpClient], more: serde_json::Value) -> Provider {
         let dir = std::env::temp_dir().join(format!("sqltunnel-idp-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("idp dir");
         let keys_file = dir.join("keys.json");
         drop(std::fs::remove_file(&keys_file));
-        Self::start_at(dir, keys_file, free_port(), clients)
+        let mut provider = Self::start_at(dir, keys_file, free_port(), clients, &more);
+        provider.more = more;
+        provider
+    }
+
+    /// A script that plays a person's browser (`tests/idp/person.mjs`): `$BROWSER` for
+    /// `sidecar login`, written into this provider's directory.
+    pub fn person_browser(&self) -> PathBuf {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("idp").join("person.mjs");
+        let path = self.dir.join("browser.sh");
+        let text = format!("#!/bin/sh\nexec node {} \"$1\"\n", script.display());
+        std::fs::write(&path, text).expect("browser script");
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&path, mode).expect("chmod");
+        path
     }
 
     /// Another provider at a new port (so another issuer) signing with the same keys.
     pub fn twin(&self, tag: &str, clients: &[IdpClient]) -> Provider {
         let dir = self.dir.join(tag);
         std::fs::create_dir_all(&dir).expect("twin dir");
-        Self::start_at(dir, self.keys_file.clone(), free_port(), clients)
+        let mut twin =
+            Self::start_at(dir, self.keys_file.clone(), free_port(), clients, &self.more);
+        twin.more = self.more.clone();
+        twin
     }
 
     /// Stops this provider and starts it again on the same port with new keys.
@@ -71,10 +97,19 @@ impl Provider {
         self.stop();
         drop(std::fs::remove_file(&self.keys_file));
         let (dir, keys, port) = (self.dir.clone(), self.keys_file.clone(), self.port);
-        Self::start_at(dir, keys, port, clients)
+        let more = std::mem::take(&mut self.more);
+        let mut restarted = Self::start_at(dir, keys, port, clients, &more);
+        restarted.more = more;
+        restarted
     }
 
-    fn start_at(dir: PathBuf, keys_file: PathBuf, port: u16, clients: &[IdpClient]) -> Provider {
+    fn start_at(
+        dir: PathBuf,
+        keys_file: PathBuf,
+        port: u16,
+        clients: &[IdpClient],
+        more: &serde_json::Value,
+    ) -> Provider {
         let issuer = format!("http://127.0.0.1:{port}");
         let clients: Vec<serde_json::Value> = clients
             .iter()
@@ -82,9 +117,12 @@ impl Provider {
                 serde_json::json!({ "client_id": c.id, "client_secret": c.secret, "claims": c.claims })
             })
             .collect();
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "port": port, "issuer": issuer, "keys_file": keys_file, "clients": clients,
         });
+        if let (Some(config), Some(more)) = (config.as_object_mut(), more.as_object()) {
+            config.extend(more.clone());
+        }
         let config_file = dir.join("provider.json");
         std::fs::write(&config_file, config.to_string()).expect("provider config");
         let mut child = Command::new("node")
@@ -102,7 +140,7 @@ impl Provider {
         BufReader::new(stdout).read_line(&mut line).expect("provider output");
         assert!(line.starts_with("ready "), "the provider did not start: {line:?}");
         assert!(started.elapsed() < Duration::from_secs(30));
-        Provider { child, issuer, keys_file, dir, port }
+        Provider { child, issuer, keys_file, dir, port, more: serde_json::Value::Null }
     }
 
     fn stop(&mut self) {

@@ -1,4 +1,7 @@
-// Test OpenID Provider (npm `oidc-provider` 9.x) issuing JWT access tokens via client credentials, plus a token-fetching helper.
+// Test OpenID Provider (npm `oidc-provider` 9.x) issuing JWT access tokens via client credentials,
+// and to people (`sidecar login`) via the authorization code flow with PKCE and the device flow,
+// with refresh tokens; its interactions (login, consent) are approved at once for the configured
+// person, so `person.mjs` can play the person's browser. Plus a token-fetching helper.
 //
 // Usage:
 //   SQLTUNNEL_IDP_MODULES=/path/to/node_modules node provider.mjs serve CONFIG_JSON_PATH
@@ -96,6 +99,11 @@ async function serve(configPath) {
     'https://other.test/': { audience: 'other', alg: 'ES256' },
   };
   const claimsByClient = new Map(config.clients.map((c) => [c.client_id, c.claims ?? {}]));
+  // People's clients (`sidecar login`): public, native (a loopback redirect on any port).
+  const publicClients = config.public_clients ?? [];
+  const refreshTtl = new Map(publicClients.map((c) => [c.client_id, c.refresh_ttl ?? 3600]));
+  // Who logs in at the interactions, and the claims of their tokens.
+  const person = config.person ?? { id: 'person-1', claims: {} };
 
   const { default: Provider, errors } = await loadProvider();
   const provider = new Provider(config.issuer, {
@@ -108,12 +116,24 @@ async function serve(configPath) {
       redirect_uris: [],
       // Either HTTP Basic or form-post credentials are accepted for this method.
       token_endpoint_auth_method: 'client_secret_basic',
-    })),
+    })).concat(publicClients.map((c) => ({
+      client_id: c.client_id,
+      application_type: 'native',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
+      response_types: ['code'],
+      redirect_uris: ['http://127.0.0.1/callback'],
+    }))),
+    findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id, ...person.claims }) }),
+    interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
+    issueRefreshToken: (ctx, client) => client.grantTypeAllowed('refresh_token'),
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      deviceFlow: { enabled: true },
       resourceIndicators: {
         enabled: true,
+        useGrantedResource: () => true,
         // No `resource` parameter: no resource server, so an opaque token.
         defaultResource: () => undefined,
         getResourceServerInfo(ctx, resource) {
@@ -132,15 +152,45 @@ async function serve(configPath) {
     // Copy the client's configured claims into its access tokens. They cannot
     // override the standard ones (iss, sub, aud, exp, ...).
     extraTokenClaims(ctx, token) {
-      return claimsByClient.get(token.clientId);
+      return token.accountId ? person.claims : claimsByClient.get(token.clientId);
     },
     ttl: {
       ClientCredentials: (ctx, token) => token.resourceServer?.accessTokenTTL ?? 300,
+      AccessToken: (ctx, token) => token.resourceServer?.accessTokenTTL ?? 300,
+      // A login lasts its client's `refresh_ttl` from when the person logged in: a rotated
+      // refresh token keeps what was left of the one it replaces.
+      RefreshToken: (ctx, token, client) => ctx?.oidc?.entities?.RotatedRefreshToken?.remainingTTL
+        ?? refreshTtl.get(client.clientId) ?? 3600,
     },
   });
   provider.on('server_error', (ctx, err) => console.error('server_error:', err));
 
-  const server = http.createServer(provider.callback());
+  // The person approves every interaction at once: logged in as `person.id`, and every
+  // scope, claim and resource asked for granted.
+  async function approve(req, res) {
+    const details = await provider.interactionDetails(req, res);
+    const { prompt, params } = details;
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: person.id, clientId: params.client_id });
+    const missing = prompt.details ?? {};
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
+      grant.addResourceScope(resource, scopes.join(' '));
+    }
+    const result = { login: { accountId: person.id }, consent: { grantId: await grant.save() } };
+    await provider.interactionFinished(req, res, result, { mergeWithLastSubmission: false });
+  }
+  const callback = provider.callback();
+  const server = http.createServer((req, res) => {
+    if (!req.url.startsWith('/interaction/')) return callback(req, res);
+    approve(req, res).catch((err) => {
+      console.error('interaction:', err);
+      res.statusCode = 500;
+      res.end(String(err));
+    });
+  });
   server.on('error', (err) => {
     console.error(err);
     process.exit(1);

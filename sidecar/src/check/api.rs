@@ -109,13 +109,18 @@ async fn authorization_line(tunnel: &TunnelClient) -> String {
 /// transport take the sidecar for (its `/v1/ready` names the identity and what it may reach)?
 pub async fn token(tunnel: &TunnelClient, target: &Target<'_>, config: &SidecarConfig) -> Line {
     let link = &config.transport;
-    let source = match (&link.token_env, &link.token_file, &link.token_command) {
+    let source = match (&link.token_env, &link.token_file, &link.token_command, &link.login) {
         (Some(var), ..) => format!("the environment variable {var}"),
-        (None, Some(file), _) => format!("the file {file}"),
-        (None, None, Some(argv)) => format!("token_command {}", argv.join(" ")),
-        (None, None, None) => "transport.token".into(),
+        (None, Some(file), ..) => format!("the file {file}"),
+        (None, None, Some(argv), _) => format!("token_command {}", argv.join(" ")),
+        (None, None, None, Some(login)) => match crate::login::status(login) {
+            Ok(status) => format!("the login: {status}"),
+            Err(why) => return fail("token", format!("{why}. Fix: run `sidecar login`")),
+        },
+        (None, None, None, None) => "transport.token".into(),
     };
-    if link.token_command.is_none() && link.token.as_ref().is_none_or(|t| t.expose().is_empty()) {
+    let given_elsewhere = link.token_command.is_some() || link.login.is_some();
+    if !given_elsewhere && link.token.as_ref().is_none_or(|t| t.expose().is_empty()) {
         return fail(
             "token",
             format!("no token: {source} is empty. Fix: set it to one of the transport's tokens"),
@@ -131,6 +136,7 @@ pub async fn token(tunnel: &TunnelClient, target: &Target<'_>, config: &SidecarC
                 ),
             );
         }
+        Err(e @ Error::LoginNeeded(_)) => return fail("token", e.to_string()),
         Err(e) => return fail("token", format!("{e}")),
     }
     #[derive(Deserialize)]

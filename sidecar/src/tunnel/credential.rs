@@ -1,7 +1,8 @@
 //! The bearer token requests carry: a fixed one (`transport.token`), or one printed by
 //! `transport.token_command` (the pattern of kubectl's exec credentials and git's credential
-//! helpers), reused until its `exp` (when it is a JWT) less a margin, or until a 401, then
-//! asked for again. The token is never logged.
+//! helpers) or got from the person's kept login (`transport.login`, `sidecar login`), reused
+//! until its `exp` (when it is a JWT) less a margin, or until a 401, then asked for again. The
+//! token is never logged.
 
 use std::hash::{Hash, Hasher};
 use std::process::Stdio;
@@ -32,7 +33,7 @@ const PIPE_GRACE: Duration = Duration::from_secs(1);
 pub enum Credential {
     /// A fixed `Bearer …` value.
     Fixed(Arc<str>),
-    /// The token command's latest token.
+    /// The token command's (or the login's) latest token.
     Command(Arc<TokenCommand>),
 }
 
@@ -40,7 +41,7 @@ impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Credential::Fixed(_) => f.write_str("Credential::Fixed(***)"),
-            Credential::Command(c) => write!(f, "Credential::Command({:?})", c.argv),
+            Credential::Command(c) => write!(f, "Credential::Command({:?})", c.source),
         }
     }
 }
@@ -103,27 +104,72 @@ struct Token {
     valid_until: Option<Instant>,
 }
 
-/// `transport.token_command` and the token it printed last. Its `Debug` shows no token.
+/// Where new tokens come from.
+enum Source {
+    /// `transport.token_command`: the program and its arguments.
+    Command(Vec<String>),
+    /// `transport.login`: a refresh of the person's kept login.
+    Login(crate::login::Refresher),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Command(argv) => write!(f, "{argv:?}"),
+            Source::Login(_) => f.write_str("login"),
+        }
+    }
+}
+
+/// Why the last token could not be had, kept to answer requests for a while.
+#[derive(Debug, Clone)]
+enum Failure {
+    Command(String),
+    LoginNeeded(String),
+    Login(String),
+}
+
+impl Failure {
+    fn error(&self) -> Error {
+        match self.clone() {
+            Failure::Command(why) => Error::TokenCommand(why),
+            Failure::LoginNeeded(why) => Error::LoginNeeded(why),
+            Failure::Login(why) => Error::LoginFailed(why),
+        }
+    }
+}
+
+/// `transport.token_command` (or `transport.login`) and the token it gave last. Its `Debug`
+/// shows no token.
 pub struct TokenCommand {
-    argv: Vec<String>,
+    source: Source,
     current: Mutex<Option<Token>>,
     /// The last failure, and when: the command is not run again for [`RETRY_AFTER`].
-    failed: Mutex<Option<(Instant, String)>>,
+    failed: Mutex<Option<(Instant, Failure)>>,
     /// One run at a time.
     running: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for TokenCommand {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenCommand").field("argv", &self.argv).finish_non_exhaustive()
+        f.debug_struct("TokenCommand").field("source", &self.source).finish_non_exhaustive()
     }
 }
 
 impl TokenCommand {
     /// The command `argv` (program first).
     pub fn new(argv: Vec<String>) -> Self {
+        Self::of(Source::Command(argv))
+    }
+
+    /// The tokens of the person's kept login.
+    pub fn login(refresher: crate::login::Refresher) -> Self {
+        Self::of(Source::Login(refresher))
+    }
+
+    fn of(source: Source) -> Self {
         let running = tokio::sync::Mutex::new(());
-        Self { argv, current: Mutex::new(None), failed: Mutex::new(None), running }
+        Self { source, current: Mutex::new(None), failed: Mutex::new(None), running }
     }
 
     /// The token to send without asking: fresh, or (`usable`) still valid.
@@ -151,16 +197,22 @@ impl TokenCommand {
         if let Some(header) = self.kept(false) {
             return Ok(header);
         }
-        if let Some((at, why)) = lock(&self.failed).as_ref()
+        if let Some((at, failure)) = lock(&self.failed).as_ref()
             && at.elapsed() < RETRY_AFTER
         {
-            return Err(Error::TokenCommand(why.clone()));
+            return Err(failure.error());
         }
-        let token = match self.run().await {
+        let got = match &self.source {
+            Source::Command(argv) => run(argv).await.map_err(Failure::Command),
+            Source::Login(refresher) => refresher.access_token().await.map_err(|(needs, why)| {
+                if needs { Failure::LoginNeeded(why) } else { Failure::Login(why) }
+            }),
+        };
+        let token = match got {
             Ok(token) => token,
-            Err(why) => {
-                *lock(&self.failed) = Some((Instant::now(), why.clone()));
-                return Err(Error::TokenCommand(why));
+            Err(failure) => {
+                *lock(&self.failed) = Some((Instant::now(), failure.clone()));
+                return Err(failure.error());
             }
         };
         drop(running);
@@ -186,40 +238,50 @@ impl TokenCommand {
             *current = None;
         }
     }
+}
 
-    /// Runs the command; its first line of output is the token. Its output is read while it
-    /// runs (capped); once it has exited, a process it left holding the pipes is not waited
-    /// for beyond a moment.
-    async fn run(&self) -> Result<String, String> {
-        let (program, args) = self.argv.split_first().ok_or("empty command")?;
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("{program} could not start: {e}"))?;
-        let (out, err) = (Arc::default(), Arc::default());
-        let mut stdout = tokio::spawn(read_all(child.stdout.take(), Arc::clone(&out)));
-        let mut stderr = tokio::spawn(read_all(child.stderr.take(), Arc::clone(&err)));
-        let status = tokio::time::timeout(COMMAND_TIMEOUT, child.wait())
-            .await
-            .map_err(|_| format!("{program} gave no token within {COMMAND_TIMEOUT:?}"))?
-            .map_err(|e| format!("{program}: {e}"))?;
-        let (out, err) = (collect(&mut stdout, &out).await, collect(&mut stderr, &err).await);
-        if !status.success() {
-            let said = String::from_utf8_lossy(&err);
-            let said = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-            return Err(format!("{program} failed ({status}): {said}"));
+/// Runs the command `argv`; its first line of output is the token. Its output is read while it
+/// runs (capped); what it says on stderr (a device-code prompt) is shown on the sidecar's own;
+/// once it has exited, a process it left holding the pipes is not waited for beyond a moment.
+/// On Windows a `.cmd` or `.bat` helper (`gcloud`, `az`) runs through `cmd /C`.
+async fn run(argv: &[String]) -> Result<String, String> {
+    let (program, args) = argv.split_first().ok_or("empty command")?;
+    let mut command = tokio::process::Command::new(program);
+    #[cfg(windows)]
+    {
+        let lower = program.to_ascii_lowercase();
+        if lower.ends_with(".cmd") || lower.ends_with(".bat") {
+            command = tokio::process::Command::new("cmd");
+            command.arg("/C").arg(program);
         }
-        let out = String::from_utf8(out).map_err(|_| format!("{program} printed non-UTF-8"))?;
-        let token = out.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-        if token.is_empty() || token.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(format!("{program} printed no usable token on its first line"));
-        }
-        Ok(token.to_owned())
     }
+    let mut child = command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("{program} could not start: {e}"))?;
+    let (out, err) = (Arc::default(), Arc::default());
+    let mut stdout = tokio::spawn(read_all(child.stdout.take(), Arc::clone(&out), false));
+    let mut stderr = tokio::spawn(read_all(child.stderr.take(), Arc::clone(&err), true));
+    let status = tokio::time::timeout(COMMAND_TIMEOUT, child.wait())
+        .await
+        .map_err(|_| format!("{program} gave no token within {COMMAND_TIMEOUT:?}"))?
+        .map_err(|e| format!("{program}: {e}"))?;
+    let (out, err) = (collect(&mut stdout, &out).await, collect(&mut stderr, &err).await);
+    if !status.success() {
+        let said = String::from_utf8_lossy(&err);
+        let said = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        return Err(format!("{program} failed ({status}): {said}"));
+    }
+    let out = String::from_utf8(out).map_err(|_| format!("{program} printed non-UTF-8"))?;
+    let token = out.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if token.is_empty() || token.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(format!("{program} printed no usable token on its first line"));
+    }
+    Ok(token.to_owned())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -235,22 +297,35 @@ async fn collect(reader: &mut tokio::task::JoinHandle<()>, read: &Mutex<Vec<u8>>
 }
 
 /// Reads at most [`MAX_OUTPUT`] bytes of a pipe into `into` (then the pipe is closed: a
-/// command that writes on gets a broken pipe rather than stalling).
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>, into: Arc<Mutex<Vec<u8>>>) {
+/// command that writes on gets a broken pipe rather than stalling); `echo`: shown on the
+/// sidecar's stderr as well.
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(
+    pipe: Option<R>,
+    into: Arc<Mutex<Vec<u8>>>,
+    echo: bool,
+) {
     let Some(pipe) = pipe else { return };
     let mut pipe = pipe.take(MAX_OUTPUT);
     let mut chunk = [0u8; 4096];
     while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
+        if echo {
+            use std::io::Write;
+            drop(std::io::stderr().write_all(&chunk[..n]));
+        }
         lock(&into).extend_from_slice(&chunk[..n]);
     }
 }
 
-/// The `exp` of a JWT, read without verifying it (the transport verifies).
-fn jwt_expiry(token: &str) -> Option<SystemTime> {
+/// The claims of a JWT, read without verifying it (the transport verifies).
+pub(crate) fn jwt_claims(token: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     let payload = token.split('.').nth(1)?;
     let json = URL_SAFE_NO_PAD.decode(payload).ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
-    let exp = claims.get("exp")?.as_u64()?;
+    serde_json::from_slice(&json).ok()
+}
+
+/// The `exp` of a JWT, read without verifying it.
+fn jwt_expiry(token: &str) -> Option<SystemTime> {
+    let exp = jwt_claims(token)?.get("exp")?.as_u64()?;
     UNIX_EPOCH.checked_add(Duration::from_secs(exp))
 }
 

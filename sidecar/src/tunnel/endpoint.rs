@@ -146,9 +146,13 @@ impl TunnelClient {
         if !prefix.ends_with('/') {
             prefix.push('/');
         }
-        let authorization = match &link.token_command {
-            Some(argv) => Credential::Command(Arc::new(TokenCommand::new(argv.clone()))),
-            None => {
+        let authorization = match (&link.token_command, &link.login) {
+            (Some(argv), _) => Credential::Command(Arc::new(TokenCommand::new(argv.clone()))),
+            (None, Some(login)) => {
+                let refresher = crate::login::Refresher::new(login).map_err(bad)?;
+                Credential::Command(Arc::new(TokenCommand::login(refresher)))
+            }
+            (None, None) => {
                 let token = link.token.clone().unwrap_or_default();
                 check_token(&token)?;
                 Credential::fixed(&token)

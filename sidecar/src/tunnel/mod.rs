@@ -24,6 +24,7 @@ mod resend;
 mod send;
 
 pub use credential::{Credential, TokenCommand};
+pub(crate) use credential::jwt_claims;
 
 pub use carrier::refuses_streams;
 use endpoint::Endpoint;
