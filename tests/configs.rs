@@ -224,6 +224,35 @@ fn check_refuses_invalid_values_with_the_cause() {
     assert!(output.contains("missing unit"), "{output}");
 }
 
+/// `--check` refuses the logging start-up would refuse, wherever it comes from: `RUST_LOG`,
+/// `--log-level`, a `log.file` in a folder that does not exist; and names it.
+#[test]
+fn check_refuses_the_logging_start_up_would_refuse() {
+    let good =
+        "tokens: [T0ken-1234-5Ab8Cd3Ef6Gh9Ij2Kl]\nupstreams: [{name: main, address: 'db:3306'}]\n";
+    let missing = "log:\n  file: /nonexistent/sqltunnel/transport.log\n";
+    for (yaml, env, flags, named) in [
+        (good.to_owned(), Some("transport=loud"), &[][..], "RUST_LOG"),
+        (good.to_owned(), None, &["--log-level", "verbose"][..], "log.level"),
+        (format!("{good}{missing}"), None, &[][..], "/nonexistent/sqltunnel"),
+    ] {
+        let path = std::env::temp_dir().join(format!("sqltunnel-logs-{}.yaml", std::process::id()));
+        std::fs::write(&path, &yaml).expect("write");
+        let mut command = Command::new(bin_dir().join("transport"));
+        command.arg("--config").arg(&path).arg("--check").args(flags).env_remove("RUST_LOG");
+        if let Some(filter) = env {
+            command.env("RUST_LOG", filter);
+        }
+        let out = command.output().expect("--check");
+        drop(std::fs::remove_file(&path));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{named} passed --check");
+        assert!(said.contains(named) && said.contains("transport:"), "{said}");
+    }
+    let (ok, said) = check_text("transport", "logs-ok", good, &[]);
+    assert!(ok, "{said}");
+}
+
 /// Plain tokens from a file of tokens, one per line (`tokens_file`), with an audit file in a
 /// logs directory.
 #[test]

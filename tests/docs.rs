@@ -225,3 +225,83 @@ fn every_error_code_the_troubleshooting_table_names_can_be_produced() {
     assert!(rows >= 10, "the table's rows were found ({rows})");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The metric families an exposition declares (`# TYPE name type`), by the name a query uses:
+/// a counter's with `_total`.
+fn families(exposition: &str) -> Vec<String> {
+    exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, kind)| if kind == "counter" { format!("{name}_total") } else { name.into() })
+        .collect()
+}
+
+/// The first cells of the tables of `## Metrics` in docs/operations.md, and the section.
+fn documented_metrics() -> (Vec<String>, String) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("docs/operations.md")).expect("operations.md");
+    let start = text.find("\n## Metrics\n").expect("the section");
+    let body = &text[start + 1..];
+    let body = &body[..body[3..].find("\n## ").map_or(body.len(), |end| end + 3)];
+    let names = body
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('`').nth(1))
+        .map(str::to_owned)
+        .collect();
+    (names, body.to_owned())
+}
+
+/// The labels a crate's `fn kind_label` gives its errors (`error.rs`).
+fn error_kinds(crate_dir: &str) -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text =
+        std::fs::read_to_string(root.join(crate_dir).join("src/error.rs")).expect("error.rs");
+    let body = &text[text.find("fn kind_label").expect("kind_label")..];
+    let body = &body[..body.find("\n    }\n").expect("its end")];
+    body.lines()
+        .filter_map(|l| l.split("=> \"").nth(1)?.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_metric_family_and_error_kind_is_documented_and_every_documented_one_exists() {
+    // A family is written once it has a member.
+    let transport = transport::metrics::Metrics::new();
+    transport.error("internal");
+    transport.session_opened("alice");
+    transport.identity_limited("alice", "max_sessions_per_token");
+    transport.upstream_ready.get_or_create(&vec![("upstream".into(), "main".into())]).set(1);
+    let transport = transport.render((0, 0), 0, &[]);
+    let sidecar = sidecar::metrics::Metrics::default();
+    sidecar.error("config");
+    let sidecar = sidecar.render();
+    let exported: Vec<String> =
+        families(&transport).into_iter().chain(families(&sidecar)).collect();
+    assert!(exported.len() > 30, "{exported:?}");
+    let (documented, section) = documented_metrics();
+    let mut wrong: Vec<String> = exported
+        .iter()
+        .filter(|m| !documented.contains(m))
+        .map(|m| format!("`{m}` is exported but not in docs/operations.md's Metrics"))
+        .collect();
+    wrong.extend(
+        documented
+            .iter()
+            .filter(|m| !exported.contains(m))
+            .map(|m| format!("`{m}` is documented but no binary exports it")),
+    );
+    for krate in ["transport", "sidecar"] {
+        let kinds = error_kinds(krate);
+        assert!(kinds.len() > 10, "{krate}: {kinds:?}");
+        wrong.extend(
+            kinds
+                .iter()
+                .filter(|k| !section.contains(&format!("`{k}`")))
+                .map(|k| format!("{krate}'s error kind `{k}` is not in docs/operations.md")),
+        );
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

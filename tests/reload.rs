@@ -1,6 +1,7 @@
 //! SIGHUP reloads the configuration and never ends the process: tokens are rotated without
 //! dropping a session (a withdrawn token's sessions end), a file that does not load is refused
-//! with an error line, and both binaries go on. Over a stream and over requests.
+//! with an error line, and both binaries go on. Over a stream and over requests. SIGHUP also
+//! opens `log.file` again, so that a rotation can move it.
 
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{Carrier, DATABASE, mysql_port, on_both_carriers, opts, sidecar_yaml, within};
@@ -72,6 +73,50 @@ async fn sighup_rotates_tokens_without_dropping_sessions(carrier: Carrier) {
         let log = std::fs::read_to_string(&transport.log).expect("log");
         assert!(log.contains("reload refused"), "{log}");
         assert!(!log.contains(OLD) && !log.contains(NEW), "no token in the log");
+    })
+    .await;
+}
+
+/// A rotation moves `log.file` and sends SIGHUP: the lines after it go to a new file at the
+/// configured path (mode 0600), the moved file keeps the earlier ones; so also when the
+/// reloaded config does not load.
+#[tokio::test]
+async fn sighup_opens_the_log_file_again_after_a_rotation_moved_it() {
+    use std::os::unix::fs::PermissionsExt;
+    within(60, async {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("sqltunnel-logfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (file, moved) = (dir.join("transport.log"), dir.join("transport.log.1"));
+        let yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
+            + &format!("log:\n  file: {}\n", file.display());
+        let transport = Proc::start("transport", &yaml, "logfile");
+        wait_port(port).await;
+        let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+        let says = async |path: &std::path::Path, needle: &str| {
+            let start = std::time::Instant::now();
+            while !read(path).contains(needle) {
+                assert!(start.elapsed().as_secs() < 10, "{needle:?} not in {}", path.display());
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        says(&file, "listening").await;
+
+        std::fs::rename(&file, &moved).expect("rotate");
+        for (config, line) in
+            [(yaml.as_str(), "configuration reloaded"), ("tokens: [", "reload refused")]
+        {
+            std::fs::write(&transport.config, config).expect("config");
+            transport.signal("HUP");
+            says(&file, line).await;
+        }
+        let mode = std::fs::metadata(&file).expect("new file").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the new file is its owner's only");
+        let old = read(&moved);
+        assert!(old.contains("listening") && !old.contains("reload"), "{old}");
+        drop(transport);
+        drop(std::fs::remove_dir_all(&dir));
     })
     .await;
 }

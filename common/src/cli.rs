@@ -18,7 +18,9 @@ use crate::telemetry::{LogConfig, LogFormat};
 #[derive(Debug, Parser)]
 struct Cli {
     /// Configuration file (YAML); default: the sidecar's in the user's config directory
-    /// (~/.config/sqltunnel/sidecar.yaml), the transport's /etc/sqltunnel/transport.yaml.
+    /// (~/.config/sqltunnel/sidecar.yaml; on Windows %APPDATA%\sqltunnel\sidecar.yaml, in
+    /// PowerShell $env:APPDATA\sqltunnel\sidecar.yaml), the transport's
+    /// /etc/sqltunnel/transport.yaml.
     #[arg(long, global = true, env = "SQLTUNNEL_CONFIG")]
     config: Option<PathBuf>,
     /// Validate the configuration, print what is wrong, and exit.
@@ -263,12 +265,14 @@ where
     E: Display,
 {
     let (mut config, source) = cli.load::<C>()?;
+    cli.override_config(&mut config);
     if cli.check {
+        // What start-up would refuse next: the log filter (`RUST_LOG`, `--log-level`) and file.
+        crate::telemetry::check(config.log()).map_err(|e| e.to_string())?;
         println!("{source}: ok");
         return Ok(());
     }
-    cli.override_config(&mut config);
-    let set_level = crate::telemetry::init(config.log()).map_err(|e| e.to_string())?;
+    let logging = crate::telemetry::init(config.log()).map_err(|e| e.to_string())?;
     let runtime = crate::runtime::build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
         let addr = *config.listen();
@@ -281,15 +285,16 @@ where
             on_signal.cancel();
         });
         let (reloaded, reloads) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(reload_on_hangup(cli, set_level, reloaded));
+        tokio::spawn(reload_on_hangup(cli, logging, reloaded));
         serve(listener, config, shutdown, reloads).await.map_err(|e| e.to_string())
     })
 }
 
-/// On each SIGHUP, loads the config file again and hands it on; never ends the process.
+/// On each SIGHUP, opens `log.file` again (a rotation moved it), loads the config file again
+/// and hands it on; never ends the process.
 async fn reload_on_hangup<C: ServiceConfig>(
     cli: Cli,
-    set_level: crate::telemetry::LevelReload,
+    logging: crate::telemetry::Logging,
     reloaded: tokio::sync::mpsc::UnboundedSender<C>,
 ) {
     #[cfg(unix)]
@@ -297,6 +302,9 @@ async fn reload_on_hangup<C: ServiceConfig>(
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut hangups) = signal(SignalKind::hangup()) else { return };
         while hangups.recv().await.is_some() {
+            if let Err(e) = logging.reopen() {
+                tracing::error!(error = %e, "log.file not opened again; logging goes on to the old file");
+            }
             let mut config = match cli.load::<C>() {
                 Ok((config, _)) => config,
                 Err(e) => {
@@ -305,7 +313,7 @@ async fn reload_on_hangup<C: ServiceConfig>(
                 }
             };
             cli.override_config(&mut config);
-            if let Err(e) = set_level(&config.log().level) {
+            if let Err(e) = logging.set_level(&config.log().level) {
                 tracing::error!(error = %e, "log.level not applied");
             }
             if reloaded.send(config).is_err() {
@@ -314,7 +322,7 @@ async fn reload_on_hangup<C: ServiceConfig>(
         }
     }
     #[cfg(not(unix))]
-    drop((cli, set_level, reloaded));
+    drop((cli, logging, reloaded));
 }
 
 /// An error and its causes, joined.

@@ -1,12 +1,15 @@
-//! Logging setup shared by both binaries: `tracing` with text or JSON output, colours only on a
-//! terminal, and filters (`log.level`, `RUST_LOG`) checked strictly.
+//! Logging setup shared by both binaries: `tracing` with text or JSON output to standard error or
+//! `log.file` (opened again on a reload), colours only on a terminal, and filters (`log.level`,
+//! `RUST_LOG`) checked strictly, by `--check` too.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::filter_fn;
-use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriter, MutexGuardWriter};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -81,34 +84,109 @@ fn may_log(meta: &tracing::Metadata<'_>) -> bool {
         })
 }
 
-/// Changes the log filter of the running process (a reloaded `log.level`).
-pub type LevelReload = Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>;
+/// What applies a new filter to the running subscriber.
+type SetLevel = Box<dyn Fn(&str) -> Result<(), Error> + Send + Sync>;
+
+/// The running log, as a reload changes it: its filter (a reloaded `log.level`) and its file
+/// (opened again, after a rotation moved it).
+pub struct Logging {
+    set_level: SetLevel,
+    file: Option<LogFile>,
+}
+
+impl Logging {
+    /// Applies a reloaded `log.level`, unless `RUST_LOG` set the filter at start.
+    pub fn set_level(&self, level: &str) -> Result<(), Error> {
+        (self.set_level)(level)
+    }
+
+    /// Opens `log.file` again at its path, so that the lines after it go to a new file once
+    /// a rotation has moved the old one; on an error the old file stays in use.
+    pub fn reopen(&self) -> Result<(), Error> {
+        let Some(log) = &self.file else { return Ok(()) };
+        let file = open_log_file(&log.path, true)?;
+        *log.file.lock() = file;
+        Ok(())
+    }
+}
+
+/// `log.file`: its path and the file lines are written to, shared with the subscriber.
+struct LogFile {
+    path: PathBuf,
+    file: SharedFile,
+}
+
+/// The open log file, which a reload replaces under the subscriber's feet.
+#[derive(Clone)]
+struct SharedFile(Arc<Mutex<std::fs::File>>);
+
+impl SharedFile {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::fs::File> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl<'a> MakeWriter<'a> for SharedFile {
+    type Writer = MutexGuardWriter<'a, std::fs::File>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.0.as_ref().make_writer()
+    }
+}
+
+/// Opens (`create`: or creates, readable by its owner only, whatever the umask) a log file
+/// for appending.
+fn open_log_file(path: &Path, create: bool) -> Result<std::fs::File, Error> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(create).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map_err(|e| Error::Telemetry(format!("log.file {}: {e}", path.display())))
+}
+
+/// The filter start-up applies: `RUST_LOG` when set (then `true`), else `log.level`.
+fn start_filter(config: &LogConfig) -> Result<(EnvFilter, bool), Error> {
+    match std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty()) {
+        Some(value) => parse_filter("RUST_LOG", &value).map(|f| (f, true)),
+        None => parse_filter("log.level", &config.level).map(|f| (f, false)),
+    }
+    .map_err(Error::Telemetry)
+}
+
+/// Checks what [`init`] would refuse, without installing or creating anything: the filter
+/// (`RUST_LOG` or `log.level`) and that `log.file` can be opened for appending (an existing
+/// file, or a folder to create it in).
+pub fn check(config: &LogConfig) -> Result<(), Error> {
+    start_filter(config)?;
+    let Some(path) = &config.file else { return Ok(()) };
+    if path.exists() {
+        return open_log_file(path, false).map(drop);
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if parent.is_dir() {
+        Ok(())
+    } else {
+        Err(Error::Telemetry(format!(
+            "log.file {}: its folder {} does not exist",
+            path.display(),
+            parent.display()
+        )))
+    }
+}
 
 /// Installs the global subscriber. `RUST_LOG`, when set, wins over the configured level, then
-/// and after a reload. Returns what changes the level later.
-pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
-    let env = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
-    let from_env = env.is_some();
-    let filter = match &env {
-        Some(value) => parse_filter("RUST_LOG", value),
-        None => parse_filter("log.level", &config.level),
-    }
-    .map_err(Error::Telemetry)?;
+/// and after a reload. Returns what changes the log later.
+pub fn init(config: &LogConfig) -> Result<Logging, Error> {
+    let (filter, from_env) = start_filter(config)?;
     // Colours only on a terminal (log files and journald get plain text), and never with
     // NO_COLOR set.
-    let (writer, terminal) = match &config.file {
+    let (writer, terminal, file) = match &config.file {
         Some(path) => {
-            let mut options = std::fs::OpenOptions::new();
-            options.create(true).append(true);
-            // Only its owner reads it, whatever the umask.
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let file = options.open(path);
-            let file =
-                file.map_err(|e| Error::Telemetry(format!("log.file {}: {e}", path.display())))?;
-            (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+            let file = SharedFile(Arc::new(Mutex::new(open_log_file(path, true)?)));
+            let log = LogFile { path: path.clone(), file: file.clone() };
+            (BoxMakeWriter::new(file), false, Some(log))
         }
-        None => (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal()),
+        None => (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal(), None),
     };
     let ansi = terminal && std::env::var_os("NO_COLOR").is_none();
     let builder =
@@ -135,13 +213,14 @@ pub fn init(config: &LogConfig) -> Result<LevelReload, Error> {
             Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()))
         }
     };
-    Ok(Box::new(move |level| {
+    let set_level = Box::new(move |level: &str| {
         if from_env {
             return Ok(());
         }
         reload(parse_filter("log.level", level).map_err(Error::ConfigInvalid)?)
             .map_err(Error::Telemetry)
-    }))
+    });
+    Ok(Logging { set_level, file })
 }
 
 #[cfg(test)]
@@ -157,6 +236,23 @@ mod tests {
             let e = parse_filter("log.level", bad).err().unwrap_or_default();
             assert!(e.contains("log.level") && e.contains(bad), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn check_refuses_what_start_up_would_and_creates_nothing() {
+        let dir = std::env::temp_dir().join(format!("sqltunnel-logcheck-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let with_file = |file: PathBuf| LogConfig { file: Some(file), ..LogConfig::default() };
+        let new_file = dir.join("new.log");
+        assert!(check(&with_file(new_file.clone())).is_ok());
+        assert!(!new_file.exists(), "--check creates no log file");
+        let e = check(&with_file(dir.join("gone/sidecar.log"))).err().map(|e| e.to_string());
+        assert!(e.unwrap_or_default().contains("does not exist"));
+        if std::env::var_os("RUST_LOG").is_none() {
+            let bad = LogConfig { level: "verbose".into(), ..LogConfig::default() };
+            assert!(check(&bad).is_err());
+        }
+        drop(std::fs::remove_dir_all(&dir));
     }
 
     #[test]
