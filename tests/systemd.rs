@@ -1,6 +1,7 @@
 //! The systemd units pass `systemd-analyze verify`, and the transport unit's recipe in
-//! docs/deploy/transport.md runs as written (but for its paths) and revokes a person with a
-//! reload.
+//! docs/deploy/transport.md runs as written (but for its paths): its check sees the config as
+//! the service will, the environment file's password reaches the service, and a reload
+//! revokes a person.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -91,10 +92,14 @@ impl Drop for Service {
 
 /// The systemd recipe of docs/deploy/transport.md, its blocks run as written but for where they
 /// act (a scratch root for `/etc`, a free port for 8080) and without systemd as PID 1: `sudo`
-/// runs its command, `systemctl enable --now` starts the installed unit's own `ExecStart` (as
-/// `nobody` when the test runs as root, as the unit's transient user cannot read a root-only
-/// file either), and `systemctl reload` is the unit's SIGHUP. The person's token is accepted,
-/// and refused (401) once the recipe removes them and reloads; another person's stays.
+/// runs its command, `sudoedit` writes the admin's password line, `systemctl enable --now`
+/// starts the installed unit's own `ExecStart` with its `EnvironmentFile=`, `systemd-run` runs
+/// its command with the properties it is given (`DynamicUser=yes` and the unit's own user are
+/// `nobody` when the test runs as root, as the transient user cannot read a root-only file
+/// either), and `systemctl reload` is the unit's SIGHUP. The check fails until the environment
+/// file holds the admin's password; then the service's admin probe logs in with it (ready); the
+/// person's token is accepted, and refused (401) once the recipe removes them and reloads;
+/// another person's stays.
 #[test]
 fn the_systemd_recipe_runs_as_written_and_a_reload_revokes() {
     let doc = std::fs::read_to_string(configs_dir().join("../docs/deploy/transport.md"))
@@ -127,6 +132,30 @@ fn the_systemd_recipe_runs_as_written_and_a_reload_revokes() {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     };
     shim("sudo", "#!/bin/sh\nexec \"$@\"\n");
+    shim(
+        "sudoedit",
+        "#!/bin/sh\nprintf 'SQLTUNNEL_ADMIN_PASSWORD=%s\\n' \"$ADMIN_PASSWORD\" >>\"$1\"\n",
+    );
+    shim(
+        "systemd-run",
+        r#"#!/bin/bash
+set -euo pipefail
+env_file="" as=()
+while [[ $1 == -* ]]; do
+    case "$1 ${2:-}" in
+        "--quiet "* | "--wait "* | "--pipe "*) shift ;;
+        "-p DynamicUser=yes")
+            [[ $(id -u) -ne 0 ]] || as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+            shift 2 ;;
+        "-p EnvironmentFile="*) env_file=${2#EnvironmentFile=}; env_file=${env_file#-}; shift 2 ;;
+        *) echo "systemd-run $*: not in the recipe" >&2; exit 1 ;;
+    esac
+done
+if [[ -f $env_file ]]; then set -a; . "$env_file"; set +a; fi
+[[ $1 == /usr/local/bin/transport ]] && set -- "$TRANSPORT" "${@:2}"
+exec "${as[@]}" "$@"
+"#,
+    );
     shim(
         "systemctl",
         r#"#!/bin/bash
@@ -164,7 +193,7 @@ esac
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let run = |step: &str, name: &str| -> String {
+    let try_run = |step: &str, name: &str| -> (bool, String, String) {
         let script = step
             .replace("/etc/", &format!("{}/etc/", root.display()))
             .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
@@ -178,6 +207,7 @@ esac
             .env("PORT", port.to_string())
             .env("LOG", &log)
             .env("PID_FILE", &pid_file)
+            .env("ADMIN_PASSWORD", e2e::PASSWORD)
             .output()
             .expect("bash");
         let said = format!(
@@ -185,8 +215,12 @@ esac
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        (out.status.success(), said, script)
+    };
+    let run = |step: &str, name: &str| -> String {
+        let (ok, said, script) = try_run(step, name);
         let log = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(out.status.success(), "{script}\n{said}\ntransport's log:\n{log}");
+        assert!(ok, "{script}\n{said}\ntransport's log:\n{log}");
         said
     };
     run(&recipe_step(&doc, "Install"), "alice");
@@ -197,11 +231,23 @@ esac
     };
     assert_eq!(mode(&root.join("etc/sqltunnel")), 0o755);
     assert_eq!(mode(&config), 0o644, "the transient user reads it");
+    // What the doc says to edit by hand: the database's address and the admin account.
+    let yaml = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("address: 127.0.0.1:3306", &format!("address: 127.0.0.1:{}", e2e::mysql_port()))
+        .replace("# admin_user: sqltunnel_admin", &format!("admin_user: {}", e2e::USER))
+        .replace("# admin_password_env:", "admin_password_env:");
+    std::fs::write(&config, yaml).expect("edit");
     for name in ["alice", "bob"] {
-        let said = run(&recipe_step(&doc, "Add a person"), name);
-        assert!(said.contains(": ok"), "{said}");
+        run(&recipe_step(&doc, "Add a person"), name);
     }
     assert_eq!(mode(&work.join("alice.token")), 0o600, "the token is its owner's only");
+    let (ok, said, _) = try_run(&recipe_step(&doc, "Check"), "alice");
+    assert!(!ok && said.contains("SQLTUNNEL_ADMIN_PASSWORD is not set"), "{said}");
+    run(&recipe_step(&doc, "Secrets in the environment file"), "alice");
+    assert_eq!(mode(&root.join("etc/sqltunnel/transport.env")), 0o600);
+    let said = run(&recipe_step(&doc, "Check"), "alice");
+    assert!(said.contains("transport.yaml: ok"), "{said}");
     let token = |name: &str| {
         std::fs::read_to_string(work.join(format!("{name}.token")))
             .expect("token")
@@ -210,6 +256,12 @@ esac
     };
     let said = run(&recipe_step(&doc, "Start"), "alice");
     assert!(said.contains(r#""identity":"alice""#), "{said}");
+    // The admin probe logs in with the environment file's password: the transport is ready.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !ready_with(port, &token("alice")).contains(r#""status":"ready""#) {
+        assert!(std::time::Instant::now() < deadline, "{}", ready_with(port, &token("alice")));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert!(ready_with(port, &token("bob")).contains(r#""identity":"bob""#));
 
     run(&recipe_step(&doc, "Remove a person"), "alice");
