@@ -8,35 +8,15 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use e2e::idp::{Provider, SHORT};
+use e2e::idp::{PEOPLE_CLIENT as CLIENT, Provider, SHORT};
 use e2e::processes::{Proc, bin_dir, free_port, wait_port};
 use e2e::{DATABASE, PASSWORD, USER, mysql_port, opts, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use serde_json::json;
 
-/// The people's client at the provider.
-const CLIENT: &str = "sqltunnel-cli";
-
-/// A provider whose person is Ada (a DBA), with the people's client; its refresh tokens live
-/// `refresh_ttl` seconds.
-fn provider(tag: &str, refresh_ttl: u64) -> Provider {
-    let more = json!({
-        "public_clients": [{ "client_id": CLIENT, "refresh_ttl": refresh_ttl }],
-        "person": { "id": "ada", "claims": { "email": "ada@example.test", "groups": ["dba"] } },
-    });
-    Provider::start_with(tag, &[], more)
-}
-
-/// A transport that takes the provider's tokens (identity: the email; the `dba` group reaches
-/// every upstream), on `port`.
+/// A transport on `port` that takes the provider's tokens.
 fn transport(port: u16, provider: &Provider) -> Proc {
-    let yaml = format!(
-        "listen: 127.0.0.1:{port}\nupstreams:\n  - name: main\n    address: 127.0.0.1:{}\nsession_timeout: 30s\noidc:\n  issuer: {}\n  audience: sqltunnel\n  jwks_url: {}\n  leeway: 0s\n  identity_claim: email\n  groups_claim: groups\n  groups:\n    dba: [\"*\"]\n",
-        mysql_port(),
-        provider.issuer,
-        provider.jwks_url()
-    );
+    let yaml = provider.transport_yaml(port, mysql_port());
     Proc::start("transport", &yaml, &format!("login-transport-{port}"))
 }
 
@@ -94,7 +74,7 @@ fn kept_file_mode(xdg: &std::path::Path) -> u32 {
 #[tokio::test]
 async fn a_person_logs_in_in_the_browser_and_a_session_outlives_token_renewals() {
     within(120, async {
-        let provider = provider("browser", 3600);
+        let provider = Provider::for_people("browser", 3600);
         let transport_port = free_port();
         let _transport = transport(transport_port, &provider);
         wait_port(transport_port).await;
@@ -146,7 +126,7 @@ async fn a_person_logs_in_in_the_browser_and_a_session_outlives_token_renewals()
 async fn a_person_logs_in_with_a_code_on_another_device_until_the_login_ends() {
     within(120, async {
         // Refresh tokens live 8 s: the login ends while the sidecar runs.
-        let provider = provider("device", 8);
+        let provider = Provider::for_people("device", 8);
         let transport_port = free_port();
         let _transport = transport(transport_port, &provider);
         wait_port(transport_port).await;

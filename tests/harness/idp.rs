@@ -17,6 +17,8 @@ pub const RS256: &str = "https://sqltunnel.test/rs256";
 pub const EDDSA: &str = "https://sqltunnel.test/eddsa";
 /// ES256, audience `sqltunnel`, valid for 2 s.
 pub const SHORT: &str = "https://sqltunnel.test/short";
+/// The people's client of [`Provider::for_people`] (public, loopback redirect, device grant).
+pub const PEOPLE_CLIENT: &str = "sqltunnel-cli";
 /// ES256, audience `other`.
 pub const OTHER_AUDIENCE: &str = "https://other.test/";
 
@@ -68,6 +70,26 @@ impl Provider {
         let mut provider = Self::start_at(dir, keys_file, free_port(), clients, &more);
         provider.more = more;
         provider
+    }
+
+    /// A provider for `sidecar login`: its person is Ada (`ada@example.test`, a DBA), its
+    /// people's client [`PEOPLE_CLIENT`], whose logins last `refresh_ttl` seconds.
+    pub fn for_people(tag: &str, refresh_ttl: u64) -> Provider {
+        let more = serde_json::json!({
+            "public_clients": [{ "client_id": PEOPLE_CLIENT, "refresh_ttl": refresh_ttl }],
+            "person": { "id": "ada", "claims": { "email": "ada@example.test", "groups": ["dba"] } },
+        });
+        Self::start_with(tag, &[], more)
+    }
+
+    /// A transport config on `port` that takes this provider's tokens (identity: the email;
+    /// the `dba` group reaches every upstream).
+    pub fn transport_yaml(&self, port: u16, mysql_port: u16) -> String {
+        format!(
+            "listen: 127.0.0.1:{port}\nupstreams:\n  - name: main\n    address: 127.0.0.1:{mysql_port}\nsession_timeout: 30s\noidc:\n  issuer: {}\n  audience: sqltunnel\n  jwks_url: {}\n  leeway: 0s\n  identity_claim: email\n  groups_claim: groups\n  groups:\n    dba: [\"*\"]\n",
+            self.issuer,
+            self.jwks_url()
+        )
     }
 
     /// A script that plays a person's browser (`tests/idp/person.mjs`): `$BROWSER` for
