@@ -170,7 +170,14 @@ async fn the_windows_sidecar_installs_runs_and_stops_as_a_service() {
         let dir = std::env::temp_dir().join(format!("sqltunnel-service-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let config = dir.join("sidecar.yaml");
-        std::fs::write(&config, config_text(&url, port)).expect("config");
+        // The token in a file: the service, not the installer, finds it missing below.
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, TOKEN).expect("token");
+        let text = config_text(&url, port).replace(
+            &format!("  token: {TOKEN}\n"),
+            &format!("  token_file: {}\n", token_file.display()),
+        );
+        std::fs::write(&config, text).expect("config");
         let config = config.display().to_string();
         let _wine = e2e::wine::KeepWineUp::start();
         // One left by an earlier run that failed half-way goes first.
@@ -206,6 +213,17 @@ async fn the_windows_sidecar_installs_runs_and_stops_as_a_service() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         assert!(log.contains("sidecar listening") && log.contains("sidecar stopped"), "{log}");
+        // A start that fails says so, and why, there and in the log: its port taken, then
+        // its token file gone (as for LocalSystem, which cannot read a user's file).
+        let taken = std::net::TcpListener::bind(("127.0.0.1", port)).expect("take the port");
+        let (ok, said) = service(&["start"]);
+        assert!(!ok && said.contains("did not start") && said.contains("cannot listen"), "{said}");
+        drop(taken);
+        std::fs::remove_file(&token_file).expect("remove the token");
+        let (ok, said) = service(&["start"]);
+        assert!(!ok && said.contains(&token_file.display().to_string()), "{said}");
+        let log = std::fs::read_to_string(dir.join("sidecar.log")).unwrap_or_default();
+        assert_eq!(log.matches("could not start").count(), 2, "{log}");
         let (ok, said) = service(&["uninstall"]);
         assert!(ok && said.contains("removed"), "{said}");
         let (ok, _) = service(&["start"]);

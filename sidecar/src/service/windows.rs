@@ -25,6 +25,10 @@ const ERROR_SERVICE_ALREADY_RUNNING: i32 = 1056;
 
 /// Longest wait for the service to stop, at uninstall.
 const STOP_WAIT: Duration = Duration::from_secs(30);
+/// Longest wait for the service to say it runs, at start.
+const START_WAIT: Duration = Duration::from_secs(30);
+/// What the service's log says when it could not start.
+const START_FAILED: &str = "the sidecar service could not start: ";
 
 pub fn run(action: Action) -> Result<String, String> {
     let e = |what: &'static str| {
@@ -93,18 +97,45 @@ pub fn run(action: Action) -> Result<String, String> {
             Ok(format!("removed {SERVICE_NAME}"))
         }
         Action::Start => {
-            let service = manager()?
-                .open_service(SERVICE_NAME, ServiceAccess::START)
-                .map_err(e("opening the service"))?;
+            let access =
+                ServiceAccess::START | ServiceAccess::QUERY_STATUS | ServiceAccess::QUERY_CONFIG;
+            let service =
+                manager()?.open_service(SERVICE_NAME, access).map_err(e("opening the service"))?;
             match service.start::<&str>(&[]) {
-                Ok(()) => Ok(format!("started {SERVICE_NAME}")),
+                Ok(()) => {}
                 // Started already (at boot: it starts automatically).
                 Err(windows_service::Error::Winapi(err))
                     if err.raw_os_error() == Some(ERROR_SERVICE_ALREADY_RUNNING) =>
                 {
-                    Ok(format!("{SERVICE_NAME} is running already"))
+                    return Ok(format!("{SERVICE_NAME} is running already"));
                 }
-                Err(err) => Err(e("starting")(err)),
+                Err(err) => return Err(e("starting")(err)),
+            }
+            // It says Running once its config loaded and its port is open; Stopped if not.
+            let started = std::time::Instant::now();
+            loop {
+                let state = service.query_status().map_err(e("its status"))?.current_state;
+                match state {
+                    ServiceState::Running => return Ok(format!("started {SERVICE_NAME}")),
+                    ServiceState::Stopped => {
+                        let log = service
+                            .query_config()
+                            .ok()
+                            .and_then(|c| config_of(&c.executable_path.to_string_lossy()))
+                            .map(|config| config.with_file_name("sidecar.log"));
+                        let why = log.as_deref().and_then(last_failure).unwrap_or_default();
+                        let at =
+                            log.map_or_else(String::new, |l| format!(" (see {})", l.display()));
+                        return Err(format!("{SERVICE_NAME} did not start: {why}{at}"));
+                    }
+                    _ if started.elapsed() > START_WAIT => {
+                        return Ok(format!(
+                            "{SERVICE_NAME} is starting (still, after {} s)",
+                            START_WAIT.as_secs()
+                        ));
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(100)),
+                }
             }
         }
         Action::Stop => {
@@ -149,14 +180,29 @@ fn service_main(_: Vec<OsString>) {
             process_id: None,
         }));
     };
-    report(ServiceState::Running, ServiceControlAccept::STOP | ServiceControlAccept::SHUTDOWN, 0);
-    let served = CONFIG.get().map_or_else(|| Err("no config".to_owned()), |c| serve(c, stop));
+    report(ServiceState::StartPending, ServiceControlAccept::empty(), 0);
+    let Some(path) = CONFIG.get() else {
+        return report(ServiceState::Stopped, ServiceControlAccept::empty(), 1);
+    };
+    let running = || {
+        report(
+            ServiceState::Running,
+            ServiceControlAccept::STOP | ServiceControlAccept::SHUTDOWN,
+            0,
+        );
+    };
+    let served = serve(path, stop, running);
+    if let Err(why) = &served {
+        // Also where no log was set up yet (a config that did not load): beside the config.
+        tracing::error!("{START_FAILED}{why}");
+        note_failure(&path.with_file_name("sidecar.log"), why);
+    }
     report(ServiceState::Stopped, ServiceControlAccept::empty(), u32::from(served.is_err()));
 }
 
 /// The sidecar, as `sidecar --config PATH` runs it, logging to `log.file` (by default
-/// `sidecar.log` beside the config), until `stop`.
-fn serve(path: &Path, stop: CancellationToken) -> Result<(), String> {
+/// `sidecar.log` beside the config), until `stop`; `running` once it listens.
+fn serve(path: &Path, stop: CancellationToken, running: impl FnOnce()) -> Result<(), String> {
     let mut config = crate::SidecarConfig::load(path).map_err(|e| e.to_string())?;
     if config.log.file.is_none() {
         config.log.file = Some(path.with_file_name("sidecar.log"));
@@ -164,7 +210,37 @@ fn serve(path: &Path, stop: CancellationToken) -> Result<(), String> {
     drop(common::telemetry::init(&config.log));
     let runtime = common::runtime::build().map_err(|e| e.to_string())?;
     runtime.block_on(async move {
-        let listener = common::runtime::bind(config.listen).map_err(|e| e.to_string())?;
+        let addr = config.listen;
+        let listener =
+            common::runtime::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        running();
         crate::run(listener, config, stop).await.map_err(|e| e.to_string())
     })
+}
+
+/// Appends why the service could not start to `log` (a config that did not load has set up
+/// no log of its own), unless the log has that line already.
+fn note_failure(log: &Path, why: &str) {
+    use std::io::Write;
+    let line = format!("{START_FAILED}{why}");
+    if std::fs::read_to_string(log).is_ok_and(|text| text.contains(&line)) {
+        return;
+    }
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
+    if let Ok(mut file) = file {
+        drop(writeln!(file, "{line}"));
+    }
+}
+
+/// The config a service's command line names (`… service run --config PATH`).
+fn config_of(command_line: &str) -> Option<PathBuf> {
+    let (_, rest) = command_line.split_once("--config")?;
+    Some(PathBuf::from(rest.trim().trim_matches('"')))
+}
+
+/// The last reason a service's log gives for a start that failed.
+fn last_failure(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().rev().find(|l| l.contains(START_FAILED))?;
+    Some(line[line.find(START_FAILED)? + START_FAILED.len()..].to_owned())
 }
