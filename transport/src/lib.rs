@@ -43,6 +43,7 @@ pub mod state;
 pub mod steps;
 pub mod stream;
 pub mod turn_reply;
+pub mod upload_held;
 pub mod uploads;
 pub mod write_stall;
 

@@ -12,7 +12,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::Error;
 use crate::identity::Caller;
 use crate::incoming::{self, Incoming};
-use crate::shares::{Share, Taken};
+pub use crate::shares::Room;
+use crate::shares::Share;
 use crate::state::AppState;
 
 pub use crate::incoming::RequestBody;
@@ -38,20 +39,6 @@ pub struct Budget<'a> {
     pub state: &'a AppState,
     /// Whose body.
     pub caller: &'a Caller,
-}
-
-/// Room a body holds in the budget and in its identity's share, given back when dropped.
-#[derive(Debug)]
-pub struct Room {
-    permit: OwnedSemaphorePermit,
-    share: Taken,
-}
-
-impl Room {
-    fn shrink_to(&mut self, keep: usize) {
-        drop(self.permit.split(self.permit.num_permits().saturating_sub(keep)));
-        self.share.shrink_to(keep);
-    }
 }
 
 /// [`read_body`], holding room in `budget` for the body. A body of known length (its
@@ -271,7 +258,7 @@ pub fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
 async fn reserve(budget: &Budget<'_>, n: usize, stall: Duration) -> Result<Room, Error> {
     let share = budget.state.take_share(budget.caller, Share::InflightBytes, n)?;
     let permit = acquire(budget, n, stall).await?;
-    Ok(Room { permit, share })
+    Ok(Room::new(permit, share))
 }
 
 /// `n` more bytes of room for a body that grew past what it holds.

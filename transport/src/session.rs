@@ -46,7 +46,7 @@ pub struct Session {
     /// The last step and its answer, for a resume after a broken connection.
     pub resume: Arc<Resumable>,
     /// What arrived of the body of a step that has not run yet (a resumable upload).
-    pub upload: crate::uploads::Held,
+    pub upload: crate::upload_held::Held,
     /// When it was opened (a session not logged in has `connect_timeout` to).
     pub opened: Instant,
     /// Its sidecar went silent with no transaction open: kept for `park_timeout`.
@@ -219,7 +219,7 @@ impl SessionTable {
             who: Mutex::default(),
             statements: Mutex::default(),
             resume: Arc::default(),
-            upload: crate::uploads::Held::default(),
+            upload: crate::upload_held::Held::default(),
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             parked: AtomicBool::new(false),

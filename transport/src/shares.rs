@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::identity::IdentityId;
-use crate::session::lock;
 
 /// What a share counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +141,31 @@ impl Shares {
         drop(held);
         self.released.notify_waiters();
     }
+}
+
+/// Room a body holds in the budget of bytes held at once (`max_inflight_bytes`, a permit a
+/// byte) and in its identity's share of it, given back when dropped.
+#[derive(Debug)]
+pub struct Room {
+    pub(crate) permit: tokio::sync::OwnedSemaphorePermit,
+    pub(crate) share: Taken,
+}
+
+impl Room {
+    /// Room of `permit` in the budget and `share` in the identity's.
+    pub fn new(permit: tokio::sync::OwnedSemaphorePermit, share: Taken) -> Self {
+        Self { permit, share }
+    }
+
+    /// Gives back all but `keep` bytes of it.
+    pub fn shrink_to(&mut self, keep: usize) {
+        drop(self.permit.split(self.permit.num_permits().saturating_sub(keep)));
+        self.share.shrink_to(keep);
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -2,10 +2,8 @@
 //! with the session, even when the connection breaks, and the step runs once its body is
 //! whole; until then the sidecar is told how much is here, and sends the rest from there.
 
-use std::sync::Mutex;
-
-use bytes::{Bytes, BytesMut};
-use common::wire::{AnswerDigest, UPLOAD_HAVE_HEADER, UploadRange};
+use bytes::Bytes;
+use common::wire::{UPLOAD_HAVE_HEADER, UploadRange};
 use http::{HeaderValue, StatusCode};
 use tracing::debug;
 
@@ -16,42 +14,7 @@ use crate::request_body::{
     Budget, Room, append_body, decoded_length, finish_upload, read_body_within,
 };
 use crate::session::Session;
-
-/// What a session holds of the body of a step that has not run yet.
-#[derive(Debug)]
-pub struct PartialUpload {
-    step: u64,
-    total: usize,
-    bytes: BytesMut,
-    /// Its room in `max_inflight_bytes` and in the identity's share, held while it is kept.
-    room: Option<Room>,
-}
-
-impl PartialUpload {
-    fn digest(&self) -> AnswerDigest {
-        AnswerDigest::default().then(&self.bytes)
-    }
-}
-
-/// The unfinished upload a session holds, if any.
-#[derive(Debug, Default)]
-pub struct Held(Mutex<Option<PartialUpload>>);
-
-impl Held {
-    fn take(&self) -> Option<PartialUpload> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-
-    fn keep(&self, upload: PartialUpload) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(upload);
-    }
-
-    /// Lets go of what is held (its session was parked: it is sent again whole if it comes
-    /// back).
-    pub fn forget(&self) {
-        drop(self.take());
-    }
-}
+use crate::upload_held::PartialUpload;
 
 /// A step's body, read: whole (the step runs), or an upload not whole yet.
 #[derive(Debug)]
@@ -91,8 +54,7 @@ pub async fn read_step_body(
         return Err(Error::TooLarge { limit });
     }
     let held = session.upload.take().filter(|held| held.step == step && held.total == total);
-    let mut upload =
-        held.unwrap_or(PartialUpload { step, total, bytes: BytesMut::new(), room: None });
+    let mut upload = held.unwrap_or(PartialUpload::new(step, total));
     let have = upload.bytes.len() as u64;
     let crc = req.header(&incoming::UPLOAD_CRC).and_then(|v| std::str::from_utf8(v).ok());
     let continues = range.from == have

@@ -6,6 +6,7 @@
 //! error that says to run `sidecar login`.
 
 mod browser;
+pub mod config;
 mod flows;
 mod idp;
 mod store;
@@ -13,32 +14,10 @@ mod store;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
+pub use config::LoginConfig;
 
 use crate::config::SidecarConfig;
 use crate::tunnel::jwt_claims;
-
-/// The `transport.login` section: the provider a person logs in at.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoginConfig {
-    /// The provider's issuer URL (its discovery document is read from it).
-    pub issuer: String,
-    /// The sidecar's client id there: a public, native client with a loopback redirect
-    /// (`http://127.0.0.1/callback`, any port) and the device grant.
-    pub client_id: String,
-    /// The scopes asked for (`offline_access` gets a refresh token at most providers).
-    #[serde(default = "default_scopes")]
-    pub scopes: Vec<String>,
-    /// The transport's resource indicator (RFC 8707), for providers that issue access tokens
-    /// per resource.
-    #[serde(default)]
-    pub resource: Option<String>,
-}
-
-fn default_scopes() -> Vec<String> {
-    vec!["openid".into(), "offline_access".into()]
-}
 
 /// The running sidecar's source of access tokens: a refresh of the kept login.
 #[derive(Debug)]
