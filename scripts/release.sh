@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release artifacts into dist/ (or --out DIR): for each target an archive named by
-# it (both binaries on Linux, the sidecar on Windows), a CycloneDX SBOM of each binary per
-# target, and SHA256SUMS over them all. Each binary's --version (commit and target) is checked,
+# it (both binaries on Linux, the sidecar on Windows, and the docs), a CycloneDX SBOM of each
+# binary per target, and SHA256SUMS over them all. Each binary's --version (commit and target) is checked,
 # under qemu-user for aarch64 and Wine for Windows.
 #
 #   scripts/release.sh                           # every target, release profile
@@ -52,6 +52,9 @@ command -v cargo-cyclonedx >/dev/null || {
     cargo install --locked --quiet cargo-cyclonedx@0.5.9
 }
 
+# What each archive carries beside the binaries.
+DOCS=(README.md CHANGELOG.md CONTRIBUTING.md ARCHITECTURE.md SECURITY.md LICENSE-MIT LICENSE-APACHE configs docs)
+
 rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -86,8 +89,9 @@ for target in "${TARGETS[@]}"; do
     cargo cyclonedx --quiet --format json --spec-version 1.5 --target "$target" --override-filename sbom
     for bin in "${bins[@]}"; do mv "$bin/sbom.json" "$OUT/$name-$bin.cdx.json"; done
     rm -f ./*/sbom.json
-    cp README.md LICENSE-MIT LICENSE-APACHE "$stage/"
-    mkdir -p "$stage/configs" && cp -r configs/. "$stage/configs/"
+    # The user docs, so that every link of the README and docs/ works in the unpacked
+    # archive (tests/docs.rs checks the links against this list).
+    cp -r "${DOCS[@]}" "$stage/"
     if [[ $target == *windows* ]]; then
         (cd "$OUT" && python3 -m zipfile -c "$name.zip" "$name" >/dev/null)
     else

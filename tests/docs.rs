@@ -31,7 +31,7 @@ fn cited(text: &str) -> Vec<String> {
         .step_by(2)
         // Not paths on a user's machine, nor what a build or the test script makes.
         .filter(|t| !t.contains(' ') && !t.contains('*') && !t.contains("://"))
-        .filter(|t| !t.starts_with('/') && !t.starts_with('~') && !t.starts_with('%'))
+        .filter(|t| !t.starts_with(['/', '~', '%', '$']))
         .filter(|t| !t.starts_with("target/") && *t != "dist/")
         .filter(|t| t.ends_with('/') || KINDS.iter().any(|k| t.ends_with(k)))
         .map(str::to_owned)
@@ -302,6 +302,51 @@ fn every_metric_family_and_error_kind_is_documented_and_every_documented_one_exi
                 .filter(|k| !section.contains(&format!("`{k}`")))
                 .map(|k| format!("{krate}'s error kind `{k}` is not in docs/operations.md")),
         );
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What `scripts/release.sh` packs beside the binaries (its `DOCS=(…)`).
+fn shipped_docs(root: &Path) -> Vec<String> {
+    let script = std::fs::read_to_string(root.join("scripts/release.sh")).expect("release.sh");
+    let line = script.lines().find_map(|l| l.strip_prefix("DOCS=(")).expect("DOCS=(…)");
+    line.trim_end_matches(')').split_whitespace().map(str::to_owned).collect()
+}
+
+/// Every relative link of the markdown files a release archive carries leads to a file or
+/// folder the archive carries: the README's and docs/'s links work in the unpacked archive.
+#[test]
+fn every_link_of_the_shipped_docs_works_in_the_release_archive() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("root");
+    let shipped = shipped_docs(&root);
+    assert!(shipped.iter().any(|s| s == "docs") && shipped.iter().any(|s| s == "README.md"));
+    let mut files = Vec::new();
+    for entry in &shipped {
+        if root.join(entry).is_dir() {
+            walk(&root, &root.join(entry), &mut files);
+        } else {
+            files.push(entry.clone());
+        }
+    }
+    let inside = |path: &Path| {
+        let rel = path.strip_prefix(&root).map(|p| p.to_string_lossy().into_owned());
+        rel.is_ok_and(|rel| shipped.iter().any(|s| rel == *s || rel.starts_with(&format!("{s}/"))))
+    };
+    let mut wrong = Vec::new();
+    for file in files.iter().filter(|f| f.ends_with(".md")) {
+        let text = std::fs::read_to_string(root.join(file)).expect("doc");
+        for link in text.split("](").skip(1).filter_map(|l| l.split([')', ' ']).next()) {
+            let target = link.split('#').next().unwrap_or_default();
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let path = root.join(file).parent().expect("folder").join(target);
+            match path.canonicalize() {
+                Ok(path) if inside(&path) => {}
+                Ok(_) => wrong.push(format!("{file}: ({link}) is not in the archive")),
+                Err(_) => wrong.push(format!("{file}: ({link}) does not exist")),
+            }
+        }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -42,7 +42,7 @@ fn verify_unit(name: &str, binary_in_unit: &str, bin: &str, user: bool) {
 #[test]
 fn systemd_units_pass_systemd_analyze_verify() {
     verify_unit("sqltunnel-transport.service", "/usr/local/bin/transport", "transport", false);
-    verify_unit("sqltunnel-sidecar.service", "%h/.cargo/bin/sidecar", "sidecar", true);
+    verify_unit("sqltunnel-sidecar.service", "%h/.local/bin/sidecar", "sidecar", true);
 }
 
 /// The ```sh blocks under `### {heading}` of the section "Run it with systemd" of
