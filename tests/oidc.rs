@@ -215,9 +215,9 @@ async fn provider_tokens_log_in_by_name_and_each_bad_token_has_its_kind() {
     .await;
 }
 
+on_both_carriers!(a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once);
 /// A person revoked by name at a reload (`oidc.revoked`) loses their sessions and their
 /// still-valid tokens at once; the others carry on.
-on_both_carriers!(a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once);
 async fn a_person_revoked_at_a_reload_loses_sessions_and_tokens_at_once(carrier: Carrier) {
     within(90, async {
         let clients = clients();
