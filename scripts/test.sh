@@ -19,9 +19,10 @@ esac
 # true, reloads, resumes and the real clients.
 QUICK_TESTS=(docs configs relay fidelity prepared passthrough multi_statements infile
     mariadb_cli bad_input reload resume streams check)
-# CI builds each crate once: no incremental caches (about 2 GB under target/ otherwise). The
-# disk is reported at the start and the end, since a full disk fails tests far from its cause.
-export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+# CI builds each crate once: no incremental caches (about 2 GB under target/ otherwise); the
+# quick run keeps them, to reuse a developer's builds. The disk is reported at the start and
+# the end, since a full disk fails tests far from its cause.
+((QUICK)) || export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 echo "== disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free here at the start"
 
 ensure_test_packages

@@ -174,6 +174,27 @@ fn every_config_key_is_documented_and_every_documented_key_exists() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The example configs show every key, set or commented: each key documented in a section of
+/// docs/reference/config.md is named, as a word, in that binary's examples.
+#[test]
+fn every_documented_key_is_in_an_example_config() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).expect("example");
+    let transport = read("transport.example.yaml") + &read("transport.identities.example.yaml");
+    let sidecar = read("sidecar.example.yaml");
+    let mut missing = Vec::new();
+    for (section, text) in [("transport", &transport), ("sidecar", &sidecar)] {
+        let words: Vec<&str> = text.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+        for key in documented_keys(section) {
+            let leaf = key.rsplit('.').next().unwrap_or(&key).trim_end_matches("[]");
+            if !words.contains(&leaf) {
+                missing.push(format!("{section}: `{key}` is in no example config"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
 /// Every source file below `dir` (`.rs`), concatenated.
 fn sources(dir: &Path) -> String {
     let mut files = Vec::new();
