@@ -1,7 +1,9 @@
 //! The reaper: one task owning the timing wheel, sleeping until its next deadline. It expires
 //! silent sessions. A session's timer is due `session_timeout` after it was last heard from;
 //! requests only store a timestamp, and a timer that comes due for a session heard from since
-//! (or running a turn) is simply filed again, like a keep-alive pool's lazy refresh.
+//! (or running a turn) is simply filed again, like a keep-alive pool's lazy refresh. So it
+//! sees every session at least once a `session_timeout`, and then lets go of an upload the
+//! session holds that arrives slower than a plain body may.
 //!
 //! A stall is never taken for silence. When the reaper wakes much later than it meant to (the
 //! process was stopped, the host starved it), the heartbeats that arrived meanwhile still sit
@@ -18,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::request_body::MIN_BODY_RATE;
 use crate::session::Session;
 use crate::state::AppState;
 
@@ -72,6 +75,12 @@ pub async fn run(
         for (id, looked) in due.drain(..) {
             // A session that ended meanwhile is gone: the wheel holds its id, not the session.
             let Some(session) = state.sessions.lookup(&id) else { continue };
+            // What an upload holds is room the others wait for: kept only while it arrives
+            // as fast as a plain body must, whatever keeps its session alive.
+            let stall = state.config().body_timeout;
+            if session.upload.forget_if_slower_than(stall, MIN_BODY_RATE) {
+                info!(session = %session_label(&session.id), "{}", crate::uploads::LET_GO);
+            }
             let park_timeout = state.config().park_timeout;
             let quiet_for = if session.is_parked() { park_timeout } else { timeout };
             let quiet_until = session.last_seen() + quiet_for;

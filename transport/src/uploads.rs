@@ -3,18 +3,21 @@
 //! whole; until then the sidecar is told how much is here, and sends the rest from there.
 
 use bytes::Bytes;
-use common::wire::{UPLOAD_HAVE_HEADER, UploadRange};
+use common::wire::{UPLOAD_HAVE_HEADER, UploadRange, session_label};
 use http::{HeaderValue, StatusCode};
-use tracing::debug;
+use tracing::{debug, info};
 
 use crate::Error;
 use crate::incoming::{self, Incoming};
 use crate::reply::{Reply, no_content};
 use crate::request_body::{
-    Budget, Room, append_body, decoded_length, finish_upload, read_body_within,
+    Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, read_body_within,
 };
 use crate::session::Session;
 use crate::upload_held::PartialUpload;
+
+/// The line an upload let go for its pace logs (the reaper's too).
+pub const LET_GO: &str = "an upload held under the minimum body rate was let go: the sidecar sends it again from its start";
 
 /// A step's body, read: whole (the step runs), or an upload not whole yet.
 #[derive(Debug)]
@@ -38,6 +41,10 @@ pub async fn read_step_body(
     let config = budget.state.config();
     let (limit, stall) = (config.max_request_bytes, config.body_timeout);
     let Some(range) = req.header(&incoming::UPLOAD) else {
+        // A later step whole: an upload of an earlier one was given up.
+        if let Some(step) = step {
+            session.upload.forget_before(step);
+        }
         let (body, room) = read_body_within(req, limit, stall, Some(budget)).await?;
         return Ok(StepBody::Whole(body, room));
     };
@@ -53,6 +60,9 @@ pub async fn read_step_body(
     if decoded.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
+    if session.upload.forget_if_slower_than(stall, MIN_BODY_RATE) {
+        info!(session = %session_label(&session.id), step, "{LET_GO}");
+    }
     let held = session.upload.take().filter(|held| held.step == step && held.total == total);
     let mut upload = held.unwrap_or(PartialUpload::new(step, total));
     let have = upload.bytes.len() as u64;
@@ -64,9 +74,8 @@ pub async fn read_step_body(
         session.upload.keep(upload);
         return Ok(StepBody::Unfinished(have));
     }
-    if upload.bytes.is_empty() {
-        upload.bytes.reserve(total.min(1 << 20));
-    }
+    // (Memory grows with the bytes, each piece within room held for it: nothing is set
+    // aside ahead of them.)
     let appended =
         append_body(req, &mut upload.bytes, &mut upload.room, total, stall, budget).await;
     if let Err(e) = appended {
