@@ -129,3 +129,31 @@ async fn a_session_answers_only_the_token_that_opened_it() {
     })
     .await;
 }
+
+/// `token_command`'s stderr was copied to the sidecar's own, which is its log when it runs
+/// as a service or with stderr redirected: a helper's debug output that shows its token put
+/// the token in the log. Now it is shown only on a terminal.
+#[tokio::test]
+async fn a_token_commands_stderr_stays_out_of_the_log() {
+    within(60, async {
+        let (transport_port, sidecar_port) = (free_port(), free_port());
+        let yaml = e2e::transport_yaml(mysql_port())
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
+        let _transport = Proc::start("transport", &yaml, "helper-stderr");
+        wait_port(transport_port).await;
+        let helper = format!("[sh, -c, 'echo \"debug: got token {TOKEN}\" >&2; echo {TOKEN}']");
+        let yaml = sidecar_yaml(&format!("http://127.0.0.1:{transport_port}/"), TOKEN)
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
+            .replace(&format!("  token: {TOKEN}\n"), &format!("  token_command: {helper}\n"));
+        let sidecar = Proc::start("sidecar", &yaml, "helper-stderr");
+        wait_port(sidecar_port).await;
+        let mut c = Conn::new(opts(sidecar_port, Some(DATABASE)))
+            .await
+            .expect("login with the helper's token");
+        c.query_drop("SELECT 1").await.expect("query");
+        c.disconnect().await.expect("quit");
+        let log = std::fs::read_to_string(&sidecar.log).expect("sidecar log");
+        assert!(!log.contains(TOKEN), "the helper's token is in the sidecar's log:\n{log}");
+    })
+    .await;
+}

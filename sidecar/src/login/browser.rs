@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 /// Longest wait for the person to log in.
 const LOGIN_LIMIT: Duration = Duration::from_secs(5 * 60);
@@ -13,6 +15,8 @@ const LOGIN_LIMIT: Duration = Duration::from_secs(5 * 60);
 const MAX_REQUEST: usize = 16 * 1024;
 /// Longest a connection to the loopback port may take to send its request.
 const REQUEST_LIMIT: Duration = Duration::from_secs(10);
+/// Most connections to the loopback port served at once (the others wait to be accepted).
+const MAX_CONNECTIONS: usize = 64;
 
 /// Opens `url` in the person's browser: `$BROWSER` (a program given the URL), else `open`
 /// (macOS), `explorer` (Windows), `xdg-open` (elsewhere). The program is not waited for.
@@ -61,27 +65,24 @@ impl Loopback {
 
     /// Waits for the browser's return with a code for `state`; answers it with a page that
     /// says how it went. Requests without the state (a favicon, a stray visit) are answered
-    /// 404 and waited past.
+    /// 404 and waited past. Connections are served side by side, so one that sends nothing
+    /// (a browser's speculative connection, another local process) does not hold up the
+    /// browser's return; at most [`MAX_CONNECTIONS`] at once, each for [`REQUEST_LIMIT`].
     pub async fn code(self, state: &str) -> Result<String, String> {
         let wait = async {
+            let mut serving = FuturesUnordered::new();
             loop {
-                let Ok((mut socket, _)) = self.listener.accept().await else { continue };
-                let Ok(Ok(target)) =
-                    tokio::time::timeout(REQUEST_LIMIT, read_target(&mut socket)).await
-                else {
-                    continue;
-                };
-                let outcome = outcome(&target, state);
-                let page = match &outcome {
-                    Some(Ok(_)) => {
-                        (200, "Logged in: you may close this window and go back to the terminal.")
+                tokio::select! {
+                    accepted = self.listener.accept(), if serving.len() < MAX_CONNECTIONS => {
+                        if let Ok((socket, _)) = accepted {
+                            serving.push(serve(socket, state));
+                        }
                     }
-                    Some(Err(_)) => (400, "The login failed: see the terminal."),
-                    None => (404, "Not the login's address."),
-                };
-                drop(reply(&mut socket, page).await);
-                if let Some(outcome) = outcome {
-                    return outcome;
+                    served = serving.next(), if !serving.is_empty() => {
+                        if let Some(Some(outcome)) = served {
+                            return outcome;
+                        }
+                    }
                 }
             }
         };
@@ -94,8 +95,22 @@ impl Loopback {
     }
 }
 
+/// One connection to the loopback port: its request, read within [`REQUEST_LIMIT`], answered
+/// with a page; the login's outcome when it was the browser's return with `state`.
+async fn serve(mut socket: TcpStream, state: &str) -> Option<Result<String, String>> {
+    let target = tokio::time::timeout(REQUEST_LIMIT, read_target(&mut socket)).await.ok()?.ok()?;
+    let outcome = outcome(&target, state);
+    let page = match &outcome {
+        Some(Ok(_)) => (200, "Logged in: you may close this window and go back to the terminal."),
+        Some(Err(_)) => (400, "The login failed: see the terminal."),
+        None => (404, "Not the login's address."),
+    };
+    drop(tokio::time::timeout(REQUEST_LIMIT, reply(&mut socket, page)).await);
+    outcome
+}
+
 /// The request target of an HTTP request (its path and query).
-async fn read_target(socket: &mut tokio::net::TcpStream) -> std::io::Result<String> {
+async fn read_target(socket: &mut TcpStream) -> std::io::Result<String> {
     let mut buf = Vec::with_capacity(2048);
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
         if buf.len() > MAX_REQUEST || socket.read_buf(&mut buf).await? == 0 {
@@ -128,10 +143,7 @@ fn outcome(target: &str, state: &str) -> Option<Result<String, String>> {
     })
 }
 
-async fn reply(
-    socket: &mut tokio::net::TcpStream,
-    (status, text): (u16, &str),
-) -> std::io::Result<()> {
+async fn reply(socket: &mut TcpStream, (status, text): (u16, &str)) -> std::io::Result<()> {
     let body = format!("<!DOCTYPE html><html><body><p>{text}</p></body></html>");
     let head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -145,7 +157,7 @@ async fn reply(
 
 #[cfg(test)]
 mod tests {
-    use super::outcome;
+    use super::*;
 
     #[test]
     fn only_the_callback_with_its_state_counts() {
@@ -155,5 +167,27 @@ mod tests {
         let refused = outcome("/callback?error=access_denied&state=s1", "s1");
         assert!(refused.is_some_and(|r| r.is_err_and(|e| e.contains("access_denied"))));
         assert_eq!(outcome("/callback?code=a%2Bb&state=s1", "s1"), Some(Ok("a+b".into())));
+    }
+
+    /// A connection that sends nothing (a browser's speculative one, or another process's) held
+    /// the one-at-a-time loop for 10 s while the browser's return waited behind it.
+    #[tokio::test]
+    async fn a_silent_connection_does_not_hold_up_the_browsers_return() {
+        let loopback = Loopback::bind().await.expect("bind");
+        let port = loopback.port;
+        let waiting = tokio::spawn(async move { loopback.code("s1").await });
+        let _silent = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut browser = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let request = "GET /callback?code=c0de&state=s1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+        browser.write_all(request.as_bytes()).await.expect("send");
+        let code = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        assert_eq!(
+            code.expect("answered before the silent one's limit").expect("join"),
+            Ok("c0de".into())
+        );
+        let mut page = String::new();
+        drop(browser.read_to_string(&mut page).await);
+        assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     }
 }

@@ -59,6 +59,9 @@ pub async fn with_browser(
     idp: &Idp,
     ep: &Endpoints,
 ) -> Result<Tokens, String> {
+    // The page the system's opener is given: a provider's `file:` or program path would be
+    // opened or run.
+    idp.check(&ep.authorization_endpoint)?;
     let verifier = random_text(32)?;
     let challenge =
         URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()));

@@ -241,7 +241,9 @@ impl TokenCommand {
 }
 
 /// Runs the command `argv`; its first line of output is the token. Its output is read while it
-/// runs (capped); what it says on stderr (a device-code prompt) is shown on the sidecar's own;
+/// runs (capped); what it says on stderr (a device-code prompt) is shown on the sidecar's own
+/// when that is a terminal, where a person reads it: elsewhere the sidecar's stderr is its log
+/// (journald, a redirected file), and a helper's verbose or debug output may hold its tokens;
 /// once it has exited, a process it left holding the pipes is not waited for beyond a moment.
 /// On Windows a `.cmd` or `.bat` helper (`gcloud`, `az`) runs through `cmd /C`.
 async fn run(argv: &[String]) -> Result<String, String> {
@@ -265,7 +267,8 @@ async fn run(argv: &[String]) -> Result<String, String> {
         .map_err(|e| format!("{program} could not start: {e}"))?;
     let (out, err) = (Arc::default(), Arc::default());
     let mut stdout = tokio::spawn(read_all(child.stdout.take(), Arc::clone(&out), false));
-    let mut stderr = tokio::spawn(read_all(child.stderr.take(), Arc::clone(&err), true));
+    let echo = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut stderr = tokio::spawn(read_all(child.stderr.take(), Arc::clone(&err), echo));
     let status = tokio::time::timeout(COMMAND_TIMEOUT, child.wait())
         .await
         .map_err(|_| format!("{program} gave no token within {COMMAND_TIMEOUT:?}"))?
@@ -298,7 +301,7 @@ async fn collect(reader: &mut tokio::task::JoinHandle<()>, read: &Mutex<Vec<u8>>
 
 /// Reads at most [`MAX_OUTPUT`] bytes of a pipe into `into` (then the pipe is closed: a
 /// command that writes on gets a broken pipe rather than stalling); `echo`: shown on the
-/// sidecar's stderr as well.
+/// sidecar's stderr (a terminal) as well.
 async fn read_all<R: tokio::io::AsyncRead + Unpin>(
     pipe: Option<R>,
     into: Arc<Mutex<Vec<u8>>>,
