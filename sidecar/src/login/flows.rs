@@ -18,13 +18,18 @@ const DEVICE_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The device grant's type.
 const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 
-/// What a grant gave.
-#[derive(Debug)]
+/// What a grant gave. Its `Debug` shows no token.
 pub struct Tokens {
     /// The access token the transport checks.
     pub access: String,
     /// The refresh token, when one was issued (a rotated one replaces the old).
     pub refresh: Option<String>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tokens(***)")
+    }
 }
 
 /// Why a refresh failed.
@@ -198,10 +203,28 @@ fn tokens(status: u16, answer: &Value) -> Result<Tokens, String> {
 
 /// An OAuth error answer in a line: its code and description.
 fn describe(answer: &Value) -> String {
-    let text = |name: &str| answer.get(name).and_then(Value::as_str).unwrap_or("");
+    // The provider's words, without control characters (a terminal's escapes).
+    let text = |name: &str| {
+        let said = answer.get(name).and_then(Value::as_str).unwrap_or("");
+        said.chars().filter(|c| !c.is_control()).take(300).collect::<String>()
+    };
     match (text("error"), text("error_description")) {
-        ("", _) => "no OAuth answer".into(),
-        (error, "") => error.into(),
+        (error, _) if error.is_empty() => "no OAuth answer".into(),
+        (error, description) if description.is_empty() => error,
         (error, description) => format!("{error}: {description}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_providers_words_lose_their_control_characters_and_tokens_their_debug() {
+        let answer = serde_json::json!({"error": "invalid_grant", "error_description": "gone\u{1b}[2J\nnow"});
+        assert_eq!(describe(&answer), "invalid_grant: gone[2Jnow");
+        assert_eq!(describe(&serde_json::json!({})), "no OAuth answer");
+        let tokens = Tokens { access: "secret-a".into(), refresh: Some("secret-r".into()) };
+        assert!(!format!("{tokens:?}").contains("secret"));
     }
 }

@@ -15,7 +15,7 @@ use super::LoginConfig;
 const SERVICE: &str = "sqltunnel";
 
 /// A login as kept.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Serialize, Deserialize)]
 pub struct Saved {
     /// The refresh token.
     pub refresh_token: String,
@@ -23,6 +23,15 @@ pub struct Saved {
     pub who: String,
     /// When (seconds since the Unix epoch).
     pub since: u64,
+}
+
+impl std::fmt::Debug for Saved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Saved")
+            .field("who", &self.who)
+            .field("since", &self.since)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The key of a login: its issuer and client id.
@@ -106,7 +115,12 @@ pub fn forget(config: &LoginConfig) -> Result<bool, String> {
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        // The folder its owner's only too (0700), so nobody else lists the logins kept.
+        let mut folder = std::fs::DirBuilder::new();
+        folder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
+        folder.create(dir)?;
     }
     let temporary = path.with_extension("json.new");
     drop(std::fs::remove_file(&temporary));
@@ -135,6 +149,8 @@ mod tests {
             &std::fs::metadata(&path).expect("meta").permissions(),
         );
         assert_eq!(mode & 0o777, 0o600);
+        let folder = std::fs::metadata(path.parent().expect("folder")).expect("meta");
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&folder.permissions()) & 0o777, 0o700);
         assert_eq!(std::fs::read(&path).expect("read"), b"{\"a\":1}");
         drop(std::fs::remove_dir_all(&dir));
     }
