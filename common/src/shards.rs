@@ -96,15 +96,36 @@ impl Shards {
         self.shards.iter().map(|shard| shard.load.load(Ordering::Relaxed)).collect()
     }
 
+    /// The shard serving the fewest connections (the first of those, when several do).
+    pub fn least_loaded(&self) -> usize {
+        let loads = self.loads();
+        (0..loads.len()).min_by_key(|&i| loads[i]).unwrap_or(0)
+    }
+
+    /// The shard that runs on `thread`, if one does.
+    pub fn index_of(&self, thread: ThreadId) -> Option<usize> {
+        self.shards.iter().position(|shard| shard.thread == thread)
+    }
+
+    /// Runs `task` (work of no connection: it counts in no load) on shard `index` (the
+    /// caller's when out of range).
+    pub fn spawn_task<F>(&self, index: usize, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match self.shards.get(index) {
+            Some(shard) => drop(shard.runtime.spawn(task)),
+            None => drop(tokio::spawn(task)),
+        }
+    }
+
     /// Serves a new connection on the shard serving the fewest, tracked by `tracker`.
     pub fn place<F, Fut>(&self, tracker: &TaskTracker, stream: TcpStream, serve: F)
     where
         F: FnOnce(TcpStream) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let loads = self.loads();
-        let least = (0..loads.len()).min_by_key(|&i| loads[i]).unwrap_or(0);
-        self.spawn_on(least, tracker, stream, serve);
+        self.spawn_on(self.least_loaded(), tracker, stream, serve);
     }
 
     /// Serves `stream` on shard `index` (the caller's when out of range), tracked by

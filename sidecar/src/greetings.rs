@@ -2,8 +2,10 @@
 //! connection's critical path is one round trip to the transport (its login) instead of two.
 //! Each greeting is a fresh upstream connection's, with its own scramble, logged in on by at
 //! most one client. One is prepared after each connection whose login went upstream, one at a
-//! time; an unused one is closed after [`FRESH_FOR`] (a server waits only its
-//! `connect_timeout`, 10 s by default, for a login).
+//! time, on a connection to the transport already open where there is one (the session takes
+//! its affinity), which it keeps for its client: that client is served on the thread that
+//! made the connection, and its login takes it, a request away. An unused one is closed after
+//! [`FRESH_FOR`] (a server waits only its `connect_timeout`, 10 s by default, for a login).
 //!
 //! A connection that leaves before its handshake response (a port check, a health probe, a
 //! browser's request), or whose answer a `users` entry refuses (a wrong password), gives its
@@ -13,8 +15,10 @@
 //! the transport's host); so port checks in a row cost one upstream connection per
 //! [`FRESH_FOR`].
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,7 +26,7 @@ use common::wire::{OpenRelay, TurnEnd};
 use tracing::debug;
 
 use crate::Error;
-use crate::tunnel::{Credential, TunnelClient};
+use crate::tunnel::{Credential, TunnelClient, TunnelConn};
 
 /// How long a prepared greeting may wait for its client.
 pub const FRESH_FOR: Duration = Duration::from_secs(5);
@@ -40,6 +44,10 @@ pub struct Prepared {
     pub authorization: Credential,
     /// The affinity key of `bucket`.
     affinity: String,
+    /// The connection it was opened on, kept for its client (none once a client had it).
+    conn: Option<TunnelConn>,
+    /// The thread that made that connection (its socket's readiness is seen there).
+    thread: ThreadId,
     made: Instant,
     /// How long it stays usable: [`FRESH_FOR`], or less when the transport's session timeout
     /// is shorter.
@@ -66,6 +74,8 @@ impl Prepared {
             bucket,
             authorization,
             affinity,
+            conn: None,
+            thread: std::thread::current().id(),
             made,
             fresh_for,
             expiry_set: false,
@@ -77,9 +87,16 @@ impl Prepared {
         self.made.elapsed() < self.fresh_for
     }
 
+    /// The connection its client's requests go on: the one it was opened on, else a new one
+    /// of its affinity.
+    pub fn connection(&mut self, tunnel: &TunnelClient) -> TunnelConn {
+        let (affinity, authorization) = (&self.affinity, self.authorization.clone());
+        self.conn.take().unwrap_or_else(|| tunnel.connection_as(affinity, authorization))
+    }
+
     /// Closes its session on the transport.
-    async fn close(self, tunnel: &TunnelClient) {
-        tunnel.connection_as(&self.affinity, self.authorization).close_session(&self.session).await;
+    async fn close(mut self, tunnel: &TunnelClient) {
+        self.connection(tunnel).close_session(&self.session).await;
     }
 }
 
@@ -98,6 +115,12 @@ impl Greetings {
         self.lock().take().filter(Prepared::is_fresh)
     }
 
+    /// The thread that holds the connection of the greeting ready for the next client, if one
+    /// is: that client is best served there (its requests take that connection).
+    pub fn ready_on(&self) -> Option<ThreadId> {
+        self.lock().as_ref().filter(|p| p.is_fresh()).map(|p| p.thread)
+    }
+
     /// A prepared greeting, waiting (up to [`FRESH_FOR`]) for one on its way: it costs no more
     /// than opening another, and opening another could overrun the session limits.
     pub async fn take_or_wait(&self) -> Option<Prepared> {
@@ -114,26 +137,28 @@ impl Greetings {
         self.take()
     }
 
-    /// Prepares the next greeting in the background, unless one is ready or on its way.
+    /// The task that prepares the next greeting (for the caller to run where it chooses),
+    /// unless one is ready or on its way. Its session takes the affinity of a connection idle
+    /// where it runs (one of `affinities`), else `affinities[bucket]`.
     pub fn prepare_next(
         self: &Arc<Self>,
         tunnel: TunnelClient,
         open: OpenRelay,
-        affinity: String,
+        affinities: Arc<[String]>,
         bucket: usize,
-    ) {
+    ) -> Option<impl Future<Output = ()> + Send + 'static> {
         if self.lock().is_some() || self.preparing.swap(true, Ordering::AcqRel) {
-            return;
+            return None;
         }
         let greetings = self.clone();
-        tokio::spawn(async move {
-            match open_session(&tunnel, &open, affinity, bucket).await {
+        Some(async move {
+            match open_session(&tunnel, &open, &affinities, bucket).await {
                 Ok(prepared) => greetings.keep(prepared, &tunnel),
                 Err(e) => debug!(error = %e, "cannot prepare a greeting"),
             }
             greetings.preparing.store(false, Ordering::Release);
             greetings.prepared.notify_waiters();
-        });
+        })
     }
 
     /// Takes back the greeting of a client that left before answering it (or answered wrong),
@@ -192,20 +217,27 @@ impl Greetings {
     }
 }
 
-/// Opens a relayed session and reads its greeting.
+/// Opens a relayed session, on an idle connection when there is one (of its affinity, one of
+/// `affinities`; else `affinities[bucket]`'s), and reads its greeting.
 async fn open_session(
     tunnel: &TunnelClient,
     open: &OpenRelay,
-    affinity: String,
+    affinities: &[String],
     bucket: usize,
 ) -> Result<Prepared, Error> {
-    let mut conn = tunnel.connection(&affinity);
+    let mut conn = tunnel.connection_reusing(&affinities[bucket % affinities.len()]);
+    let affinity = conn.affinity().to_owned();
+    let bucket = affinities.iter().position(|a| *a == affinity).unwrap_or(bucket);
     let (session, timeout, mut frames) = conn.open_relay(open).await?;
     let (greeting, end) = frames.payloads().await?;
     if end != Some(TurnEnd::AwaitAuth) || session.is_empty() {
         return Err(Error::StreamBroken(crate::error::Broken::UpstreamRefused));
     }
-    Ok(Prepared::new(session, greeting, (bucket, affinity), conn.authorization(), timeout))
+    let mut prepared =
+        Prepared::new(session, greeting, (bucket, affinity), conn.authorization(), timeout);
+    prepared.thread = conn.home().unwrap_or(prepared.thread);
+    prepared.conn = Some(conn);
+    Ok(prepared)
 }
 
 #[cfg(test)]

@@ -79,6 +79,13 @@ pub async fn run_with_reloads(
         warn!("{exposed}");
     }
     let shards = common::shards::Shards::start(shared.config.worker_threads)?;
+    drop(shared.shards.set(shards.clone()));
+    // A connection to the transport opened now, on the thread the first client is served on
+    // (the least loaded: the first), so that client waits for no connect nor upgrade.
+    let warming = shared.clone();
+    tokio::spawn(async move {
+        warming.tunnel.connection(warming.affinity(0)).warm_up().await;
+    });
     let accepted = AtomicUsize::new(0);
     let clients = Arc::new(Semaphore::new(shared.config.max_clients));
     let (mut last_warned, mut refused) = (None::<std::time::Instant>, 0u64);
@@ -99,7 +106,11 @@ pub async fn run_with_reloads(
         };
         let (shared, token) = (shared.clone(), stop.clone());
         shared.metrics.clients_accepted.inc();
-        shards.place(&tracker, stream, move |stream| {
+        // Where the greeting prepared for it is (its requests take that one's connection to
+        // the transport), else where the fewest clients are.
+        let home = shared.greetings.ready_on().and_then(|thread| shards.index_of(thread));
+        let shard = home.unwrap_or_else(|| shards.least_loaded());
+        shards.spawn_on(shard, &tracker, stream, move |stream| {
             let metrics = shared.metrics.clone();
             let conn =
                 Connection::new(PacketIo::new(stream, max_packet), shared, n % AFFINITY_BUCKETS);

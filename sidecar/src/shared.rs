@@ -2,8 +2,9 @@
 //! kept alive by heartbeats, TLS for clients, the greeting prepared ahead, and the affinity
 //! keys that keep a session on one transport behind a hashing proxy.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use common::shards::Shards;
 use common::wire::OpenRelay;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -37,7 +38,9 @@ pub struct Shared {
     pub cut: CancellationToken,
     /// Metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
-    affinities: Vec<String>,
+    /// The threads clients are served on, once the accept loop started them.
+    pub shards: OnceLock<Arc<Shards>>,
+    affinities: Arc<[String]>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -65,6 +68,7 @@ impl Shared {
             draining: CancellationToken::new(),
             cut: CancellationToken::new(),
             metrics,
+            shards: OnceLock::new(),
             affinities: new_affinities()?,
         })
     }
@@ -90,16 +94,30 @@ impl Shared {
         }
     }
 
-    /// Prepares the greeting of the next client in the background (see `greetings.rs`).
+    /// The bucket whose affinity key is `affinity`.
+    pub fn bucket_of(&self, affinity: &str) -> Option<usize> {
+        self.affinities.iter().position(|a| a == affinity)
+    }
+
+    /// Prepares the greeting of the next client in the background (see `greetings.rs`), on
+    /// the thread serving the fewest clients: the next client is served where its greeting
+    /// is, so that the clients stay spread.
     pub fn prepare_next_greeting(&self, after_bucket: usize) {
         let bucket = (after_bucket + 1) % AFFINITY_BUCKETS;
-        let affinity = self.affinity(bucket).to_owned();
-        self.greetings.prepare_next(self.tunnel.clone(), self.open_relay(), affinity, bucket);
+        let (tunnel, open, affinities) =
+            (self.tunnel.clone(), self.open_relay(), self.affinities.clone());
+        let Some(task) = self.greetings.prepare_next(tunnel, open, affinities, bucket) else {
+            return;
+        };
+        match self.shards.get() {
+            Some(shards) => shards.spawn_task(shards.least_loaded(), task),
+            None => drop(tokio::spawn(task)),
+        }
     }
 }
 
 /// Random affinity keys for this sidecar process.
-fn new_affinities() -> Result<Vec<String>, Error> {
+fn new_affinities() -> Result<Arc<[String]>, Error> {
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
     let seed: String = seed.iter().map(|b| format!("{b:02x}")).collect();

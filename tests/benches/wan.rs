@@ -1,17 +1,21 @@
 //! The network bench: the shaping proxy (25 ms each way: a 50 ms round trip) between a direct
 //! client and MariaDB, and the same proxy between the sidecar and the transport. Reports, direct
 //! against tunnel, round trips per query, per new connection, per prepared execute, per LOAD
-//! DATA LOCAL and per pipeline of 10 commands; the time of a DBeaver-like Connector/J connect
-//! sequence; and, at 20 Mbit/s, the time of a 1M-row SELECT. Medians of interleaved rounds.
-//! Usage: `cargo bench -p e2e --bench wan -- [ROUNDS]` (MariaDB at SQLTUNNEL_TEST_MYSQL_PORT).
+//! DATA LOCAL and per pipeline of 10 commands; round trips per PyMySQL `connect()`, the first
+//! after the sidecar started (cold) and later ones (warm), over requests and over a stream; the
+//! time of a DBeaver-like Connector/J connect sequence; and, at 20 Mbit/s, the time of a 1M-row
+//! SELECT. Medians of interleaved rounds.
+//! Usage: `cargo bench -p e2e --bench wan -- [ROUNDS] [connects]` (MariaDB at
+//! SQLTUNNEL_TEST_MYSQL_PORT; `connects`: the PyMySQL connects alone).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use e2e::processes::{Proc, free_port, wait_port};
 use e2e::raw::RawClient;
 use e2e::shaper::{Shape, Shaper, tunnel_through};
-use e2e::{DATABASE, PASSWORD, Tunnel, USER, mysql_port, transport_yaml};
+use e2e::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, mysql_port, sidecar_yaml, transport_yaml};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 
@@ -82,6 +86,66 @@ async fn round_trips(port: u16, file: &str) -> [f64; 5] {
     [query / RTT, connect / RTT, execute / RTT, infile / RTT, pipeline / RTT]
 }
 
+/// Warm connects timed after the cold one in each round.
+const WARM_CONNECTS: usize = 5;
+
+/// Round trips of PyMySQL's `connect()` on `port` (login and setup commands, TLS off): the
+/// first of a run, and the median of the [`WARM_CONNECTS`] after it.
+async fn pymysql_connects(port: u16) -> (f64, f64) {
+    let (port, count) = (port.to_string(), (WARM_CONNECTS + 1).to_string());
+    let out = e2e::clients::python("pymysql_connect_timing.py", &[&port, &count]).await;
+    let trips: Vec<f64> = out.lines().filter_map(|l| l.trim().parse::<f64>().ok()).collect();
+    assert_eq!(trips.len(), WARM_CONNECTS + 1, "{out}");
+    (trips[0] / RTT, median(trips[1..].iter().map(|s| s / RTT).collect()))
+}
+
+/// A transport and a sidecar as deployed, each a process (a runtime on its thread and its
+/// shards), the sidecar reaching the transport through a shaper with `shape` on `carrier`
+/// (its `transport.stream` line); the sidecar's port, and what to drop to stop them.
+async fn processes(shape: Shape, carrier: &str) -> (u16, (Proc, Proc, Shaper)) {
+    let (transport_port, sidecar_port) = (free_port(), free_port());
+    let yaml =
+        transport_yaml(mysql_port()).replace("127.0.0.1:0", &format!("127.0.0.1:{transport_port}"));
+    let tag = format!("wan-{}", carrier.trim().replace(": ", "-"));
+    let transport = Proc::start("transport", &yaml, &tag);
+    wait_port(transport_port).await;
+    let shaper = Shaper::start(([127, 0, 0, 1], transport_port).into(), shape).await;
+    let yaml = sidecar_yaml(&format!("http://127.0.0.1:{}/", shaper.port), TOKEN)
+        .replace("127.0.0.1:0", &format!("127.0.0.1:{sidecar_port}"))
+        .replace("  connect_timeout: 2s\n", &format!("  connect_timeout: 2s\n{carrier}"));
+    let sidecar = Proc::start("sidecar", &yaml, &tag);
+    // Its log, not a connection: one that left would give its greeting to the next client.
+    sidecar.log_grows("sidecar listening", 0).await;
+    (sidecar_port, (transport, sidecar, shaper))
+}
+
+/// PyMySQL's connects over each carrier, cold (a fresh sidecar and transport each round) and
+/// warm, against the same directly. The halves run as processes here: in-process, the
+/// sidecar's first shard would be this bench's runtime, whose tasks change threads.
+async fn connects(shape: Shape, rounds: usize) {
+    let db: SocketAddr = format!("127.0.0.1:{}", mysql_port()).parse().expect("addr");
+    let direct = Shaper::start(db, shape).await;
+    let carriers = ["  stream: off\n", "  stream: on\n"];
+    let mut cold = vec![Vec::new(); 3];
+    let mut warm = vec![Vec::new(); 3];
+    for _ in 0..rounds {
+        let (c, w) = pymysql_connects(direct.port).await;
+        cold[0].push(c);
+        warm[0].push(w);
+        for (i, carrier) in carriers.iter().enumerate() {
+            let (port, running) = processes(shape, carrier).await;
+            let (c, w) = pymysql_connects(port).await;
+            cold[i + 1].push(c);
+            warm[i + 1].push(w);
+            drop(running);
+        }
+    }
+    let (cold, warm) = (cold.into_iter().map(median), warm.into_iter().map(median));
+    for (way, (c, w)) in ["direct", "requests", "stream"].iter().zip(cold.zip(warm)) {
+        println!("round trips per PyMySQL connect(), {way:<8} cold {c:>5.2} RT  warm {w:>5.2} RT");
+    }
+}
+
 /// Seconds to read `SELECT seq FROM seq_1_to_1000000` to its end on `port`.
 async fn million_rows(port: u16) -> f64 {
     let mut conn = Conn::new(e2e::opts(port, Some(DATABASE))).await.expect("connect");
@@ -127,6 +191,11 @@ fn line(what: &str, direct: f64, tunnel: f64, unit: &str) {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(7);
+    let shape = Shape { delay: ONE_WAY, bits_per_second: None };
+    if args.get(1).is_some_and(|a| a == "connects") {
+        println!("== PyMySQL connects: {} ms round trip, medians of {rounds}", RTT * 1e3);
+        return connects(shape, rounds).await;
+    }
     let file = std::env::temp_dir().join(format!("sqltunnel-wan-{}.csv", std::process::id()));
     let rows: String = (0..64).map(|i| format!("{i},row {i}\n")).collect();
     std::fs::write(&file, rows).expect("file");
@@ -134,7 +203,6 @@ async fn main() {
     let mut setup = e2e::direct().await;
     setup.query_drop("CREATE TABLE IF NOT EXISTS wan_load (id INT, v TEXT)").await.expect("table");
 
-    let shape = Shape { delay: ONE_WAY, bits_per_second: None };
     let p = paths(shape, "").await;
     println!(
         "== network bench: {} ms round trip through the shaping proxy, medians of {rounds}",
@@ -160,6 +228,8 @@ async fn main() {
         line(&format!("round trips per {kind}"), dm, tm, "RT");
     }
     setup.query_drop("DROP TABLE wan_load").await.expect("drop");
+
+    connects(shape, rounds).await;
 
     let classpath = tokio::task::spawn_blocking(|| e2e::java::compile("ConnectTiming")).await;
     let classpath = classpath.expect("compile");

@@ -97,17 +97,17 @@ impl Connection {
     }
 
     /// Sends the greeting of a new relayed session: one prepared ahead if there is one (then
-    /// the login is this connection's only round trip to the transport), else asked for now.
+    /// the login is this connection's only round trip to the transport), else asked for now,
+    /// on an idle connection to the transport if there is one (its affinity taken).
     /// It stays [`Connection::unanswered`] until the client answers it. `None` when the
     /// upstream refused at once.
     async fn greet(&mut self) -> Result<Option<(String, Vec<Bytes>)>, Error> {
         let prepared = self.shared.greetings.take_or_wait().await;
-        if let Some(prepared) = prepared {
-            // Its requests go where it was opened (a hashing proxy keeps it on one transport).
+        if let Some(mut prepared) = prepared {
+            // Its requests go where it was opened (a hashing proxy keeps it on one transport),
+            // on the connection it was opened on.
             self.bucket = prepared.bucket;
-            let affinity = self.shared.affinity(prepared.bucket);
-            self.tunnel =
-                self.shared.tunnel.connection_as(affinity, prepared.authorization.clone());
+            self.tunnel = prepared.connection(&self.shared.tunnel);
             for payload in &prepared.greeting {
                 self.io.queue_packet(payload);
             }
@@ -116,6 +116,10 @@ impl Connection {
             self.io.flush().await?;
             self.greeted = true;
             return Ok(Some(greeted));
+        }
+        self.tunnel = self.shared.tunnel.connection_reusing(self.shared.affinity(self.bucket));
+        if let Some(bucket) = self.shared.bucket_of(self.tunnel.affinity()) {
+            self.bucket = bucket;
         }
         let (session, timeout, mut frames) =
             self.tunnel.open_relay(&self.shared.open_relay()).await?;

@@ -1,7 +1,8 @@
 //! Which carrier a new connection to the transport uses (`transport.stream`): a WebSocket
 //! stream when the path passes the upgrade, else one HTTP request per step. A path that
 //! refuses the upgrade is remembered for a while and logged once, with the nginx lines that
-//! would let it through.
+//! would let it through. And the idle connections: a new session takes one of any affinity (it
+//! adopts the stream's), made on this thread if one is, else on another, before it opens one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::wire::{AFFINITY_HEADER, NGINX_STREAM_LINES, Route};
 use tracing::{debug, warn};
 
-use super::TunnelConn;
+use super::{Credential, TunnelClient, TunnelConn};
 use crate::Error;
 use crate::config::StreamMode;
 use crate::http::{HttpConn, upgrade_request};
@@ -82,7 +83,51 @@ pub fn refuses_streams(status: u16) -> bool {
     (400..500).contains(&status) && status != 401
 }
 
+impl TunnelClient {
+    /// The connection of a new session: with an idle connection when there is one (made on
+    /// this thread first, else on another), whose affinity it takes if it is a stream's (a
+    /// session's affinity only has to stay the same for all its requests), else with
+    /// `affinity` and none yet.
+    pub fn connection_reusing(&self, affinity: &str) -> TunnelConn {
+        let mut conn = self.connection(affinity);
+        let idle = {
+            let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let here = std::thread::current().id();
+            let at = idle.iter().rposition(|kept| kept.shard == here);
+            at.or_else(|| idle.len().checked_sub(1)).map(|at| idle.remove(at))
+        };
+        if let Some(kept) = idle {
+            if let Some(tied) = kept.tied {
+                conn.affinity = tied;
+            }
+            conn.http = Some(kept.conn);
+        }
+        conn
+    }
+}
+
 impl TunnelConn {
+    /// The affinity key its requests carry.
+    pub fn affinity(&self) -> &str {
+        &self.affinity
+    }
+
+    /// The thread that made its connection, when it holds one.
+    pub fn home(&self) -> Option<std::thread::ThreadId> {
+        self.http.as_ref().map(|conn| conn.home)
+    }
+
+    /// Opens a connection to the transport now, kept (when this value is dropped) for the
+    /// next session: a sidecar that just started has one at hand for its first client. Only
+    /// with a fixed token: a token command or a login is not run before a client needs it.
+    pub async fn warm_up(&mut self) {
+        let Credential::Fixed(authorization) = self.authorization.clone() else { return };
+        match Box::pin(self.open_connection(false, &authorization)).await {
+            Ok(conn) => self.http = Some(conn),
+            Err(e) => debug!(error = %e, "no connection to the transport at start"),
+        }
+    }
+
     /// A new connection to the transport, upgraded to a stream when `transport.stream` wants
     /// one, the path allows it and the request is not `plain` (too large for a message); the
     /// upgrade carries `authorization`.
@@ -96,7 +141,7 @@ impl TunnelConn {
             Ok(conn) => conn,
             // The transport takes no new connection (a shutdown's drain): another thread's
             // idle one still reaches it, only slower (its socket's readiness is seen there).
-            Err(e) => return self.idle_on(plain, false).ok_or(e),
+            Err(e) => return self.idle_connection(plain).ok_or(e),
         };
         if plain || !ep.streams.wanted() {
             return Ok(conn);
@@ -139,22 +184,21 @@ impl TunnelConn {
     }
 
     /// The newest idle connection this one may use: plain HTTP, or (unless `plain`) a stream
-    /// of its affinity. Only one made on this thread (shard): its socket's readiness is seen
-    /// here, and its stream is in this thread's lane at the transport.
+    /// of its affinity. One made on this thread (shard) first: its socket's readiness is seen
+    /// here, and its stream is in this thread's lane at the transport; else one made on
+    /// another, rather than a new one (its readiness is seen there: slower, but no connect
+    /// and no upgrade, a round trip each over a long link).
     pub(super) fn idle_connection(&self, plain: bool) -> Option<HttpConn> {
-        self.idle_on(plain, true)
-    }
-
-    /// [`Self::idle_connection`], made on this thread or (unless `here_only`) on any.
-    fn idle_on(&self, plain: bool, here_only: bool) -> Option<HttpConn> {
         let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
         let here = std::thread::current().id();
         let usable = |kept: &IdleConn| match &kept.tied {
-            _ if here_only && kept.shard != here => false,
             None => true,
             Some(affinity) => !plain && *affinity == self.affinity,
         };
-        let at = idle.iter().rposition(usable)?;
+        let at = idle
+            .iter()
+            .rposition(|kept| kept.shard == here && usable(kept))
+            .or_else(|| idle.iter().rposition(usable))?;
         Some(idle.remove(at).conn)
     }
 
