@@ -15,8 +15,9 @@
 # interleaved in the same run: an A/B comparison of two builds.
 # `--wan [ROUNDS]` runs the network bench instead: the shaping proxy at a 50 ms round trip
 # between a direct client and MariaDB and between the sidecar and the transport (round trips
-# per query, new connection, prepared execute, LOAD DATA LOCAL; the Connector/J connect
-# sequence; a 1M-row SELECT at 20 Mbit/s), see tests/benches/wan.rs.
+# per query, new connection, prepared execute, LOAD DATA LOCAL; PyMySQL's connect(), cold and
+# warm, over requests and over a stream, with the release binaries as processes; the
+# Connector/J connect sequence; a 1M-row SELECT at 20 Mbit/s), see tests/benches/wan.rs.
 # `--faults [OPERATIONS_PER_CLIENT] [SEED]` runs the long seeded random fault run instead (see
 # tests/benches/faults.rs): operations, cuts, client errors, garbled answers, writes lost or
 # doubled, peak and final RSS.
@@ -45,6 +46,8 @@ if [[ "${1:-}" == "--wan" ]]; then
     db_port=$(free_port)
     start_mariadb "$WORK/mariadb" "$db_port"
     mkdir -p "$WORK/tmp"
+    install_test_clients "$PWD/target/test-clients"
+    cargo build --release --locked -p transport -p sidecar
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
     exit 0
 fi
