@@ -40,6 +40,45 @@ impl FaultPlan {
         Self::cuts(seed, if compressed { 10_000 } else { 100_000 }, 20_000)
     }
 
+    /// Cuts every `lo`–`hi` bytes, drawn uniformly, of requests and of answers alike (of
+    /// answers a tenth of that when they are zstd-compressed, as in [`Self::for_run`]).
+    pub fn every(seed: u64, (lo, hi): (u64, u64), compressed: bool) -> Self {
+        let down_cut = if compressed { (lo / 10, hi / 10) } else { (lo, hi) };
+        FaultPlan { down_cut, up_cut: (lo, hi), ..Self::cuts(seed, 1, 1) }
+    }
+
+    /// This plan with requests cut every `lo`–`hi` bytes instead.
+    pub fn requests_cut_every(self, range: (u64, u64)) -> Self {
+        FaultPlan { up_cut: range, ..self }
+    }
+
+    /// The plan a setting names (`SQLTUNNEL_FAULT_CUTS`): `ci` ([`Self::for_run`]), `LO-HI`
+    /// in KB ([`Self::every`]), or `none` (no cuts, stalls only).
+    pub fn from_setting(setting: &str, seed: u64, compressed: bool) -> Option<Self> {
+        match setting.trim() {
+            "ci" => Some(Self::for_run(seed, compressed)),
+            "none" => Some(Self::every(seed, (u64::MAX, u64::MAX), false)),
+            range => {
+                let (lo, hi) = range.split_once('-')?;
+                let kb = |v: &str| v.trim().parse::<f64>().ok().map(|v| (v * 1000.0) as u64);
+                Some(Self::every(seed, (kb(lo)?, kb(hi)?), compressed))
+            }
+        }
+    }
+
+    /// Where cuts fall, in words: `answers cut every 2 KB–198 KB, requests every 0.4 KB–39.6 KB`.
+    pub fn describe(&self) -> String {
+        let size = |b: u64| match b {
+            ..1_000_000 => format!("{} KB", b as f64 / 1e3),
+            _ => format!("{:.1} MB", b as f64 / 1e6),
+        };
+        let range = |(lo, hi): (u64, u64)| match lo {
+            u64::MAX => "never".to_owned(),
+            _ => format!("every {}–{}", size(lo), size(hi)),
+        };
+        format!("answers cut {}, requests {}", range(self.down_cut), range(self.up_cut))
+    }
+
     /// A plan with a cut on average every `mean_down` bytes of answers and `mean_up` bytes of
     /// requests, half resets, and short stalls on one piece in fifty.
     pub fn cuts(seed: u64, mean_down: u64, mean_up: u64) -> Self {
@@ -88,15 +127,19 @@ pub struct FaultProxy {
 }
 
 impl FaultProxy {
-    /// Relays each connection of `listener` to `target`, faulted by `plan`.
+    /// Relays each connection of `listener` to `target`, faulted by `plan`, on a thread of
+    /// its own: like a network, it never waits for the clients' work (a blob hashed, a packet
+    /// compressed) on the test's runtime.
     pub fn serve(listener: TcpListener, target: SocketAddr, plan: FaultPlan) -> FaultProxy {
         let port = listener.local_addr().expect("addr").port();
+        let listener = listener.into_std().expect("the proxy's listener");
         let counts = Arc::new(FaultCounts::default());
         let armed = Arc::new(AtomicBool::new(true));
         let stop = CancellationToken::new();
         let seeds = Arc::new(Mutex::new(SmallRng::seed_from_u64(plan.seed)));
         let (counts2, armed2, stop2) = (counts.clone(), armed.clone(), stop.clone());
-        tokio::spawn(async move {
+        let relay_all = async move {
+            let listener = TcpListener::from_std(listener).expect("the proxy's listener");
             loop {
                 let accepted = tokio::select! {
                     a = listener.accept() => a,
@@ -106,9 +149,20 @@ impl FaultProxy {
                 counts2.connections.fetch_add(1, Ordering::Relaxed);
                 let rng = SmallRng::seed_from_u64(seeds.lock().expect("seeds").random());
                 let conn = Faulted { plan, rng, counts: counts2.clone(), armed: armed2.clone() };
-                tokio::spawn(stop2.clone().run_until_cancelled_owned(conn.relay(client, target)));
+                tokio::spawn(conn.relay(client, target));
             }
-        });
+        };
+        // Its relays end with its runtime, when it stops.
+        std::thread::Builder::new()
+            .name("fault-proxy".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the proxy's runtime");
+                runtime.block_on(relay_all);
+            })
+            .expect("the proxy's thread");
         FaultProxy { port, counts, armed, stop }
     }
 
