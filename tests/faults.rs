@@ -1,12 +1,19 @@
 //! Seeded random faults between the sidecar and the transport: connections cut at random byte
-//! offsets in either direction (resets and closes), pieces stalled, while clients run a mixed
-//! workload. Every answer must be the server's, every acknowledged write there exactly once,
-//! and no client may see an error: the transport holds every session throughout. The seed is
-//! printed; `SQLTUNNEL_FAULT_SEED` replays one. `scripts/bench.sh --faults` runs a long pass.
+//! offsets in either direction (resets and closes), pieces stalled, while four mysql_async
+//! clients (compressed connections or not) and a PyMySQL client run a mixed workload. Every
+//! answer must be the server's, every acknowledged write there exactly once, and no client may
+//! see an error: the transport holds every session throughout. The seed is printed;
+//! `SQLTUNNEL_FAULT_SEED` replays one, `SQLTUNNEL_FAULT_CUTS` (`ci`, `LO-HI` in KB, `none`)
+//! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run.
+//! `scripts/bench.sh --faults` runs a long pass.
 
 use e2e::fault_run::{RunPlan, run};
 use e2e::faults::FaultPlan;
 use e2e::within;
+
+/// Until uploads resume, a blob statement gets through only where requests are cut less often
+/// than its size: every 8–32 MiB in the blob run (the others cut requests every 0.4–40 KB).
+const BLOB_REQUEST_CUTS: (u64, u64) = (8 << 20, 32 << 20);
 
 /// The seed: `SQLTUNNEL_FAULT_SEED`, else drawn now.
 fn seed() -> u64 {
@@ -17,46 +24,74 @@ fn seed() -> u64 {
     })
 }
 
-async fn faulted_run(compressed: bool, passthrough: bool, stream: bool) {
+/// How a run's tunnel is set up, and whether it writes blobs.
+#[derive(Clone, Copy)]
+struct Setup {
+    compressed: bool,
+    passthrough: bool,
+    stream: bool,
+    blobs: bool,
+}
+
+async fn faulted_run(setup: Setup) {
+    let Setup { compressed, passthrough, stream, blobs } = setup;
     let seed = seed();
     if let Ok(level) = std::env::var("SQLTUNNEL_TEST_LOG") {
         let config = common::telemetry::LogConfig { level, ..Default::default() };
         drop(common::telemetry::init(&config));
     }
     println!("fault run seed {seed} (SQLTUNNEL_FAULT_SEED={seed} replays it)");
-    let faults = FaultPlan::for_run(seed, compressed);
+    let faults = match std::env::var("SQLTUNNEL_FAULT_CUTS") {
+        Ok(setting) => FaultPlan::from_setting(&setting, seed, compressed)
+            .unwrap_or_else(|| panic!("SQLTUNNEL_FAULT_CUTS={setting}: `ci`, `LO-HI` or `none`")),
+        Err(_) if blobs => {
+            FaultPlan::for_run(seed, compressed).requests_cut_every(BLOB_REQUEST_CUTS)
+        }
+        Err(_) => FaultPlan::for_run(seed, compressed),
+    };
     let plan = RunPlan {
         faults,
         clients: env_or("SQLTUNNEL_FAULT_CLIENTS", 4),
-        operations: env_or("SQLTUNNEL_FAULT_OPS", 250),
+        // A blob run moves about 0.3 MB per operation, against 0.2 MB: fewer of them.
+        operations: env_or("SQLTUNNEL_FAULT_OPS", if blobs { 100 } else { 250 }),
+        python: true,
+        blobs: blobs || std::env::var("SQLTUNNEL_FAULT_BLOBS").is_ok_and(|v| v == "1"),
         compressed,
         passthrough,
         stream,
     };
-    let report = within(240, run(plan)).await;
-    println!("{}: {}", plan.describe(), report.summary(seed));
-    assert!(report.cuts > 20, "the run was cut often: {}", report.summary(seed));
+    let report = within(400, run(plan)).await;
+    println!("{} ({}): {}", plan.describe(), faults.describe(), report.summary(seed));
+    println!("  operations by kind: {}", report.kinds());
+    if faults.up_cut.0 != u64::MAX {
+        assert!(report.cuts > 20, "the run was cut often: {}", report.summary(seed));
+    }
     assert_eq!(report.failures(), "", "{}", report.summary(seed));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_neither_garble_nor_lose_nor_fail() {
-    faulted_run(false, true, false).await;
+    faulted_run(Setup { compressed: false, passthrough: true, stream: false, blobs: false }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_compressed_answers_with_listed_logins() {
-    faulted_run(true, false, false).await;
+    faulted_run(Setup { compressed: true, passthrough: false, stream: false, blobs: false }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_streams_neither_garble_nor_lose_nor_fail() {
-    faulted_run(false, true, true).await;
+    faulted_run(Setup { compressed: false, passthrough: true, stream: true, blobs: false }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_compressed_streams_with_listed_logins() {
-    faulted_run(true, false, true).await;
+    faulted_run(Setup { compressed: true, passthrough: false, stream: true, blobs: false }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_cuts_of_streams_with_blobs_of_one_to_four_mb_write_each_once() {
+    faulted_run(Setup { compressed: false, passthrough: true, stream: true, blobs: true }).await;
 }
 
 /// A number from the environment, else `default`.

@@ -1,28 +1,33 @@
 //! A seeded random fault run: a tunnel whose sidecar reaches the transport through the fault
-//! proxy, several clients running a mixed workload (autocommit inserts with unique ids,
-//! counter updates, transactions, large and medium selects, prepared statements, LOAD DATA
-//! LOCAL files, reconnections), and the invariants checked against a direct connection afterwards: every
-//! answer as the server gives it, every acknowledged write there exactly once, each session's
-//! state intact, no client error while the transport held the session.
+//! proxy, several mysql_async clients running a mixed workload (`fault_kinds.rs`), compressed
+//! or not, and a PyMySQL client running its own (`fault_python.rs`), and the invariants checked
+//! against a direct connection afterwards (`fault_check.rs`): every answer as the server gives
+//! it, every acknowledged write there exactly once, each session's state intact, no client
+//! error while the transport held the session.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use mysql_async::Opts;
-use mysql_async::prelude::Queryable;
 
-use crate::fault_workload::{Client, Outcome};
+use crate::fault_check::{check_writes, drop_tables, prepare_tables};
+use crate::fault_python::PythonClient;
+use crate::fault_workload::Client;
 use crate::faults::{FaultPlan, FaultProxy};
-use crate::{Tunnel, direct, mysql_port, transport_yaml};
+use crate::{Tunnel, mysql_port, transport_yaml};
 
 /// What a run does.
 #[derive(Debug, Clone, Copy)]
 pub struct RunPlan {
     /// The faults.
     pub faults: FaultPlan,
-    /// Clients running at once.
+    /// mysql_async clients running at once.
     pub clients: usize,
+    /// A PyMySQL client runs beside them.
+    pub python: bool,
+    /// Blob inserts (1–4 MB) and reads are part of every client's mix.
+    pub blobs: bool,
     /// Operations per client.
     pub operations: usize,
     /// zstd answers between the halves.
@@ -38,10 +43,12 @@ impl RunPlan {
     /// How the run's tunnel carries what: `plain requests, passthrough logins`…
     pub fn describe(&self) -> String {
         format!(
-            "{} {}, {} logins",
+            "{} {}, {} logins{}{}",
             if self.compressed { "zstd" } else { "plain" },
             if self.stream { "streams" } else { "requests" },
-            if self.passthrough { "passthrough" } else { "listed" }
+            if self.passthrough { "passthrough" } else { "listed" },
+            if self.python { ", PyMySQL too" } else { "" },
+            if self.blobs { ", blobs" } else { "" }
         )
     }
 }
@@ -51,6 +58,12 @@ impl RunPlan {
 pub struct Report {
     /// Operations completed.
     pub operations: u64,
+    /// Of them, the PyMySQL client's.
+    pub python_operations: u64,
+    /// Blob inserts acknowledged, and their bytes.
+    pub blobs: (u64, u64),
+    /// Operations by kind.
+    pub kinds: std::collections::BTreeMap<String, u64>,
     /// Connections the fault proxy cut.
     pub cuts: u64,
     /// Pieces it stalled.
@@ -75,8 +88,11 @@ impl Report {
     /// One line of figures.
     pub fn summary(&self, seed: u64) -> String {
         format!(
-            "seed {seed}: {} operations, {} cuts, {} stalls, {:.1} MB of answers in {:.1} s; {} client errors, {} garbled, {} writes lost or doubled",
+            "seed {seed}: {} operations ({} PyMySQL), {} blobs of {:.1} MB, {} cuts, {} stalls, {:.1} MB of answers in {:.1} s; {} client errors, {} garbled, {} writes lost or doubled",
             self.operations,
+            self.python_operations,
+            self.blobs.0,
+            self.blobs.1 as f64 / 1e6,
             self.cuts,
             self.stalls,
             self.bytes_down as f64 / 1e6,
@@ -85,6 +101,12 @@ impl Report {
             self.garbled.len(),
             self.writes_lost_or_doubled.len()
         )
+    }
+
+    /// The operations by kind, on one line: `insert 210, insert (compressed) 190, …`.
+    pub fn kinds(&self) -> String {
+        let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        kinds.join(", ")
     }
 
     /// Empty when every invariant held, else what broke (the first few of each).
@@ -130,10 +152,10 @@ pub async fn run(plan: RunPlan) -> Report {
         )
     };
     let tunnel = Tunnel::start_with(listener, &transport, &sidecar).await;
-    // Runs of one seed may go on at once: each its own names.
-    let carrier = if plan.stream { "s" } else { "r" };
-    let run_tag =
-        format!("{:x}_{}{carrier}", plan.faults.seed, if plan.compressed { "z" } else { "p" });
+    // Runs of one seed may go on at once (a replay of it in every test): each its own names.
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, Ordering::Relaxed);
+    let run_tag = format!("{:x}_{}_{run}", plan.faults.seed, std::process::id());
     let table = prepare_tables(&run_tag).await;
     let files = std::env::temp_dir().join(format!("sqltunnel-faults-{run_tag}"));
     std::fs::create_dir_all(&files).expect("file dir");
@@ -143,15 +165,37 @@ pub async fn run(plan: RunPlan) -> Report {
         crate::opts(tunnel.sidecar.port(), Some(crate::DATABASE))
             .local_infile_handler(Some(handler)),
     );
-    let clients = (0..plan.clients).map(|client| {
-        let seed = plan.faults.seed ^ (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let opts = opts.clone();
-        let file = paths[client].clone();
-        tokio::spawn(Client::new(client, seed, table.clone(), file).run(opts, plan.operations))
-    });
+    let seed_of = move |client: usize| {
+        plan.faults.seed ^ (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    };
+    let mut clients: Vec<_> = (0..plan.clients)
+        .map(|client| {
+            let (opts, file) = (opts.clone(), paths[client].clone());
+            let me = Client::new(client, seed_of(client), table.clone(), file, plan.blobs);
+            tokio::spawn(me.run(opts, plan.operations))
+        })
+        .collect();
+    if plan.python {
+        let (client, table, file) = (plan.clients, table.clone(), files.join("python.csv"));
+        let port = tunnel.sidecar.port();
+        let seed = seed_of(client);
+        clients.push(tokio::spawn(async move {
+            let operations = plan.operations;
+            let python = PythonClient {
+                client,
+                seed,
+                port,
+                table: &table,
+                file: &file,
+                operations,
+                blobs: plan.blobs,
+            };
+            python.run().await
+        }));
+    }
     let mut report = Report::default();
     let mut outcomes = Vec::new();
-    for handle in clients.collect::<Vec<_>>() {
+    for handle in clients {
         outcomes.push(handle.await.expect("client task"));
     }
     proxy.arm(false);
@@ -159,8 +203,16 @@ pub async fn run(plan: RunPlan) -> Report {
         report.operations += outcome.operations;
         report.client_errors.extend(outcome.errors.iter().cloned());
         report.garbled.extend(outcome.garbled.iter().cloned());
+        report.blobs.0 += outcome.blobs.len() as u64;
+        report.blobs.1 += outcome.blobs.iter().map(|b| b.len).sum::<u64>();
+        for (kind, n) in &outcome.kinds {
+            *report.kinds.entry(kind.clone()).or_default() += n;
+        }
     }
-    report.writes_lost_or_doubled = check_writes(&table, &outcomes).await;
+    report.python_operations = if plan.python { outcomes[plan.clients].operations } else { 0 };
+    let (wrong, garbled_writes) = check_writes(&table, &outcomes).await;
+    report.writes_lost_or_doubled = wrong;
+    report.garbled.extend(garbled_writes);
     report.left_behind = left_behind(tunnel.transport.port()).await;
     report.cuts = proxy.counts.cuts();
     report.stalls = proxy.counts.stalls.load(Ordering::Relaxed);
@@ -168,6 +220,10 @@ pub async fn run(plan: RunPlan) -> Report {
     report.elapsed = started.elapsed();
     drop(tunnel);
     drop(std::fs::remove_dir_all(&files));
+    // What broke stays in the database to look at.
+    if report.failures().is_empty() {
+        drop_tables(&table).await;
+    }
     report
 }
 
@@ -186,56 +242,4 @@ async fn left_behind(port: u16) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Creates the run's tables (named by its tag); answers their common prefix.
-async fn prepare_tables(tag: &str) -> String {
-    let table = format!("faults_{tag}");
-    let mut d = direct().await;
-    for sql in [
-        format!("DROP TABLE IF EXISTS {table}_ids, {table}_counters"),
-        format!("CREATE TABLE {table}_ids (id BIGINT PRIMARY KEY, client INT NOT NULL)"),
-        format!("CREATE TABLE {table}_counters (client INT PRIMARY KEY, n BIGINT NOT NULL)"),
-    ] {
-        d.query_drop(sql).await.expect("prepare fault tables");
-    }
-    table
-}
-
-/// Compares the database with what the clients were told.
-async fn check_writes(table: &str, outcomes: &[Outcome]) -> Vec<String> {
-    let mut d = direct().await;
-    let mut wrong = Vec::new();
-    for outcome in outcomes {
-        let client = outcome.client;
-        let ids: Vec<u64> = d
-            .exec(format!("SELECT id FROM {table}_ids WHERE client = ? ORDER BY id"), (client,))
-            .await
-            .expect("ids");
-        let mut told = outcome.inserted.clone();
-        told.sort_unstable();
-        let doubtful = &outcome.doubtful_ids;
-        let unexpected: Vec<_> = ids
-            .iter()
-            .filter(|id| told.binary_search(id).is_err() && !doubtful.contains(id))
-            .collect();
-        let missing: Vec<_> = told.iter().filter(|id| ids.binary_search(id).is_err()).collect();
-        if !unexpected.is_empty() || !missing.is_empty() {
-            wrong.push(format!(
-                "client {client}: ids missing {missing:?}, not acknowledged {unexpected:?}"
-            ));
-        }
-        let n: Option<u64> = d
-            .exec_first(format!("SELECT n FROM {table}_counters WHERE client = ?"), (client,))
-            .await
-            .expect("counter");
-        let n = n.unwrap_or(0);
-        let (low, high) = (outcome.counted, outcome.counted + outcome.doubtful_counts);
-        if n < low || n > high {
-            wrong.push(format!(
-                "client {client}: counter {n}, told {low} (up to {high} with failed ones)"
-            ));
-        }
-    }
-    wrong
 }

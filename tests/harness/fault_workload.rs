@@ -1,16 +1,14 @@
-//! The workload of a random fault run: one client's mixed operations, drawn from its own seed,
-//! each checked as it is answered, and what the client was told (for the check against the
-//! database afterwards).
+//! The workload of a random fault run: one client's mixed operations over mysql_async, drawn
+//! from its own seed (each connection compressed or not, by a draw), each checked as it is
+//! answered, and what the client was told (for the check against the database afterwards).
+//! The operations themselves are in `fault_kinds.rs`.
 
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts};
+use mysql_async::{Compression, Conn, Opts, OptsBuilder};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-
-/// The rows of the large select: `seq` and 50 `x`.
-const LARGE_ROWS: u64 = 20_000;
 
 /// Longest an operation may take before it counts as a hang.
 const OPERATION_LIMIT: Duration = Duration::from_secs(30);
@@ -34,25 +32,65 @@ pub struct Outcome {
     pub counted: u64,
     /// Increments whose outcome is unknown.
     pub doubtful_counts: u64,
+    /// Blobs whose insert was acknowledged.
+    pub blobs: Vec<Blob>,
+    /// Blobs whose insert failed: there at most once, and whole if there.
+    pub doubtful_blobs: Vec<Blob>,
+    /// Operations done by kind (compressed connections' apart).
+    pub kinds: std::collections::BTreeMap<String, u64>,
+}
+
+/// A blob a client wrote: its id, length and SHA-1 (lowercase hex).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// Its row's id.
+    pub id: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The SHA-1 of its bytes, as MariaDB's `SHA1()` writes it.
+    pub sha1: String,
 }
 
 /// One client of the run.
 pub struct Client {
-    rng: SmallRng,
-    table: String,
+    pub(crate) rng: SmallRng,
+    pub(crate) table: String,
     /// The file its LOAD DATA LOCAL reads.
-    file: std::path::PathBuf,
-    outcome: Outcome,
+    pub(crate) file: std::path::PathBuf,
+    pub(crate) outcome: Outcome,
     next_id: u64,
+    /// Blob inserts and reads are part of the mix.
+    pub(crate) blobs_on: bool,
+    /// The connection in use speaks the compressed protocol.
+    pub(crate) compressed: bool,
+    /// Writes of the running operation, not yet settled.
+    pending: Pending,
+}
+
+/// Writes an operation is about to make: settled as acknowledged or in doubt once its answer
+/// comes, in doubt if none comes in time.
+#[derive(Default)]
+struct Pending {
+    ids: Vec<u64>,
+    counts: u64,
+    blobs: Vec<Blob>,
 }
 
 impl Client {
     /// Client number `client`, drawing from `seed`, writing to the tables named `table…` and
-    /// loading `file`.
-    pub fn new(client: usize, seed: u64, table: String, file: std::path::PathBuf) -> Self {
+    /// loading `file`; with blob operations when `blobs_on`.
+    pub fn new(
+        client: usize,
+        seed: u64,
+        table: String,
+        file: std::path::PathBuf,
+        blobs_on: bool,
+    ) -> Self {
         let outcome = Outcome { client, ..Outcome::default() };
         let next_id = client as u64 * 1_000_000_000;
-        Client { rng: SmallRng::seed_from_u64(seed), table, file, outcome, next_id }
+        let rng = SmallRng::seed_from_u64(seed);
+        let pending = Pending::default();
+        Client { rng, table, file, outcome, next_id, blobs_on, compressed: false, pending }
     }
 
     /// Runs `operations` operations (connecting again when told to), then quits.
@@ -65,23 +103,32 @@ impl Client {
                 None => match self.connect(&opts).await {
                     Ok(c) => c,
                     Err(e) => {
-                        self.outcome.errors.push(format!("client {client} op {op}: connect: {e}"));
+                        let how = self.how();
+                        self.outcome
+                            .errors
+                            .push(format!("client {client} op {op}: connect{how}: {e}"));
                         continue;
                     }
                 },
             };
-            let result = tokio::time::timeout(OPERATION_LIMIT, self.operation(&mut c)).await;
+            let kind = self.draw();
+            let how = self.how();
+            *self.outcome.kinds.entry(format!("{kind}{how}")).or_default() += 1;
+            let result = tokio::time::timeout(OPERATION_LIMIT, self.operation(kind, &mut c)).await;
+            self.settle(false);
             let Ok(result) = result else {
-                self.outcome
-                    .errors
-                    .push(format!("client {client} op {op}: no answer within {OPERATION_LIMIT:?}"));
+                self.outcome.errors.push(format!(
+                    "client {client} op {op} {kind}{how}: no answer within {OPERATION_LIMIT:?}"
+                ));
                 continue;
             };
             self.outcome.operations += 1;
             match result {
-                Ok(Step::Keep) => conn = Some(c),
-                Ok(Step::Reconnect) => drop(c.disconnect().await),
-                Err(e) => self.outcome.errors.push(format!("client {client} op {op}: {e}")),
+                Ok(()) if kind == "reconnect" => drop(c.disconnect().await),
+                Ok(()) => conn = Some(c),
+                Err(e) => {
+                    self.outcome.errors.push(format!("client {client} op {op} {kind}{how}: {e}"))
+                }
             }
         }
         if let Some(c) = conn {
@@ -90,169 +137,102 @@ impl Client {
         self.outcome
     }
 
+    /// Connects, compressed or not by a draw, and marks the session as this client's.
     async fn connect(&mut self, opts: &Opts) -> Result<Conn, mysql_async::Error> {
-        let mut conn = Conn::new(opts.clone()).await?;
+        self.compressed = self.rng.random_bool(0.5);
+        let compression = self.compressed.then(Compression::fast);
+        let opts = OptsBuilder::from_opts(opts.clone()).compression(compression);
+        let mut conn = Conn::new(opts).await?;
         conn.query_drop(format!("SET @client = {}", self.outcome.client)).await?;
         Ok(conn)
     }
 
-    async fn operation(&mut self, c: &mut Conn) -> Result<Step, mysql_async::Error> {
-        let table = self.table.clone();
-        let client = self.outcome.client;
+    /// How the connection speaks, for an error's line.
+    fn how(&self) -> &'static str {
+        if self.compressed { " (compressed)" } else { "" }
+    }
+
+    /// The kind of the next operation, drawn from the mix.
+    fn draw(&mut self) -> &'static str {
         match self.rng.random_range(0..100u32) {
-            0..30 => {
-                let id = self.fresh_id();
-                let done = c
-                    .exec_drop(format!("INSERT INTO {table}_ids VALUES (?, ?)"), (id, client))
-                    .await;
-                self.settle_insert(id, done.is_ok());
-                done?;
-            }
-            30..50 => {
-                let done = c
-                    .exec_drop(
-                        format!("INSERT INTO {table}_counters VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1"),
-                        (client,),
-                    )
-                    .await;
-                self.settle_count(done.is_ok());
-                done?;
-            }
-            50..62 => {
-                let id = self.fresh_id();
-                let done = self.transaction(c, id).await;
-                self.settle_insert(id, done.is_ok());
-                self.settle_count(done.is_ok());
-                done?;
-            }
-            62..75 => {
-                let rows: Vec<(u64, String)> = typed(
-                    c.query(format!("SELECT seq, REPEAT('x', 50) FROM seq_1_to_{LARGE_ROWS}"))
-                        .await?,
-                );
-                let good = rows.len() as u64 == LARGE_ROWS
-                    && rows.iter().enumerate().all(|(i, (s, x))| {
-                        *s == i as u64 + 1 && x.len() == 50 && x.bytes().all(|b| b == b'x')
-                    });
-                if !good {
-                    self.garbled(format!("large select: {} rows", rows.len()));
-                }
-            }
-            75..88 => {
-                let (n, width) =
-                    (self.rng.random_range(1..4000u64), self.rng.random_range(0..300u64));
-                let rows: Vec<(u64, Option<String>)> = typed(
-                    c.query(format!(
-                        "SELECT seq, REPEAT(CHAR(65 + seq % 26), {width}) FROM seq_1_to_{n}"
-                    ))
-                    .await?,
-                );
-                let good = rows.len() as u64 == n
-                    && rows.iter().enumerate().all(|(i, (s, text))| {
-                        let letter = (b'A' + ((i as u64 + 1) % 26) as u8) as char;
-                        *s == i as u64 + 1
-                            && text.as_deref().is_some_and(|t| {
-                                t.len() as u64 == width && t.chars().all(|ch| ch == letter)
-                            })
-                    });
-                if !good {
-                    self.garbled(format!(
-                        "medium select of {n} rows × {width}: {} rows",
-                        rows.len()
-                    ));
-                }
-            }
-            88..95 => {
-                let n = self.rng.random_range(1..2000u64);
-                let rows: Vec<(u64, u64)> = typed(
-                    c.exec("SELECT seq, seq * seq FROM seq_1_to_100000 WHERE seq <= ?", (n,))
-                        .await?,
-                );
-                let good = rows.len() as u64 == n
-                    && rows
-                        .iter()
-                        .enumerate()
-                        .all(|(i, (s, sq))| *s == i as u64 + 1 && *sq == s * s);
-                if !good {
-                    self.garbled(format!("prepared select of {n}: {} rows", rows.len()));
-                }
-            }
-            95..97 => {
-                // A file of 1 to 1,500 ids (up to about 20 KB), loaded once.
-                let rows = self.rng.random_range(1..1500);
-                let ids: Vec<u64> = (0..rows).map(|_| self.fresh_id()).collect();
-                let text: String = ids.iter().map(|id| format!("{id},{client}\n")).collect();
-                std::fs::write(&self.file, text).expect("write the file");
-                let done = c
-                    .query_drop(format!(
-                        "LOAD DATA LOCAL INFILE '{}' INTO TABLE {table}_ids FIELDS TERMINATED BY ','",
-                        self.file.display()
-                    ))
-                    .await;
-                let loaded = done.is_ok() && c.affected_rows() == rows;
-                if done.is_ok() && !loaded {
-                    self.garbled(format!("a load of {rows} rows affected {}", c.affected_rows()));
-                }
-                for id in ids {
-                    self.settle_insert(id, loaded);
-                }
-                done?;
-            }
-            97..98 => {
-                let (who, id): (Option<u64>, u64) =
-                    c.query_first("SELECT @client, CONNECTION_ID()").await?.unwrap_or_default();
-                if who != Some(client as u64) || id == 0 {
-                    self.garbled(format!("session state: @client = {who:?}"));
-                }
-            }
-            _ => return Ok(Step::Reconnect),
+            0..22 => "insert",
+            22..36 => "counter",
+            36..45 => "transaction",
+            45..53 => "large select",
+            53..61 => "medium select",
+            61..66 => "prepared select",
+            66..70 => "prepared statement reused",
+            70..74 => "CALL with several results",
+            74..78 => "multi-statement batch",
+            78..81 => "exec_batch",
+            81..84 => "LOAD DATA LOCAL",
+            84..85 => "session check",
+            85..89 if self.blobs_on => "blob insert",
+            85..89 => "insert",
+            89..92 if self.blobs_on && !self.outcome.blobs.is_empty() => "blob read",
+            89..96 => "medium select",
+            _ => "reconnect",
         }
-        Ok(Step::Keep)
     }
 
-    async fn transaction(&mut self, c: &mut Conn, id: u64) -> Result<(), mysql_async::Error> {
-        let (table, client) = (self.table.clone(), self.outcome.client);
-        c.query_drop("BEGIN").await?;
-        c.exec_drop(format!("INSERT INTO {table}_ids VALUES (?, ?)"), (id, client)).await?;
-        c.exec_drop(
-            format!("INSERT INTO {table}_counters VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1"),
-            (client,),
-        )
-        .await?;
-        let seen: Option<u64> =
-            c.exec_first(format!("SELECT COUNT(*) FROM {table}_ids WHERE id = ?"), (id,)).await?;
-        if seen != Some(1) {
-            self.garbled(format!("transaction does not see its own insert of {id}"));
+    /// Runs one operation of `kind`.
+    async fn operation(&mut self, kind: &str, c: &mut Conn) -> Result<(), mysql_async::Error> {
+        match kind {
+            "insert" => self.insert(c).await,
+            "counter" => self.counter(c).await,
+            "transaction" => self.transaction(c).await,
+            "large select" => self.large_select(c).await,
+            "medium select" => self.medium_select(c).await,
+            "prepared select" => self.prepared_select(c).await,
+            "prepared statement reused" => self.prepared_reused(c).await,
+            "CALL with several results" => self.call(c).await,
+            "multi-statement batch" => self.multi_statement_batch(c).await,
+            "exec_batch" => self.exec_batch(c).await,
+            "LOAD DATA LOCAL" => self.load_data(c).await,
+            "session check" => self.session_check(c).await,
+            "blob insert" => self.blob_insert(c).await,
+            "blob read" => self.blob_read(c).await,
+            _ => Ok(()),
         }
-        c.query_drop("COMMIT").await
     }
 
-    fn fresh_id(&mut self) -> u64 {
+    pub(crate) fn fresh_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
     }
 
-    fn settle_insert(&mut self, id: u64, ok: bool) {
-        if ok { self.outcome.inserted.push(id) } else { self.outcome.doubtful_ids.push(id) }
+    /// An insert of `id` the operation is about to make.
+    pub(crate) fn will_insert(&mut self, id: u64) {
+        self.pending.ids.push(id);
     }
 
-    fn settle_count(&mut self, ok: bool) {
-        if ok { self.outcome.counted += 1 } else { self.outcome.doubtful_counts += 1 }
+    /// A counter increment the operation is about to make.
+    pub(crate) fn will_count(&mut self) {
+        self.pending.counts += 1;
     }
 
-    fn garbled(&mut self, what: String) {
+    /// A blob the operation is about to write.
+    pub(crate) fn will_write(&mut self, blob: Blob) {
+        self.pending.blobs.push(blob);
+    }
+
+    /// The writes the operation was about to make, acknowledged (`ok`) or in doubt. After
+    /// each operation, whatever it left unsettled (it timed out) is in doubt.
+    pub(crate) fn settle(&mut self, ok: bool) {
+        let Pending { ids, counts, blobs } = std::mem::take(&mut self.pending);
+        let o = &mut self.outcome;
+        if ok {
+            o.inserted.extend(ids);
+            o.counted += counts;
+            o.blobs.extend(blobs);
+        } else {
+            o.doubtful_ids.extend(ids);
+            o.doubtful_counts += counts;
+            o.doubtful_blobs.extend(blobs);
+        }
+    }
+
+    pub(crate) fn garbled(&mut self, what: String) {
         self.outcome.garbled.push(format!("client {}: {what}", self.outcome.client));
     }
-}
-
-/// Rows converted to `T`, stopping at the first that does not convert (a garbled row, which
-/// the caller sees as a short answer).
-fn typed<T: mysql_async::prelude::FromRow>(rows: Vec<mysql_async::Row>) -> Vec<T> {
-    rows.into_iter().map_while(|row| mysql_async::from_row_opt(row).ok()).collect()
-}
-
-/// What the client does after an operation.
-enum Step {
-    Keep,
-    Reconnect,
 }
