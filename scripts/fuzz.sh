@@ -16,7 +16,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 export RUSTC_BOOTSTRAP=1
 echo "== building fuzz targets"
-cargo fuzz build --sanitizer none --fuzz-dir fuzz
+# FUZZ_CODEGEN_UNITS=16 (scripts/test.sh's short pass) builds faster and fuzzes a little slower.
+cargo fuzz build --sanitizer none --fuzz-dir fuzz --codegen-units "${FUZZ_CODEGEN_UNITS:-1}"
 bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release"
 for t in "${targets[@]}"; do
     corpus="target/fuzz-corpus/$t"
