@@ -51,7 +51,7 @@ pub async fn watch(state: Arc<AppState>, session: Arc<Session>) {
             Err(e) => format!("failed ({e})"),
         };
         info!(session = %session_label(&session.id), "the upstream connection {how} while idle; session ended");
-        state.session_ended(&session.id, &session.owner.id, reset);
+        state.session_closed_by_upstream(&session.id, &session.owner.id, reset);
     }
 }
 

@@ -121,7 +121,14 @@ pub async fn step(
 ) -> Result<Reply, Error> {
     let started = Instant::now();
     let owner = &caller.id;
-    let session = state.sessions.get(id, owner).map_err(|_| state.session_gone(id, owner))?;
+    let Ok(session) = state.sessions.get(id, owner) else {
+        // Its server closed it while idle, and this step crossed the news: the client's
+        // connection ends as the server ended it, not with a lost session's error.
+        if state.closed_by_upstream(id, owner) {
+            return Ok(upstream_gone());
+        }
+        return Err(state.session_gone(id, owner));
+    };
     crate::ending::refuse_if_denied(state, caller, &session, false)?;
     let step = match step_request(&req, &session)? {
         Some(StepRequest::Again { step, from }) => {

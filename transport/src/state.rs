@@ -19,10 +19,11 @@ const LOGGING_IN: &str = "max_sessions_logging_in_per_token";
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
 
-/// Sessions that ended: (sequence, id, owner, reset), and the latest sequence.
+/// Sessions that ended: (sequence, id, owner, reset, closed by their upstream), and the latest
+/// sequence.
 #[derive(Debug, Default)]
 struct EndedSessions {
-    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, IdentityId, bool)>>,
+    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, IdentityId, bool, bool)>>,
     news: tokio::sync::watch::Sender<u64>,
 }
 
@@ -273,15 +274,31 @@ impl AppState {
         if self.draining.is_cancelled() { Err(crate::Error::ShuttingDown) } else { Ok(()) }
     }
 
-    /// Records that session `id` of `owner` ended (its upstream hung up, or the transport
-    /// ended it), and wakes the keep-alives waiting for news.
+    /// Records that session `id` of `owner` ended (the transport ended it), and wakes the
+    /// keep-alives waiting for news.
     pub fn session_ended(&self, id: &str, owner: &IdentityId, reset: bool) {
+        self.record_end(id, owner, reset, false);
+    }
+
+    /// [`Self::session_ended`] for a session whose upstream closed its connection (`reset`:
+    /// with a reset) while it was idle.
+    pub fn session_closed_by_upstream(&self, id: &str, owner: &IdentityId, reset: bool) {
+        self.record_end(id, owner, reset, true);
+    }
+
+    /// True when session `id` of `owner` ended lately because its upstream closed it.
+    pub fn closed_by_upstream(&self, id: &str, owner: &IdentityId) -> bool {
+        let list = lock(&self.ended.list);
+        list.iter().rev().any(|(_, s, o, _, upstream)| *upstream && s == id && o == owner)
+    }
+
+    fn record_end(&self, id: &str, owner: &IdentityId, reset: bool, by_upstream: bool) {
         let mut list = lock(&self.ended.list);
         let seq = list.back().map_or(1, |(seq, ..)| seq + 1);
         if list.len() >= MAX_ENDED {
             list.pop_front();
         }
-        list.push_back((seq, id.to_owned(), owner.clone(), reset));
+        list.push_back((seq, id.to_owned(), owner.clone(), reset, by_upstream));
         drop(list);
         self.ended.news.send_replace(seq);
     }
@@ -296,8 +313,8 @@ impl AppState {
     pub fn ended_since(&self, since: u64, owner: &IdentityId) -> Vec<(String, bool)> {
         let list = lock(&self.ended.list);
         list.iter()
-            .filter(|(seq, _, o, _)| *seq > since && o == owner)
-            .map(|(_, id, _, reset)| (id.clone(), *reset))
+            .filter(|(seq, _, o, ..)| *seq > since && o == owner)
+            .map(|(_, id, _, reset, _)| (id.clone(), *reset))
             .collect()
     }
 
