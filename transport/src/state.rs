@@ -19,12 +19,23 @@ const LOGGING_IN: &str = "max_sessions_logging_in_per_token";
 /// Most ended sessions remembered for keep-alives waiting for news.
 const MAX_ENDED: usize = 4096;
 
-/// Sessions that ended: (sequence, id, owner, reset, closed by their upstream), and the latest
-/// sequence.
+/// Sessions that ended, oldest first, and the latest sequence.
 #[derive(Debug, Default)]
 struct EndedSessions {
-    list: std::sync::Mutex<std::collections::VecDeque<(u64, String, IdentityId, bool, bool)>>,
+    list: std::sync::Mutex<std::collections::VecDeque<Ended>>,
     news: tokio::sync::watch::Sender<u64>,
+}
+
+/// A session that ended.
+#[derive(Debug)]
+struct Ended {
+    seq: u64,
+    id: String,
+    owner: IdentityId,
+    /// Its upstream reset the connection.
+    reset: bool,
+    /// Its upstream closed the connection (it was not ended by the transport).
+    by_upstream: bool,
 }
 
 /// Everything request handlers share.
@@ -289,16 +300,17 @@ impl AppState {
     /// True when session `id` of `owner` ended lately because its upstream closed it.
     pub fn closed_by_upstream(&self, id: &str, owner: &IdentityId) -> bool {
         let list = lock(&self.ended.list);
-        list.iter().rev().any(|(_, s, o, _, upstream)| *upstream && s == id && o == owner)
+        list.iter().rev().any(|e| e.by_upstream && e.id == id && e.owner == *owner)
     }
 
     fn record_end(&self, id: &str, owner: &IdentityId, reset: bool, by_upstream: bool) {
         let mut list = lock(&self.ended.list);
-        let seq = list.back().map_or(1, |(seq, ..)| seq + 1);
+        let seq = list.back().map_or(1, |e| e.seq + 1);
         if list.len() >= MAX_ENDED {
             list.pop_front();
         }
-        list.push_back((seq, id.to_owned(), owner.clone(), reset, by_upstream));
+        let (id, owner) = (id.to_owned(), owner.clone());
+        list.push_back(Ended { seq, id, owner, reset, by_upstream });
         drop(list);
         self.ended.news.send_replace(seq);
     }
@@ -313,8 +325,8 @@ impl AppState {
     pub fn ended_since(&self, since: u64, owner: &IdentityId) -> Vec<(String, bool)> {
         let list = lock(&self.ended.list);
         list.iter()
-            .filter(|(seq, _, o, ..)| *seq > since && o == owner)
-            .map(|(_, id, _, reset, _)| (id.clone(), *reset))
+            .filter(|e| e.seq > since && e.owner == *owner)
+            .map(|e| (e.id.clone(), e.reset))
             .collect()
     }
 
