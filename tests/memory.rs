@@ -1,15 +1,18 @@
 //! Nothing of a session outlives it: large answers (each past the resume window), streamed one
 //! after another and many at once, and thousands of short sessions leave the transport's
-//! resident memory and descriptors where they started once their clients have quit. Each over
-//! a stream and over requests.
+//! resident memory and descriptors where they started once their clients have quit; large
+//! uploads (4 MB statements, resumable) leave the transport and the sidecar where they started.
+//! Each over a stream and over requests.
 
 use std::time::{Duration, Instant};
 
 use e2e::http::metric;
 use e2e::processes::{Proc, ProcTunnel};
-use e2e::{Carrier, DATABASE, TOKEN, on_both_carriers, opts, within};
+use e2e::{Carrier, DATABASE, TOKEN, direct, on_both_carriers, opts, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 
 /// A 10 MB answer (past the 8 MiB resume window), read row by row and dropped.
 const LARGE: &str = "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_10000";
@@ -32,9 +35,14 @@ async fn settled_rss(transport: &Proc, port: u16, bound: u64) -> u64 {
         assert!(start.elapsed() < Duration::from_secs(20), "sessions stay open");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    rss_under(transport, bound).await
+}
+
+/// Waits until `proc`'s RSS is under `bound` KiB, at most 25 s; answers the RSS.
+async fn rss_under(proc: &Proc, bound: u64) -> u64 {
     let start = Instant::now();
     loop {
-        let rss = transport.rss_kib();
+        let rss = proc.rss_kib();
         if rss < bound || start.elapsed() > Duration::from_secs(25) {
             return rss;
         }
@@ -152,6 +160,53 @@ async fn the_resume_budget_bounds_what_many_large_answers_keep(carrier: Carrier)
         }
         println!("what they kept was given back {} ms after the last quit", ended.elapsed().as_millis());
         assert_eq!(after, 0, "nothing is kept once the sessions have ended");
+    })
+    .await;
+}
+
+/// 4 MB of random bytes (drawn from `seed`) inserted into `table` as a prepared statement's
+/// parameter, on a connection of its own: a resumable upload.
+async fn large_upload(port: u16, table: String, seed: u64) {
+    let mut body = vec![0u8; 4_000_000];
+    SmallRng::seed_from_u64(seed).fill(&mut body[..]);
+    let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("tunnel");
+    conn.exec_drop(format!("INSERT INTO {table} VALUES (?)"), (body,)).await.expect("upload");
+    conn.disconnect().await.expect("quit");
+}
+
+on_both_carriers!(large_uploads_leave_nothing_behind);
+async fn large_uploads_leave_nothing_behind(carrier: Carrier) {
+    within(300, async {
+        let t = ProcTunnel::start_on(carrier, "memory-uploads", |t| t, |s| s).await;
+        let table = format!("memory_uploads_{}", carrier.name());
+        let mut d = direct().await;
+        d.query_drop(format!("CREATE OR REPLACE TABLE {table} (body LONGBLOB)"))
+            .await
+            .expect("create");
+        large_upload(t.sidecar_port, table.clone(), 0).await;
+        let start = settled_rss(&t.transport, t.transport_port, u64::MAX).await;
+        let sidecar_start = rss_under(&t.sidecar, u64::MAX).await;
+        for seed in 1..=10 {
+            large_upload(t.sidecar_port, table.clone(), seed).await;
+        }
+        let burst = (11..=20).map(|seed| tokio::spawn(large_upload(t.sidecar_port, table.clone(), seed)));
+        for task in burst.collect::<Vec<_>>() {
+            task.await.expect("upload");
+        }
+        let (bound, sidecar_bound) = (start + 10 * 1024, sidecar_start + 10 * 1024);
+        let after = settled_rss(&t.transport, t.transport_port, bound).await;
+        let sidecar_after = rss_under(&t.sidecar, sidecar_bound).await;
+        let (peak, sidecar_peak) = (t.transport.peak_rss_kib(), t.sidecar.peak_rss_kib());
+        println!(
+            "{}: 10 sequential and 10 parallel uploads of 4 MB: transport RSS {start} -> {after} KiB (peak {peak}), sidecar {sidecar_start} -> {sidecar_after} KiB (peak {sidecar_peak})",
+            carrier.name()
+        );
+        let rows: Option<u64> =
+            d.query_first(format!("SELECT COUNT(*) FROM {table}")).await.expect("count");
+        assert_eq!(rows, Some(21), "each upload there once");
+        assert!(after < bound, "transport RSS {after} KiB against {start} KiB at the start");
+        assert!(sidecar_after < sidecar_bound, "sidecar RSS {sidecar_after} KiB against {sidecar_start} KiB");
+        d.query_drop(format!("DROP TABLE {table}")).await.expect("drop");
     })
     .await;
 }
