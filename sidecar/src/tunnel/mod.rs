@@ -23,8 +23,8 @@ mod endpoint;
 mod resend;
 mod send;
 
-pub use credential::{Credential, TokenCommand};
 pub(crate) use credential::jwt_claims;
+pub use credential::{Credential, TokenCommand};
 
 pub use carrier::refuses_streams;
 use endpoint::Endpoint;
