@@ -31,9 +31,7 @@ pub struct PythonClient<'a> {
 impl PythonClient<'_> {
     /// Runs the client to its end; what it was told.
     pub async fn run(self) -> Outcome {
-        let python = std::env::var("SQLTUNNEL_TEST_PYTHON").unwrap_or_else(|_| {
-            panic!("SQLTUNNEL_TEST_PYTHON is not set: run the tests through scripts/test.sh")
-        });
+        let python = crate::mariadb::client_path("SQLTUNNEL_TEST_PYTHON", "venv/bin/python");
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients").join("fault_workload.py");
         let args = [
