@@ -48,6 +48,8 @@ pub struct Prepared {
     conn: Option<TunnelConn>,
     /// The thread that made that connection (its socket's readiness is seen there).
     thread: ThreadId,
+    /// A client was sent to that thread for it (one only: a burst of clients is spread).
+    steered: bool,
     made: Instant,
     /// How long it stays usable: [`FRESH_FOR`], or less when the transport's session timeout
     /// is shorter.
@@ -76,6 +78,7 @@ impl Prepared {
             affinity,
             conn: None,
             thread: std::thread::current().id(),
+            steered: false,
             made,
             fresh_for,
             expiry_set: false,
@@ -116,9 +119,13 @@ impl Greetings {
     }
 
     /// The thread that holds the connection of the greeting ready for the next client, if one
-    /// is: that client is best served there (its requests take that connection).
-    pub fn ready_on(&self) -> Option<ThreadId> {
-        self.lock().as_ref().filter(|p| p.is_fresh()).map(|p| p.thread)
+    /// is and no client was sent there for it yet: that client is best served there (its
+    /// requests take that connection); the others of a burst are spread as usual.
+    pub fn steer(&self) -> Option<ThreadId> {
+        let mut slot = self.lock();
+        let prepared = slot.as_mut().filter(|p| p.is_fresh() && !p.steered)?;
+        prepared.steered = true;
+        Some(prepared.thread)
     }
 
     /// A prepared greeting, waiting (up to [`FRESH_FOR`]) for one on its way: it costs no more
@@ -172,6 +179,7 @@ impl Greetings {
             return Some(prepared);
         }
         debug!("a client left before its login: its greeting is kept for the next one");
+        let prepared = Prepared { steered: false, ..prepared };
         self.keep(prepared, tunnel);
         None
     }

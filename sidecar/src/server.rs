@@ -108,7 +108,7 @@ pub async fn run_with_reloads(
         shared.metrics.clients_accepted.inc();
         // Where the greeting prepared for it is (its requests take that one's connection to
         // the transport), else where the fewest clients are.
-        let home = shared.greetings.ready_on().and_then(|thread| shards.index_of(thread));
+        let home = shared.greetings.steer().and_then(|thread| shards.index_of(thread));
         let shard = home.unwrap_or_else(|| shards.least_loaded());
         shards.spawn_on(shard, &tracker, stream, move |stream| {
             let metrics = shared.metrics.clone();
