@@ -207,7 +207,7 @@ async fn append_piece(
 }
 
 /// Room for `want` bytes in all in `room` (taken when there is none yet).
-async fn hold_room(
+pub(crate) async fn hold_room(
     budget: Budget<'_>,
     room: &mut Option<Room>,
     want: usize,

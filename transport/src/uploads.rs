@@ -11,7 +11,8 @@ use crate::Error;
 use crate::incoming::{self, Incoming};
 use crate::reply::{Reply, no_content};
 use crate::request_body::{
-    Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, read_body_within,
+    Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, hold_room,
+    read_body_within,
 };
 use crate::session::Session;
 use crate::upload_held::PartialUpload;
@@ -74,8 +75,12 @@ pub async fn read_step_body(
         session.upload.keep(upload);
         return Ok(StepBody::Unfinished(have));
     }
-    // (Memory grows with the bytes, each piece within room held for it: nothing is set
-    // aside ahead of them.)
+    // Room for the whole body is taken before any of it is held, as for a body of known
+    // length: uploads taking room piece by piece could each hold part of the budget and wait
+    // for the rest of it, for ever. (Memory still grows only with the bytes.)
+    if upload.room.is_none() {
+        hold_room(budget, &mut upload.room, total, stall).await?;
+    }
     let appended =
         append_body(req, &mut upload.bytes, &mut upload.room, total, stall, budget).await;
     if let Err(e) = appended {
