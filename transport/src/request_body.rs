@@ -81,20 +81,7 @@ pub async fn read_body_within(
     let mut only: Option<Bytes> = None;
     let mut received = 0usize;
     loop {
-        // A frame already here sets no timer.
-        let frame = match body.frame().now_or_never() {
-            Some(frame) => frame,
-            None => {
-                let wait = next_wait(started, stall, received);
-                match tokio::time::timeout(wait, body.frame()).await {
-                    Err(_) => return Err(Error::BodyTimeout(stall)),
-                    Ok(frame) => frame,
-                }
-            }
-        };
-        let Some(frame) = frame else { break };
-        let frame = frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?;
-        let Ok(data) = frame.into_data() else { continue };
+        let Some(data) = next_data(&mut body, started, stall, received).await? else { break };
         received += data.len();
         if received > limit {
             return Err(Error::TooLarge { limit });
@@ -121,6 +108,32 @@ pub async fn read_body_within(
         }
     }
     finish_body(only.unwrap_or_else(|| all.freeze()), decoded, held)
+}
+
+/// The next data of a body (`None` at its end), within the pace [`next_wait`] allows after
+/// `received` bytes; a frame already here sets no timer.
+async fn next_data(
+    body: &mut RequestBody,
+    started: tokio::time::Instant,
+    stall: Duration,
+    received: usize,
+) -> Result<Option<Bytes>, Error> {
+    loop {
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None => match tokio::time::timeout(next_wait(started, stall, received), body.frame())
+                .await
+            {
+                Err(_) => return Err(Error::BodyTimeout(stall)),
+                Ok(frame) => frame,
+            },
+        };
+        let Some(frame) = frame else { return Ok(None) };
+        let frame = frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            return Ok(Some(data));
+        }
+    }
 }
 
 /// How long the next piece of a body may take: `stall` at most, and no longer than keeps the
@@ -170,19 +183,9 @@ pub async fn append_body(
     };
     let mut received = 0usize;
     loop {
-        let frame = match body.frame().now_or_never() {
-            Some(frame) => frame,
-            None => {
-                let wait = next_wait(started, stall, received);
-                match tokio::time::timeout(wait, body.frame()).await {
-                    Err(_) => return Err(Error::BodyTimeout(stall)),
-                    Ok(frame) => frame,
-                }
-            }
+        let Some(data) = next_data(&mut body, started, stall, received).await? else {
+            return Ok(());
         };
-        let Some(frame) = frame else { return Ok(()) };
-        let frame = frame.map_err(|e| Error::BadRequest(format!("cannot read body: {e}")))?;
-        let Ok(data) = frame.into_data() else { continue };
         received += data.len();
         append_piece(&data, into, room, total, stall, budget).await?;
     }
