@@ -5,8 +5,10 @@
 //! result sets, prepared statements, errors, a LOAD DATA LOCAL file (compressed by the client),
 //! with `mysql_async` and the `mariadb` CLI. `framing.rs`: the compressed packets themselves
 //! against the server's; `clients.rs`: mysql-connector-python, node mysql2 and both
-//! Connector/J drivers.
+//! Connector/J drivers; `broken.rs`: compressed packets a server refuses.
 
+#[path = "client_compression/broken.rs"]
+mod broken;
 #[path = "client_compression/clients.rs"]
 mod clients;
 #[path = "client_compression/framing.rs"]

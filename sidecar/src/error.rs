@@ -20,6 +20,9 @@ pub enum Error {
     /// sequence id is not 0 (a file sent for a request no turn announced).
     #[error("Got packets out of order")]
     PacketsOutOfOrder,
+    /// A compressed packet from the client that does not inflate to what it announced.
+    #[error("Couldn't uncompress communication packet")]
+    UncompressFailed,
     /// A client packet exceeded `max_packet`.
     #[error("Got a packet bigger than 'max_allowed_packet' bytes ({limit})")]
     PacketTooLarge {
@@ -234,6 +237,7 @@ impl Error {
                 (code::HANDSHAKE, *code::STATE_COMM, msg)
             }
             Error::PacketsOutOfOrder => (code::PACKETS_OUT_OF_ORDER, *code::STATE_COMM, msg),
+            Error::UncompressFailed => (code::UNCOMPRESS, *code::STATE_COMM, msg),
             Error::TransportUnreachable { .. }
             | Error::ConnectionBroken { .. }
             | Error::TransportSilent { .. }
@@ -257,7 +261,9 @@ impl Error {
         match self {
             Error::Config(_) => "config",
             Error::Io(_) => "client_io",
-            Error::ClientProtocol(_) | Error::PacketsOutOfOrder => "client_protocol",
+            Error::ClientProtocol(_) | Error::PacketsOutOfOrder | Error::UncompressFailed => {
+                "client_protocol"
+            }
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => "too_large",
             Error::AccessDenied { .. } => "access_denied",
             Error::TooManyClients => "too_many_clients",
@@ -294,6 +300,7 @@ impl Error {
                 | Error::Io(_)
                 | Error::ClientProtocol(_)
                 | Error::PacketsOutOfOrder
+                | Error::UncompressFailed
                 | Error::PacketTooLarge { .. }
                 | Error::Busy
                 | Error::FileRequestRefused { .. }

@@ -8,7 +8,7 @@ use tokio::net::TcpStream;
 
 #[path = "raw_compressed.rs"]
 mod compressed;
-pub use compressed::{CompressedClient, Framed};
+pub use compressed::{CompressedClient, Framed, com_query};
 
 /// SERVER_MORE_RESULTS_EXISTS.
 const MORE_RESULTS: u16 = 0x0008;

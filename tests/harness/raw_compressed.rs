@@ -26,6 +26,8 @@ pub struct Framed {
     pub bytes: Vec<u8>,
     /// Each compressed packet's uncompressed length, in order.
     pub lengths: Vec<usize>,
+    /// Each compressed packet's sequence id, in order.
+    pub seqs: Vec<u8>,
 }
 
 impl CompressedClient {
@@ -37,31 +39,57 @@ impl CompressedClient {
 
     /// Sends `sql` as a COM_QUERY and reads its whole answer, every result set.
     pub async fn query(&mut self, sql: &str) -> Framed {
-        let mut packet = Vec::new();
-        PacketHead::write(&mut packet, 1 + sql.len(), 0);
-        packet.push(0x03);
-        packet.extend_from_slice(sql.as_bytes());
         let mut wire = BytesMut::new();
-        compressed::encode(&packet, 0, &mut wire);
-        self.stream.write_all(&wire).await.expect("write a compressed command");
-        let (mut bytes, mut lengths, mut end) = (BytesMut::new(), Vec::new(), AnswerEnd::default());
+        compressed::encode(&com_query(sql), 0, &mut wire);
+        self.send(&wire).await;
+        self.answer().await
+    }
+
+    /// Sends bytes as they are: compressed packets made by the caller.
+    pub async fn send(&mut self, wire: &[u8]) {
+        self.stream.write_all(wire).await.expect("write a compressed command");
+    }
+
+    /// Reads one whole answer, every result set.
+    pub async fn answer(&mut self) -> Framed {
+        self.answer_or_end().await.expect("the server hung up before answering")
+    }
+
+    /// [`Self::answer`], or `None` when the peer hangs up before any of it.
+    pub async fn answer_or_end(&mut self) -> Option<Framed> {
+        let (mut bytes, mut framed, mut end) =
+            (BytesMut::new(), Framed::default(), AnswerEnd::default());
         loop {
             let before = bytes.len();
             match compressed::decode(&mut self.zin, &mut bytes, 1 << 25).expect("inflate") {
-                Some(_) => {
-                    lengths.push(bytes.len() - before);
+                Some(seq) => {
+                    framed.lengths.push(bytes.len() - before);
+                    framed.seqs.push(seq);
                     if end.reached(&bytes) {
                         assert!(self.zin.is_empty(), "nothing after the answer");
-                        return Framed { bytes: bytes.to_vec(), lengths };
+                        framed.bytes = bytes.to_vec();
+                        return Some(framed);
                     }
                 }
                 None => {
-                    let n = self.stream.read_buf(&mut self.zin).await.expect("read");
+                    let n = self.stream.read_buf(&mut self.zin).await.unwrap_or(0);
+                    if n == 0 && bytes.is_empty() && self.zin.is_empty() {
+                        return None;
+                    }
                     assert!(n > 0, "the server hung up mid-answer");
                 }
             }
         }
     }
+}
+
+/// A COM_QUERY packet of `sql`, sequence id 0.
+pub fn com_query(sql: &str) -> Vec<u8> {
+    let mut packet = Vec::new();
+    PacketHead::write(&mut packet, 1 + sql.len(), 0);
+    packet.push(0x03);
+    packet.extend_from_slice(sql.as_bytes());
+    packet
 }
 
 /// Where an answer ends (without CLIENT_DEPRECATE_EOF): an OK or ERR, or result sets each up to

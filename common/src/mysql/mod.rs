@@ -246,6 +246,8 @@ pub mod error_code {
     pub const PACKET_TOO_LARGE: u16 = 1153;
     /// ER_NET_PACKETS_OUT_OF_ORDER.
     pub const PACKETS_OUT_OF_ORDER: u16 = 1156;
+    /// ER_NET_UNCOMPRESS_ERROR.
+    pub const UNCOMPRESS: u16 = 1157;
     /// ER_CONNECT_TO_FOREIGN_DATA_SOURCE: the tunnel could not reach the transport or upstream.
     /// (Never a client-range code 2000–2999: libmariadb reports a server that sends one as
     /// "Malformed packet" and drops the message.)

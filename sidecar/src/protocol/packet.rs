@@ -254,8 +254,15 @@ impl PacketIo {
         while self.rbuf.len() < n {
             if let Some(z) = self.compressed.as_mut() {
                 let limit = self.max_packet + MAX_PAYLOAD;
-                let inflated = compressed::decode(&mut z.zin, &mut self.rbuf, limit)
-                    .map_err(|_| Error::ClientProtocol("a broken compressed packet"))?;
+                let next = z.zin.get(3).map(|seq| seq.wrapping_add(1));
+                let inflated = compressed::decode(&mut z.zin, &mut self.rbuf, limit);
+                let inflated = inflated.map_err(|_| {
+                    // The error that answers it follows it, as a server's does (both ids
+                    // the next of the compressed packet's, a server's `net_flush`).
+                    let next = next.unwrap_or_default();
+                    (self.seq, z.seq) = (next, next);
+                    Error::UncompressFailed
+                })?;
                 if let Some(seq) = inflated {
                     z.seq = seq.wrapping_add(1);
                     continue;
