@@ -1,7 +1,9 @@
 //! A relayed packet that may be a LOCAL INFILE request (short, its payload starting with 0xFB)
 //! stays queued until the turn's end, however the answer is split and whatever was flushed
 //! before it (in compressed packets too), so that a refused one never reaches the client; a NULL-first row followed by
-//! more of the answer, or a long 0xFB packet, is written as it comes.
+//! more of the answer, or a long 0xFB packet, is written as it comes. Any relayed packet not
+//! whole yet (up to 1 MiB) is held back from a flush too, so that an answer broken anywhere can
+//! end with the sidecar's error at a packet boundary.
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::compressed;
@@ -116,4 +118,25 @@ async fn rows_starting_with_0xfb_are_no_requests_once_more_follows() {
     io.write_raw(Bytes::from(packet(1, b"\xfbf"))).await.expect("write");
     io.flush().await.expect("flush");
     assert_eq!(io.queued_file_request(), None);
+}
+
+#[tokio::test]
+async fn an_answer_broken_anywhere_past_a_flush_ends_at_a_packet_boundary() {
+    // 70 rows of 1,004 bytes (the writer flushes after 64 KiB), then one of 300 KB.
+    let answer = [rows(1, 70), packet(71, &[b'z'; 300_000])].concat();
+    for cut in [70_000, 70_281, 70_282, 70_283, 70_284, 71_000, 200_000, answer.len() - 1] {
+        let (mut io, mut received) = writer().await;
+        for piece in answer[..cut].chunks(16 * 1024) {
+            io.write_raw(Bytes::copy_from_slice(piece)).await.expect("write");
+        }
+        assert!(io.take_back_partial(), "cut at {cut}: nothing of its last packet went out");
+        io.flush().await.expect("flush");
+        drop(io);
+        let mut sent = Vec::new();
+        while let Some(piece) = received.recv().await {
+            sent.extend(piece);
+        }
+        let whole = if cut < 70_280 { cut / 1004 * 1004 } else { 70_280 };
+        assert_eq!(sent.len(), whole, "cut at {cut}: the whole packets before it");
+    }
 }

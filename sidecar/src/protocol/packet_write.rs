@@ -15,6 +15,11 @@ use crate::Error;
 /// far shorter); a longer packet starting with 0xFB is written as it comes.
 const FILE_REQUEST_MAX: usize = 64 * 1024;
 
+/// The longest relayed packet whose start is held back from a flush until it is whole: an
+/// answer broken there, and not resumed, still ends with an error at a packet boundary, where
+/// a client reads it (a longer packet goes out as it comes, as the server sends it).
+const PARTIAL_HOLD_MAX: usize = 1 << 20;
+
 impl PacketIo {
     /// Queues one logical packet (split at 16 MiB, with an empty trailer when the length is
     /// an exact multiple). Flushes when enough is buffered.
@@ -188,7 +193,20 @@ impl PacketIo {
         if self.compressed.is_some() {
             return self.send_compressed(false).await;
         }
-        self.send(self.possible_file_request()).await
+        self.send(self.possible_file_request().max(self.partial_relayed())).await
+    }
+
+    /// How many bytes at the end of the queue are a relayed packet not whole yet, when it is
+    /// at most [`PARTIAL_HOLD_MAX`] bytes and none of it was sent: what a flush holds back.
+    fn partial_relayed(&self) -> usize {
+        let (len, _) = self.relayed_packet;
+        let partial = match self.relayed_head.1 {
+            0 if self.relayed_left == 0 => return 0,
+            0 => PacketHead::LEN + len - self.relayed_left,
+            have => have,
+        };
+        let held_whole = self.relayed_head.1 > 0 || len <= PARTIAL_HOLD_MAX;
+        if held_whole && partial <= self.queued() { partial } else { 0 }
     }
 
     /// How many bytes at the end of the queue are a relayed packet that may be a LOCAL INFILE
@@ -244,15 +262,15 @@ impl PacketIo {
 
     /// Writes what is queued but its last `hold` bytes (not in the compressed protocol).
     async fn send(&mut self, hold: usize) -> Result<(), Error> {
-        if !self.held.is_empty() && hold > 0 {
-            self.spill();
-        }
         if !self.held.is_empty() {
-            // A relayed answer in one piece, as it came.
-            self.flushes += 1;
-            self.stream.write_all(&self.held).await?;
-            self.stream.flush().await?;
-            self.held = Bytes::new();
+            // A relayed answer in one piece, as it came (its held-back end stays, uncopied).
+            let upto = self.held.len() - hold;
+            if upto > 0 {
+                self.flushes += 1;
+                self.stream.write_all(&self.held[..upto]).await?;
+                self.stream.flush().await?;
+                self.held = self.held.slice(upto..);
+            }
             return Ok(());
         }
         if self.wbuf.len() > hold {
@@ -304,71 +322,5 @@ impl PacketIo {
 }
 
 #[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-    use common::seeded::Draw;
-    use tokio::io::AsyncReadExt;
-    use tokio::net::{TcpListener, TcpStream};
-
-    use super::PacketIo;
-
-    #[tokio::test]
-    async fn relayed_packets_are_followed_however_they_are_split() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let client = TcpStream::connect(listener.local_addr().expect("addr")).await;
-        let (server, _) = listener.accept().await.expect("accept");
-        let mut client = client.expect("connect");
-        // The client reads whatever is flushed to it, so that writes never wait.
-        let reader = tokio::spawn(async move {
-            let mut sink = vec![0; 64 * 1024];
-            while client.read(&mut sink).await.is_ok_and(|n| n > 0) {}
-        });
-        let mut io = PacketIo::new(server, 64 << 20);
-        let mut rng = Draw::seeded("relayed packets split anywhere");
-        for _ in 0..300 {
-            // Packets of 0..300 bytes with any sequence id, then split at random points.
-            let (mut wire, mut ends) = (Vec::new(), Vec::new());
-            let mut last_seq = 0u8;
-            for _ in 0..1 + rng.below(6) {
-                let len = rng.below(300);
-                last_seq = rng.bits() as u8;
-                wire.extend_from_slice(&[len as u8, (len >> 8) as u8, 0, last_seq]);
-                wire.extend((0..len).map(|_| rng.bits() as u8));
-                ends.push(wire.len());
-            }
-            let mut at = 0;
-            while at < wire.len() {
-                let end = (at + 1 + rng.below(12)).min(wire.len());
-                io.write_raw(Bytes::copy_from_slice(&wire[at..end])).await.expect("write");
-                // At a boundary exactly where a packet ends.
-                assert_eq!(io.at_packet_boundary(), ends.contains(&end), "{wire:?} to {end}");
-                at = end;
-            }
-            assert_eq!(io.next_seq(), last_seq.wrapping_add(1));
-            io.flush().await.expect("flush");
-            // An answer broken anywhere: what is queued of its last packet is taken back, the
-            // queue then ends where its last whole packet ends, and the id after that
-            // packet's is next.
-            let cut = 1 + rng.below(wire.len());
-            let whole = ends.iter().copied().filter(|&e| e <= cut).max().unwrap_or(0);
-            let expected_seq = match ends.iter().position(|&e| e == whole) {
-                Some(i) => wire[if i == 0 { 0 } else { ends[i - 1] } + 3].wrapping_add(1),
-                None => io.next_seq(),
-            };
-            let mut at = 0;
-            while at < cut {
-                let end = (at + 1 + rng.below(12)).min(cut);
-                io.write_raw(Bytes::copy_from_slice(&wire[at..end])).await.expect("write");
-                at = end;
-            }
-            assert!(io.take_back_partial(), "nothing of it was sent");
-            assert!(io.at_packet_boundary());
-            assert_eq!(io.queued(), whole, "cut at {cut} of {wire:?}");
-            assert_eq!(io.next_seq(), expected_seq, "cut at {cut} of {wire:?}");
-            io.flush().await.expect("flush");
-        }
-        io.flush().await.expect("flush");
-        drop(io);
-        reader.await.expect("reader");
-    }
-}
+#[path = "packet_write_tests.rs"]
+mod tests;
