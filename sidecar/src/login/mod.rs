@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use config::LoginConfig;
 
+use crate::Error;
 use crate::config::SidecarConfig;
 use crate::tunnel::jwt_claims;
 
@@ -32,26 +33,27 @@ impl Refresher {
         Ok(Self { config: config.clone(), idp: idp::Idp::new(&config.issuer)? })
     }
 
-    /// A new access token; a rotated refresh token is kept. `Err((needs_login, why))`:
-    /// `needs_login` when only a new `sidecar login` helps.
-    pub async fn access_token(&self) -> Result<String, (bool, String)> {
+    /// A new access token; a rotated refresh token is kept. [`Error::LoginNeeded`] when only a
+    /// new `sidecar login` helps, [`Error::LoginFailed`] when the provider cannot give one now.
+    pub async fn access_token(&self) -> Result<String, Error> {
         let issuer = self.idp.issuer();
         let saved = store::load(&self.config)
-            .map_err(|e| (true, e))?
-            .ok_or_else(|| (true, format!("nobody is logged in at {issuer}")))?;
-        let endpoints = self.idp.discover().await.map_err(|e| (false, e))?;
+            .map_err(Error::LoginNeeded)?
+            .ok_or_else(|| Error::LoginNeeded(format!("nobody is logged in at {issuer}")))?;
+        let endpoints = self.idp.discover().await.map_err(Error::LoginFailed)?;
         match flows::refresh(&self.config, &self.idp, &endpoints, &saved.refresh_token).await {
             Ok(tokens) => {
                 if let Some(rotated) = tokens.refresh.filter(|r| *r != saved.refresh_token) {
                     let saved = store::Saved { refresh_token: rotated, ..saved };
-                    store::save(&self.config, &saved).map_err(|e| (false, e))?;
+                    store::save(&self.config, &saved).map_err(Error::LoginFailed)?;
                 }
                 Ok(tokens.access)
             }
-            Err(flows::RefreshFailed::Refused(why)) => {
-                Err((true, format!("the login of {} at {issuer} has ended ({why})", saved.who)))
-            }
-            Err(flows::RefreshFailed::Unreachable(why)) => Err((false, why)),
+            Err(flows::RefreshFailed::Refused(why)) => Err(Error::LoginNeeded(format!(
+                "the login of {} at {issuer} has ended ({why})",
+                saved.who
+            ))),
+            Err(flows::RefreshFailed::Unreachable(why)) => Err(Error::LoginFailed(why)),
         }
     }
 }

@@ -204,8 +204,10 @@ impl TokenCommand {
         }
         let got = match &self.source {
             Source::Command(argv) => run(argv).await.map_err(Failure::Command),
-            Source::Login(refresher) => refresher.access_token().await.map_err(|(needs, why)| {
-                if needs { Failure::LoginNeeded(why) } else { Failure::Login(why) }
+            Source::Login(refresher) => refresher.access_token().await.map_err(|e| match e {
+                Error::LoginNeeded(why) => Failure::LoginNeeded(why),
+                Error::LoginFailed(why) => Failure::Login(why),
+                other => Failure::Login(other.to_string()),
             }),
         };
         let token = match got {
