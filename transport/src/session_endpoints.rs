@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
+use common::mysql::command_policy::may_ask_for_a_file;
 use common::mysql::packet;
 use common::wire::{
     HEARTBEAT_HEADER, INFILE_HEADER, MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER,
@@ -241,10 +242,6 @@ async fn infile(
 /// The files the statements of a request name for LOAD DATA LOCAL (a quick look for the word
 /// first: most statements name none).
 fn files_named(asked: &[crate::relay::request::Asked<'_>]) -> Vec<Vec<u8>> {
-    let queries = asked.iter().filter_map(|a| a.payload.split_first());
-    let queries = queries.filter(|(cmd, _)| **cmd == common::mysql::command::QUERY);
-    queries
-        .filter(|(_, text)| text.windows(6).any(|w| w.eq_ignore_ascii_case(b"infile")))
-        .flat_map(|(_, text)| common::mysql::local_infile::named_files(text))
-        .collect()
+    let queries = asked.iter().filter(|a| may_ask_for_a_file(a.payload));
+    queries.flat_map(|a| common::mysql::local_infile::named_files(&a.payload[1..])).collect()
 }

@@ -1,6 +1,7 @@
 //! Named MySQL protocol constants used on both sides (command bytes, capability and status
 //! flags, the error codes the tunnel itself reports) and the one builder of its ERR packets.
 
+pub mod command_policy;
 pub mod compressed;
 pub mod greeting;
 pub mod local_infile;

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use common::mysql::command_policy::{CommandPolicy, waits_for_the_client};
 use common::mysql::{capability as cap, command};
 use common::rare::RareWait;
 use common::wire::{LoginAs, SessionEnd, TurnEnd};
@@ -99,22 +100,19 @@ impl Connection {
             let Some(&cmd) = packet.get(4) else {
                 return Err(Error::ClientProtocol("empty command packet"));
             };
-            match cmd {
-                command::QUIT => return Ok(Served::Quit),
-                command::CHANGE_USER if self.checks_change_user(&packet[5..])? => {
+            match CommandPolicy::of(cmd) {
+                CommandPolicy::Quit => return Ok(Served::Quit),
+                _ if cmd == command::CHANGE_USER && self.checks_change_user(&packet[5..])? => {
                     room.clear();
                     self.change_user_as(session, &packet[5..]).await?;
                     continue;
                 }
                 // No answer: they ride on the next command's request.
-                command::STMT_CLOSE | command::STMT_SEND_LONG_DATA => {
+                CommandPolicy::Unanswered => {
                     riding.extend_from_slice(&packet);
                     continue;
                 }
-                command::BINLOG_DUMP
-                | command::BINLOG_DUMP_GTID
-                | command::TABLE_DUMP
-                | command::REGISTER_SLAVE => {
+                CommandPolicy::Replication => {
                     debug!(command = cmd, "replication command not relayed");
                     self.write_error(&Error::NotRelayed).await?;
                     continue;
@@ -163,8 +161,9 @@ impl Connection {
         let (mut last, mut bytes) = (first.clone(), first.len());
         while let Some((cmd, size)) = self.io.buffered_command() {
             bytes += size;
-            if asked == limit || bytes > max_bytes || !pipelines(cmd) || waits_for_the_client(&last)
-            {
+            let policy = CommandPolicy::of(cmd);
+            let alone = !policy.pipelines() || waits_for_the_client(&last[4..]);
+            if asked == limit || bytes > max_bytes || alone {
                 break;
             }
             let Some((packet, held)) = self.io.read_raw_within(Some(budget)).await? else { break };
@@ -174,7 +173,7 @@ impl Connection {
             }
             last = packet.clone();
             packets.push(packet);
-            if !matches!(cmd, command::STMT_CLOSE | command::STMT_SEND_LONG_DATA) {
+            if policy != CommandPolicy::Unanswered {
                 asked += 1;
             }
         }
@@ -302,63 +301,5 @@ impl Connection {
         };
         let mut frames = self.tunnel.relay(session, RelayStep::LoginAs(&login)).await?;
         write_login_packets(&mut self.io, &mut frames).await.map(drop)
-    }
-}
-
-/// True for a command that may go in the same request as the client's command before it: one
-/// relayed as it is (COM_QUIT, COM_CHANGE_USER, which the sidecar may check itself, and
-/// replication commands go alone).
-fn pipelines(cmd: u8) -> bool {
-    !matches!(
-        cmd,
-        command::QUIT
-            | command::CHANGE_USER
-            | command::BINLOG_DUMP
-            | command::BINLOG_DUMP_GTID
-            | command::TABLE_DUMP
-            | command::REGISTER_SLAVE
-    )
-}
-
-/// True for a command (`packet` with its header) whose answer may wait for the client: a
-/// COM_CHANGE_USER (an auth switch) or a COM_QUERY that may be a LOAD DATA LOCAL (a file). The
-/// server would take the commands pipelined behind it for the client's reply, so none go
-/// with it.
-fn waits_for_the_client(packet: &[u8]) -> bool {
-    match packet.get(4) {
-        Some(&command::CHANGE_USER) => true,
-        Some(&command::QUERY) => packet[5..].windows(6).any(|w| w.eq_ignore_ascii_case(b"infile")),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn packet(payload: &[u8]) -> Vec<u8> {
-        let mut p = (payload.len() as u32).to_le_bytes().to_vec();
-        p[3] = 0;
-        p.extend_from_slice(payload);
-        p
-    }
-
-    #[test]
-    fn nothing_rides_behind_what_waits_for_the_client() {
-        assert!(waits_for_the_client(&packet(b"\x03load data local InFile 'x' into table t")));
-        assert!(waits_for_the_client(&packet(b"\x11app\0")));
-        assert!(!waits_for_the_client(&packet(b"\x03SELECT 1")));
-        assert!(!waits_for_the_client(&packet(b"\x16SELECT 'infile'")));
-        assert!(!waits_for_the_client(&packet(b"\x03")));
-    }
-
-    #[test]
-    fn commands_the_sidecar_handles_itself_go_alone() {
-        for cmd in [command::QUERY, command::STMT_EXECUTE, command::STMT_CLOSE, command::PING] {
-            assert!(pipelines(cmd));
-        }
-        for cmd in [command::QUIT, command::CHANGE_USER, command::BINLOG_DUMP] {
-            assert!(!pipelines(cmd));
-        }
     }
 }

@@ -1,9 +1,10 @@
 //! What a relayed command request holds (sans-IO): whole MySQL packets from the client, that is
 //! the commands the client sent before waiting for an answer (one, or several pipelined),
-//! commands without an answer (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA) among them. Each
+//! commands without an answer among them (as `common::mysql::command_policy` says). Each
 //! command with an answer decides how its answer is framed.
 
-use common::mysql::{command, packet};
+use common::mysql::command_policy::{Answer, CommandPolicy};
+use common::mysql::packet;
 use common::wire::MAX_PIPELINED_COMMANDS;
 
 use super::framing::Expect;
@@ -68,31 +69,21 @@ pub fn commands_asked(body: &[u8]) -> Result<Vec<Asked<'_>>, BadCommands> {
     Ok(asked)
 }
 
-/// How the answer to a command starts; `None` for commands without one. Commands are allowed
-/// by a list: anything else (COM_QUIT, replication and clone streams, the server's internal
-/// commands, bytes no server knows) is refused before it reaches the server, whose protocol it
-/// could switch under the relay's feet.
+/// How the answer to a command starts; `None` for commands without one. Which commands are
+/// relayed, and how each is answered, is `CommandPolicy`'s table; anything else is refused
+/// before it reaches the server.
 pub fn answer_of(cmd: u8) -> Result<Option<Expect>, BadCommands> {
-    Ok(Some(match cmd {
-        command::STMT_CLOSE | command::STMT_SEND_LONG_DATA => return Ok(None),
-        command::QUERY
-        | command::STMT_EXECUTE
-        | command::STMT_BULK_EXECUTE
-        | command::PROCESS_INFO => Expect::Result,
-        command::STMT_PREPARE => Expect::Prepare,
-        command::STMT_FETCH => Expect::Rows,
-        command::FIELD_LIST => Expect::FieldList,
-        command::CHANGE_USER => Expect::Auth,
-        command::INIT_DB
-        | command::REFRESH
-        | command::DEBUG
-        | command::STATISTICS
-        | command::PING
-        | command::PROCESS_KILL
-        | command::STMT_RESET
-        | command::SET_OPTION
-        | command::RESET_CONNECTION => Expect::OnePacket,
-        _ => return Err(BadCommands::NotRelayed(cmd)),
+    Ok(Some(match CommandPolicy::of(cmd) {
+        CommandPolicy::Unanswered => return Ok(None),
+        CommandPolicy::Answered(Answer::Result) => Expect::Result,
+        CommandPolicy::Answered(Answer::Prepare) => Expect::Prepare,
+        CommandPolicy::Answered(Answer::Rows) => Expect::Rows,
+        CommandPolicy::Answered(Answer::FieldList) => Expect::FieldList,
+        CommandPolicy::Answered(Answer::Auth) => Expect::Auth,
+        CommandPolicy::Answered(Answer::OnePacket) => Expect::OnePacket,
+        CommandPolicy::Quit | CommandPolicy::Replication | CommandPolicy::Unlisted => {
+            return Err(BadCommands::NotRelayed(cmd));
+        }
     }))
 }
 
@@ -151,6 +142,7 @@ pub fn check_file_piece(body: &[u8], last_seq: u8, last: bool) -> Result<u8, Bad
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::mysql::command;
 
     fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
         let mut p = Vec::new();
@@ -248,5 +240,26 @@ mod tests {
         assert_eq!(check_file_piece(&body, 0, false), Ok(2));
         body.extend(packet(3, b""));
         assert_eq!(check_file_piece(&body, 0, true), Ok(3));
+    }
+
+    #[test]
+    fn each_command_is_framed_as_the_policy_table_says() {
+        for cmd in 0..=255u8 {
+            let policy = CommandPolicy::of(cmd);
+            assert_eq!(answer_of(cmd).is_ok(), policy.is_relayed(), "0x{cmd:02x}");
+            let unanswered = policy == CommandPolicy::Unanswered;
+            assert_eq!(answer_of(cmd) == Ok(None), unanswered, "0x{cmd:02x}");
+        }
+        let framed = [
+            (0x03, Expect::Result),
+            (0x16, Expect::Prepare),
+            (0x1c, Expect::Rows),
+            (0x04, Expect::FieldList),
+            (0x11, Expect::Auth),
+            (0x0e, Expect::OnePacket),
+        ];
+        for (cmd, expect) in framed {
+            assert_eq!(answer_of(cmd), Ok(Some(expect)), "0x{cmd:02x}");
+        }
     }
 }
