@@ -94,7 +94,7 @@ pub struct TransportLink {
     /// expires (a JWT's `exp`) or is refused: an SSO helper, a secrets manager's CLI.
     pub token_command: Option<Vec<String>>,
     /// A person's single sign-on (`sidecar login`): the provider, and this sidecar's client.
-    pub login: Option<crate::login::config::LoginConfig>,
+    pub login: Option<crate::login_config::LoginConfig>,
     /// Time allowed to connect to the transport.
     #[serde(with = "serde_duration")]
     pub connect_timeout: Duration,

@@ -11,6 +11,9 @@ use serde::Deserialize;
 
 use crate::Error;
 
+/// Bytes of a step's answer kept for a resume unless `resume_window` says otherwise.
+pub const DEFAULT_RESUME_WINDOW: u64 = 8 << 20;
+
 /// The whole transport configuration file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -147,7 +150,7 @@ impl Default for TransportConfig {
             worker_threads: 0,
             shutdown_grace: Duration::from_secs(10),
             compression: true,
-            resume_window: crate::resume::DEFAULT_WINDOW,
+            resume_window: DEFAULT_RESUME_WINDOW,
             max_resume_bytes: 256 << 20,
             audit: None,
             log: LogConfig::default(),

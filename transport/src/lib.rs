@@ -1,11 +1,22 @@
 //! sqltunnel transport: an HTTP server that holds one relayed upstream MySQL connection per
 //! client session and streams each answer back as binary frames.
 //!
-//! Layers, lowest first: `client_addr`, `identity` (who a token is), `config`, `config_checks`, `error` → `relay` (the upstream leg at packet
-//! level) → `resume_budget`, `resume` (a step's answer kept for a resume,
-//! within the budget all sessions share) → `session`, `shares` (each identity's share) → `state` → `incoming` (a request of either carrier), `request_body`, `body`, `reply`,
-//! `stream` (the WebSocket carrier), `turn_reply` (a step answered with its turn) → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login) → `api`
-//! (routing, control endpoints) → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`, `server`.
+//! Layers, lowest first (a module uses its own layer's and lower ones', never a higher one's;
+//! `tests/docs.rs` checks it):
+//! `error`, `client_addr`, `id_hash`, `audit_redact`, `audit` (the audit log), `identity` (who
+//! a token is), `config`, `config_checks`
+//! → `relay` (the upstream leg at packet level)
+//! → `resume_budget`, `resume_kept`, `resume` (a step's answer kept for a resume, within the
+//! budget all sessions share)
+//! → `shares` (each identity's share), `upload_held`, `session`, `readiness`, `refusals`
+//! → `metrics`, `churn`, `state`
+//! → `incoming` (a request of either carrier), `request_body`, `body`, `reply`, `stream` (the
+//! WebSocket carrier), `command_log`, `turn_reply` (a step answered with its turn), `steps`,
+//! `uploads`, `idle_watch`, `ending`, `probes`
+//! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
+//! → `api` (routing, control endpoints)
+//! → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`,
+//! `server`.
 
 pub mod api;
 pub mod audit;

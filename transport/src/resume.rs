@@ -4,7 +4,7 @@
 //! running turn lives here, not in the response that streams it: the same step sent again
 //! takes the turn over at once, whatever became of the old response (gone, or stuck writing to
 //! a peer that vanished), and gets the answer from the byte the sidecar had, then the rest as
-//! it comes. The window ([`DEFAULT_WINDOW`] unless
+//! it comes. The window ([`DEFAULT_RESUME_WINDOW`] unless
 //! configured) must exceed what the sockets and proxies between the two hold in flight.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,12 +16,10 @@ use common::wire::AnswerDigest;
 use http::StatusCode;
 
 use crate::Error;
+use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
 use crate::resume_budget::ResumeBudget;
 use crate::resume_kept::KeptAnswer;
-
-/// Bytes of a step's answer kept for a resume unless `resume_window` says otherwise.
-pub const DEFAULT_WINDOW: u64 = 8 << 20;
 
 /// The owner of a turn whose response is gone: the turn waits for its step to come again.
 const NOBODY: u64 = 0;
@@ -122,7 +120,7 @@ impl Default for Resumable {
             live: Live::Idle,
             owners: NOBODY,
         };
-        Self { state: Mutex::new(state), window: DEFAULT_WINDOW.into() }
+        Self { state: Mutex::new(state), window: DEFAULT_RESUME_WINDOW.into() }
     }
 }
 

@@ -53,7 +53,7 @@ fn only_the_window_is_kept() {
     {
         let mut state = lock(&r.state);
         for _ in 0..12 {
-            state.kept.record(&chunk, DEFAULT_WINDOW);
+            state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
         }
         state.complete = true;
     }
@@ -75,7 +75,7 @@ fn the_budget_bounds_what_all_sessions_keep() {
         assert!(r.begin(1).is_ok());
         let mut state = lock(&r.state);
         for _ in 0..2 {
-            state.kept.record(&chunk, DEFAULT_WINDOW);
+            state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
         }
         state.complete = true;
     }

@@ -6,7 +6,6 @@
 //! error that says to run `sidecar login`.
 
 mod browser;
-pub mod config;
 mod flows;
 mod idp;
 mod store;
@@ -14,7 +13,7 @@ mod store;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use config::LoginConfig;
+pub use crate::login_config::LoginConfig;
 
 use crate::Error;
 use crate::config::SidecarConfig;

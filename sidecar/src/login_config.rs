@@ -1,5 +1,5 @@
 //! The `transport.login` section of the sidecar's config: the identity provider a person
-//! logs in at with `sidecar login`, and the sidecar's client there.
+//! logs in at with `sidecar login` (`login/`), and the sidecar's client there.
 
 use serde::Deserialize;
 
