@@ -7,14 +7,11 @@
 # (oltp_point_select, oltp_read_only) for SECONDS against each in turn. Prints each round's
 # QPS and, per build, the median and spread of its ratio to wstunnel in the same round: a
 # difference of a few percent between builds shows only over many rounds on a noisy machine.
-# A BIN_DIR written DIR@N runs its sidecar with SQLTUNNEL_CALIBRATE_SPIN=N: built with the
-# sidecar's `calibrate` feature, it adds about 6 N instructions to each command's path, which
-# shows what instructions there cost (docs/benchmarks.md).
 # Example: scripts/versus.sh 6 5 oltp_point_select disable 1 /tmp/old target/release
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
-(($# >= 6)) || { sed -n '2,13p' "$0"; exit 2; }
+(($# >= 6)) || { sed -n '2,10p' "$0"; exit 2; }
 ROUNDS=$1 SECONDS_EACH=$2 WORKLOAD=$3 PS_MODE=$4 THREADS=$5
 shift 5
 BUILDS=("$@")
@@ -44,18 +41,16 @@ sysbench_on "$db_port" 0 prepare >/dev/null
 declare -A PORT
 NAMES=()
 for i in "${!BUILDS[@]}"; do
-    build=${BUILDS[$i]} transport_port=$(free_port) sidecar_port=$(free_port)
-    dir=${build%@*} spin=0
-    [[ $build == *@* ]] && spin=${build##*@}
+    dir=${BUILDS[$i]} transport_port=$(free_port) sidecar_port=$(free_port)
     transport_config configs "127.0.0.1:$db_port" "$transport_port" "$WORK/transport.$i.yaml"
     sidecar_config configs "$transport_port" "$sidecar_port" "$WORK/sidecar.$i.yaml"
     "$dir/transport" --config "$WORK/transport.$i.yaml" >"$WORK/transport.$i.log" 2>&1 &
     PIDS+=($!)
-    SQLTUNNEL_CALIBRATE_SPIN=$spin "$dir/sidecar" --config "$WORK/sidecar.$i.yaml" >"$WORK/sidecar.$i.log" 2>&1 &
+    "$dir/sidecar" --config "$WORK/sidecar.$i.yaml" >"$WORK/sidecar.$i.log" 2>&1 &
     PIDS+=($!)
     wait_port "$sidecar_port"
-    PORT[$i:$build]=$sidecar_port
-    NAMES+=("$i:$build")
+    PORT[$i:$dir]=$sidecar_port
+    NAMES+=("$i:$dir")
 done
 ws_server=$(free_port) ws_client=$(free_port)
 "$WSTUNNEL" server --restrict-to "127.0.0.1:$db_port" "ws://127.0.0.1:$ws_server" >/dev/null 2>&1 &

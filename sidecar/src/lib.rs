@@ -14,8 +14,6 @@
 //! → `heartbeat`, `server`, `check` (the `sidecar check` command), `service` (`sidecar
 //! service`, a Windows service).
 
-#[cfg(feature = "calibrate")]
-pub mod calibrate;
 pub mod check;
 pub mod client_tls;
 pub mod config;

@@ -130,8 +130,6 @@ impl Connection {
                 riding.split().freeze()
             };
             let started = std::time::Instant::now();
-            #[cfg(feature = "calibrate")]
-            crate::calibrate::spin();
             let step = RelayStep::Command(body);
             let exchanged = self.exchange(session, step, &last_command, &mut cut_wait).await;
             self.shared.metrics.command_seconds.observe(started.elapsed().as_secs_f64());
