@@ -3,6 +3,7 @@
 
 pub mod command_policy;
 pub mod compressed;
+pub mod err_packet;
 pub mod greeting;
 pub mod local_infile;
 pub mod packets;

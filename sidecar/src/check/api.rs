@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::mysql::err_packet::ErrPacket;
 use common::wire::{JSON_CONTENT_TYPE, NGINX_STREAM_LINES, OpenRelay, Route, TurnEnd};
 use serde::Deserialize;
 
@@ -288,10 +289,13 @@ async fn greeting_version(tunnel: &TunnelClient, upstream: &str) -> Result<Strin
             // MariaDB prefixes its version with 5.5.5- for old clients.
             Ok(version.strip_prefix("5.5.5-").unwrap_or(&version).to_owned())
         }
-        (_, Some((&common::mysql::packet::ERR, rest))) if rest.len() > 2 => {
-            Err(Broken::UpstreamSaid(String::from_utf8_lossy(&rest[2..]).into_owned()).into())
-        }
-        _ => Err(Broken::Greeting("no greeting").into()),
+        _ => match ErrPacket::parse_before_greeting(first) {
+            Some(err) if !err.message.is_empty() => {
+                let said = String::from_utf8_lossy(err.message).into_owned();
+                Err(Broken::UpstreamSaid(said).into())
+            }
+            _ => Err(Broken::Greeting("no greeting").into()),
+        },
     }
 }
 

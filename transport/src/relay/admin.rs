@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use common::mysql::err_packet::ErrPacket;
 use common::mysql::{capability as cap, packet};
 use common::wire::LoginAs;
 
@@ -121,15 +122,10 @@ pub async fn probe(
 /// "code: message" of an ERR packet (header included).
 fn error_text(packet: &[u8]) -> String {
     let payload = packet.get(PacketHead::LEN..).unwrap_or_default();
-    if payload.first() != Some(&packet::ERR) || payload.len() < 3 {
-        return "an unexpected answer".into();
+    match ErrPacket::parse(payload) {
+        Some(err) => format!("{}: {}", err.code, String::from_utf8_lossy(err.message)),
+        None => "an unexpected answer".into(),
     }
-    let code = u16::from_le_bytes([payload[1], payload[2]]);
-    let mut message = &payload[3..];
-    if message.first() == Some(&b'#') && message.len() >= 6 {
-        message = &message[6..];
-    }
-    format!("{code}: {}", String::from_utf8_lossy(message))
 }
 
 #[cfg(test)]

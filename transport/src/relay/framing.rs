@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use common::mysql::err_packet::ErrPacket;
 use common::mysql::packets::{PacketHead, lenenc_int, ok_status};
 use common::mysql::{packet, status};
 use common::wire::TurnEnd;
@@ -307,7 +308,7 @@ impl Framing {
         match (self.state, p.first().copied()) {
             (State::Auth { .. }, _) => {}
             (_, Some(packet::ERR)) if !progress => {
-                tally.error = p.get(1..3).map(|c| u16::from_le_bytes([c[0], c[1]]));
+                tally.error = ErrPacket::parse(p).map(|err| err.code);
             }
             (State::ResultHead, Some(packet::OK)) => {
                 let affected = p.get(1..).and_then(lenenc_int).map_or(0, |(n, _)| n);
@@ -325,7 +326,7 @@ impl Framing {
     }
 
     fn is_progress(&self, p: &[u8]) -> bool {
-        self.shape.progress && p.get(1..3) == Some(&packet::PROGRESS_REPORT_CODE.to_le_bytes()[..])
+        self.shape.progress && ErrPacket::parse(p).is_some_and(|err| err.is_progress_report())
     }
 
     /// A 0xFE packet in the rows is their terminator when it is short: an EOF (< 9 bytes) or,
