@@ -1,6 +1,10 @@
 //! The docs stay true about the code's layout: every file or folder that ARCHITECTURE.md, the
 //! README, CONTRIBUTING.md and docs/ (subfolders too) name in backticks (`transport/src/steps.rs`,
-//! `relay/`, `digest.rs`) exists in the tree, as a path or as the end of one.
+//! `relay/`, `digest.rs`) exists in the tree, as a path or as the end of one. `layers.rs`: the
+//! layering each crate's `lib.rs` states holds.
+
+#[path = "docs/layers.rs"]
+mod layers;
 
 use std::path::{Path, PathBuf};
 
