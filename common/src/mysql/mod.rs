@@ -5,6 +5,7 @@ pub mod command_policy;
 pub mod compressed;
 pub mod err_packet;
 pub mod greeting;
+pub mod handshake_response;
 pub mod local_infile;
 pub mod packets;
 

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use common::mysql::capability as cap;
+use common::mysql::handshake_response::HandshakeResponse;
 use common::wire::{LoginAs, OpenRelay, TurnEnd};
 use tokio::time::Instant;
 
@@ -15,11 +16,6 @@ use crate::greetings::Prepared;
 use crate::protocol::{ClientHello, greeting_capabilities, greeting_scramble, parse_client_hello};
 use crate::tunnel::RelayStep;
 
-/// Length of an SSLRequest (the fixed part of a handshake response).
-const SSL_REQUEST_LEN: usize = 32;
-/// Offset of MariaDB's extended capabilities in a handshake response.
-const MARIADB_CAPS_AT: usize = 28;
-
 impl Connection {
     /// Greets, then relays the login until the upstream decides. Returns the session id, or
     /// `None` when the upstream refused (its ERR was relayed).
@@ -28,7 +24,7 @@ impl Connection {
         let Some((mut session, greeting)) = self.greet().await? else { return Ok(None) };
         self.opening = Some(session.clone());
         let mut packet = by(deadline, self.io.read_expected("client hung up during login")).await?;
-        if packet.len() == SSL_REQUEST_LEN && client_flags(&packet) & cap::SSL != 0 {
+        if HandshakeResponse::parse(&packet).is_some_and(|r| r.ssl_request) {
             let acceptor = self.shared.client_tls.clone().ok_or(Error::TlsUnsupported)?;
             by(deadline, self.io.upgrade_tls(&acceptor)).await?;
             packet = by(deadline, self.io.read_expected("client hung up after TLS")).await?;
@@ -48,7 +44,7 @@ impl Connection {
         self.user = Some(hello.user.clone());
         self.client = ClientInfo {
             capabilities: hello.capabilities,
-            mariadb: mariadb_flags(&hello, &packet),
+            mariadb: hello.mariadb_capabilities,
             collation: hello.collation,
         };
         let config = &self.shared.config;
@@ -175,19 +171,4 @@ async fn by<T, E: Into<Error>>(
         Ok(result) => result.map_err(Into::into),
         Err(_) => Err(Error::ClientProtocol("login not completed in time")),
     }
-}
-
-/// MariaDB's extended capabilities in a handshake response (when it clears CLIENT_MYSQL).
-fn mariadb_flags(hello: &ClientHello, packet: &[u8]) -> u32 {
-    match packet.get(MARIADB_CAPS_AT..MARIADB_CAPS_AT + 4) {
-        Some(b) if hello.capabilities & cap::LONG_PASSWORD == 0 => {
-            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-        }
-        _ => 0,
-    }
-}
-
-/// The capability flags at the start of a handshake response or SSLRequest.
-fn client_flags(p: &[u8]) -> u32 {
-    p.get(..4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }

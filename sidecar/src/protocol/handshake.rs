@@ -4,6 +4,7 @@
 use bytes::Buf;
 use common::mysql::capability as cap;
 use common::mysql::greeting::Greeting;
+use common::mysql::handshake_response::HandshakeResponse;
 
 use super::auth::Scramble;
 use crate::Error;
@@ -24,6 +25,8 @@ pub fn greeting_capabilities(g: &[u8]) -> Option<u32> {
 pub struct ClientHello {
     /// Client capabilities (already intersected with the server's by the caller).
     pub capabilities: u32,
+    /// MariaDB's extended capabilities (0 when the client is not MariaDB-aware).
+    pub mariadb_capabilities: u32,
     /// Largest packet the client accepts.
     pub max_packet: u32,
     /// Requested collation id.
@@ -40,52 +43,28 @@ pub struct ClientHello {
     pub wants_tls: bool,
 }
 
-/// Parses a HandshakeResponse41 (or recognises an SSLRequest).
+/// Parses a HandshakeResponse41 (or recognises an SSLRequest) with `common::mysql`'s reader.
 pub fn parse_client_hello(payload: &[u8]) -> Result<ClientHello, Error> {
     let bad = |what: &'static str| Error::ClientProtocol(what);
-    let mut p = payload;
-    if p.remaining() < 32 {
-        return Err(bad("handshake response too short"));
-    }
-    let capabilities = p.get_u32_le();
-    if capabilities & cap::PROTOCOL_41 == 0 {
+    let response = HandshakeResponse::parse(payload).ok_or(bad("handshake response too short"))?;
+    if response.capabilities & cap::PROTOCOL_41 == 0 {
         return Err(bad("client does not speak protocol 4.1"));
     }
-    let max_packet = p.get_u32_le();
-    let collation = p.get_u8();
-    p.advance(23);
-    let wants_tls = capabilities & cap::SSL != 0 && p.is_empty();
-    let mut hello = ClientHello {
-        capabilities,
-        max_packet,
-        collation,
-        user: String::new(),
-        auth_response: Vec::new(),
-        database: None,
-        plugin: None,
-        wants_tls,
-    };
-    if wants_tls {
-        return Ok(hello);
+    if let Some(field) = response.malformed {
+        return Err(bad(field.describe()));
     }
-    hello.user = take_cstr(&mut p).ok_or(bad("user name not terminated"))?;
-    hello.auth_response = if capabilities & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
-        let len = take_lenenc(&mut p).ok_or(bad("bad auth data length"))?;
-        take_bytes(&mut p, len).ok_or(bad("auth data truncated"))?
-    } else if capabilities & cap::SECURE_CONNECTION != 0 {
-        let len = if p.has_remaining() { usize::from(p.get_u8()) } else { 0 };
-        take_bytes(&mut p, len).ok_or(bad("auth data truncated"))?
-    } else {
-        take_cstr(&mut p).ok_or(bad("auth data not terminated"))?.into_bytes()
-    };
-    if capabilities & cap::CONNECT_WITH_DB != 0 && p.has_remaining() {
-        hello.database = Some(take_cstr(&mut p).ok_or(bad("database not terminated"))?)
-            .filter(|d| !d.is_empty());
-    }
-    if capabilities & cap::PLUGIN_AUTH != 0 && p.has_remaining() {
-        hello.plugin = Some(take_cstr(&mut p).ok_or(bad("plugin name not terminated"))?);
-    }
-    Ok(hello)
+    let text = |field: &[u8]| String::from_utf8_lossy(field).into_owned();
+    Ok(ClientHello {
+        capabilities: response.capabilities,
+        mariadb_capabilities: response.mariadb_capabilities(),
+        max_packet: response.max_packet,
+        collation: response.collation,
+        user: response.user.map(text).unwrap_or_default(),
+        auth_response: response.auth_response.unwrap_or_default().to_vec(),
+        database: response.database.map(text).filter(|d| !d.is_empty()),
+        plugin: response.plugin.map(text),
+        wants_tls: response.ssl_request,
+    })
 }
 
 /// A NUL-terminated string (lossy UTF-8), consumed with its NUL.
@@ -94,28 +73,6 @@ pub fn take_cstr(p: &mut &[u8]) -> Option<String> {
     let s = String::from_utf8_lossy(&p[..end]).into_owned();
     p.advance(end + 1);
     Some(s)
-}
-
-fn take_bytes(p: &mut &[u8], len: usize) -> Option<Vec<u8>> {
-    if p.remaining() < len {
-        return None;
-    }
-    let v = p[..len].to_vec();
-    p.advance(len);
-    Some(v)
-}
-
-fn take_lenenc(p: &mut &[u8]) -> Option<usize> {
-    let first = *p.first()?;
-    p.advance(1);
-    let n = match first {
-        0..=250 => u64::from(first),
-        0xfc if p.remaining() >= 2 => u64::from(p.get_u16_le()),
-        0xfd if p.remaining() >= 3 => p.get_uint_le(3),
-        0xfe if p.remaining() >= 8 => p.get_u64_le(),
-        _ => return None,
-    };
-    usize::try_from(n).ok()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use common::mysql::capability::{self as cap, mariadb};
 pub use common::mysql::greeting::Greeting;
+use common::mysql::handshake_response::{FIXED_LEN, HandshakeResponse, MARIADB_CAPABILITIES_AT};
 
 /// MariaDB capabilities the relay does not offer: metadata caching changes the shape of an
 /// execute's answer, and COM_MULTI is obsolete.
@@ -36,11 +37,6 @@ pub struct ClientLeg {
     pub compression: bool,
 }
 
-/// Offset of MariaDB's extended capabilities in a handshake response (end of its filler).
-const RESPONSE_MARIADB_CAPS: usize = 28;
-/// Length of the fixed part of a HandshakeResponse41 (also the whole SSLRequest).
-pub const RESPONSE_FIXED: usize = 32;
-
 /// The client capabilities that shape answers, read from a handshake response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientCaps {
@@ -54,8 +50,8 @@ pub struct ClientCaps {
 /// uses it, no compression. Returns the client's capabilities; `None` if the packet is not a
 /// 4.1 handshake response.
 pub fn response_for_upstream(p: &mut [u8], upstream_tls: bool) -> Option<ClientCaps> {
-    let fixed = p.get_mut(..RESPONSE_FIXED)?;
-    let flags = u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]);
+    let client = HandshakeResponse::parse(p)?;
+    let flags = client.capabilities;
     if flags & cap::PROTOCOL_41 == 0 {
         return None;
     }
@@ -63,38 +59,21 @@ pub fn response_for_upstream(p: &mut [u8], upstream_tls: bool) -> Option<ClientC
     if upstream_tls {
         upstream |= cap::SSL;
     }
-    fixed[..4].copy_from_slice(&upstream.to_le_bytes());
-    let ext = &mut fixed[RESPONSE_MARIADB_CAPS..];
-    let mariadb = if flags & cap::LONG_PASSWORD == 0 {
-        clear_mariadb_caps(ext);
-        u32::from_le_bytes([ext[0], ext[1], ext[2], ext[3]])
-    } else {
-        0
-    };
+    // Zero (and left as it is) when the client is not MariaDB-aware.
+    let mariadb = client.mariadb_capabilities() & !MARIADB_NOT_RELAYED;
+    p[..4].copy_from_slice(&upstream.to_le_bytes());
+    if flags & cap::LONG_PASSWORD == 0 {
+        p[MARIADB_CAPABILITIES_AT..FIXED_LEN].copy_from_slice(&mariadb.to_le_bytes());
+    }
     Some(ClientCaps { flags: upstream, mariadb })
 }
 
-/// The user name and initial database a HandshakeResponse41 names (for the audit log).
+/// The user name and initial database a HandshakeResponse41 names (for the audit log), as far
+/// as they could be read.
 pub fn login_names(p: &[u8]) -> (Option<String>, Option<String>) {
-    let Some(fixed) = p.get(..RESPONSE_FIXED) else { return (None, None) };
-    let flags = u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]);
-    let rest = &p[RESPONSE_FIXED..];
-    let Some(nul) = rest.iter().position(|&b| b == 0) else { return (None, None) };
-    let user = Some(String::from_utf8_lossy(&rest[..nul]).into_owned());
-    let rest = &rest[nul + 1..];
-    let auth = if flags & cap::PLUGIN_AUTH_LENENC_DATA != 0 {
-        common::mysql::packets::lenenc_int(rest).map(|(n, w)| (w, n as usize))
-    } else if flags & cap::SECURE_CONNECTION != 0 {
-        rest.first().map(|&n| (1, usize::from(n)))
-    } else {
-        rest.iter().position(|&b| b == 0).map(|n| (0, n + 1))
-    };
-    let database = auth
-        .and_then(|(w, n)| rest.get(w + n..))
-        .filter(|_| flags & cap::CONNECT_WITH_DB != 0)
-        .and_then(|r| r.iter().position(|&b| b == 0).map(|n| &r[..n]))
-        .map(|db| String::from_utf8_lossy(db).into_owned());
-    (user, database)
+    let Some(response) = HandshakeResponse::parse(p) else { return (None, None) };
+    let text = |field: &[u8]| String::from_utf8_lossy(field).into_owned();
+    (response.user.map(text), response.database.map(text))
 }
 
 fn clear_mariadb_caps(field: &mut [u8]) {

@@ -22,10 +22,11 @@ use common::wire::LoginAs;
 use super::credentials;
 use super::framing::{Framing, Shape};
 use super::handshake::{
-    ClientCaps, ClientLeg, Greeting, RESPONSE_FIXED, greeting_for_client, response_for_upstream,
+    ClientCaps, ClientLeg, Greeting, greeting_for_client, response_for_upstream,
 };
 use crate::Error;
 use crate::config::UpstreamConfig;
+use common::mysql::handshake_response::FIXED_LEN;
 use common::mysql::packets::PacketHead;
 
 /// The upstream socket.
@@ -289,7 +290,7 @@ impl RelayLink {
         };
         let mut seq = 1;
         if let Some(tls) = self.tls.clone() {
-            self.write_packet(&payload[..RESPONSE_FIXED], seq).await?;
+            self.write_packet(&payload[..FIXED_LEN], seq).await?;
             seq += 1;
             let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
                 return Err(LinkError::BadLogin("TLS started twice"));
