@@ -237,10 +237,7 @@ impl Client {
         Ok(())
     }
 
-    /// 1–4 MB of random bytes, as a prepared statement's parameter or a hex literal. Only the
-    /// literal on a compressed connection: mysql_common 0.37 cannot compress a packet that
-    /// zlib makes larger (a parameter of random bytes over 16 KB), and the server refuses what
-    /// it sends then ("Couldn't uncompress communication packet") as the sidecar does.
+    /// 1–4 MB of random bytes, as a prepared statement's parameter or a hex literal.
     pub(crate) async fn blob_insert(&mut self, c: &mut Conn) -> Result<(), Error> {
         let (table, client) = (self.table.clone(), self.outcome.client);
         let mut body = vec![0u8; self.rng.random_range(1_000_000..=4_000_000)];
@@ -248,7 +245,7 @@ impl Client {
         let blob = Blob { id: self.fresh_id(), len: body.len() as u64, sha1: sha1_hex(&body) };
         self.will_write(blob.clone());
         let insert = format!("INSERT INTO {table}_blobs (id, client, body) VALUES");
-        let done = if self.rng.random_bool(0.5) && !self.compressed {
+        let done = if self.rng.random_bool(0.5) {
             c.exec_drop(format!("{insert} (?, ?, ?)"), (blob.id, client, body)).await
         } else {
             c.query_drop(format!("{insert} ({}, {client}, x'{}')", blob.id, hex(&body))).await

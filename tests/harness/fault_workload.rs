@@ -140,7 +140,12 @@ impl Client {
     /// Connects, compressed or not by a draw, and marks the session as this client's.
     async fn connect(&mut self, opts: &Opts) -> Result<Conn, mysql_async::Error> {
         self.compressed = self.rng.random_bool(0.5);
-        let compression = self.compressed.then(Compression::fast);
+        // The compressed protocol, the client's own packets in it sent as they are: the sidecar
+        // compresses the answers, whose framing across resumes is what the run tests.
+        // mysql_common 0.37 cuts one compressed packet in a few thousand short (its buffer
+        // sized to the data; the server hangs up on it, directly too, the sidecar answers
+        // 1157), so it is not asked to deflate (tests/client_compression.rs does, briefly).
+        let compression = self.compressed.then(Compression::none);
         let opts = OptsBuilder::from_opts(opts.clone()).compression(compression);
         let mut conn = Conn::new(opts).await?;
         conn.query_drop(format!("SET @client = {}", self.outcome.client)).await?;
