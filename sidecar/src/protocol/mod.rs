@@ -8,6 +8,7 @@ mod change_user;
 mod compressed_framing;
 mod handshake;
 mod packet;
+mod relayed;
 
 pub use auth::{NATIVE_PASSWORD, Scramble, auth_switch_request, native_password_matches};
 pub use change_user::{ChangeUser, parse_change_user};

@@ -56,16 +56,8 @@ pub struct PacketIo {
     held: Bytes,
     seq: u8,
     max_packet: usize,
-    /// Relayed bytes still to come of the packet being relayed (0: at a boundary).
-    relayed_left: usize,
-    /// The bytes of a relayed packet's header seen so far, when split across writes.
-    relayed_head: ([u8; 4], usize),
-    /// The payload length of the relayed packet whose header was read last, and the sequence
-    /// id that was next before it: what a broken answer may leave half-written.
-    relayed_packet: (usize, u8),
-    /// The first payload byte of that packet, once it passed: a short one starting with 0xFB
-    /// may be a LOCAL INFILE request, held back until the turn's end says whether it is.
-    relayed_first: Option<u8>,
+    /// Where the relayed packets queued begin and end.
+    relayed: super::relayed::RelayedPackets,
     /// Times the write buffer was sent: a [`QueuedPacket`] from an earlier round is gone.
     flushes: u64,
     /// The compressed protocol, once the login asked for it and succeeded.
@@ -101,10 +93,7 @@ impl PacketIo {
             wbuf: BytesMut::with_capacity(16 * 1024),
             held: Bytes::new(),
             seq: 0,
-            relayed_left: 0,
-            relayed_head: ([0; 4], 0),
-            relayed_packet: (0, 0),
-            relayed_first: None,
+            relayed: super::relayed::RelayedPackets::default(),
             max_packet,
             flushes: 0,
             compressed: None,

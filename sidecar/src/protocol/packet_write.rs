@@ -77,74 +77,42 @@ impl PacketIo {
 
     /// Follows the packet headers of relayed bytes, so that a packet of the sidecar's own
     /// (an error ending a broken answer) takes the next sequence id, at a packet boundary.
-    fn track_relayed(&mut self, mut data: &[u8]) {
-        while !data.is_empty() {
-            if self.relayed_left > 0 {
-                if self.relayed_left == self.relayed_packet.0 {
-                    self.relayed_first = data.first().copied();
-                }
-                let take = self.relayed_left.min(data.len());
-                self.relayed_left -= take;
-                data = &data[take..];
-                continue;
-            }
-            let (head, have) = &mut self.relayed_head;
-            let relayed = if *have == 0 && data.len() >= PacketHead::LEN {
-                // A whole header here (most are): read in place, not gathered.
-                let relayed = PacketHead::parse(data);
-                data = &data[PacketHead::LEN..];
-                relayed
-            } else {
-                let take = (PacketHead::LEN - *have).min(data.len());
-                head[*have..*have + take].copy_from_slice(&data[..take]);
-                *have += take;
-                data = &data[take..];
-                if *have < PacketHead::LEN {
-                    continue;
-                }
-                *have = 0;
-                PacketHead::parse(&head[..])
-            };
-            let relayed = relayed.unwrap_or(PacketHead { len: 0, seq: 0 });
-            self.relayed_left = relayed.len;
-            self.relayed_packet = (relayed.len, self.seq);
-            self.relayed_first = None;
-            self.seq = relayed.seq.wrapping_add(1);
-        }
+    fn track_relayed(&mut self, data: &[u8]) {
+        self.relayed.feed(data, &mut self.seq);
     }
 
     /// True unless a relayed packet was written in part: a packet of the sidecar's own may
     /// follow.
     pub fn at_packet_boundary(&self) -> bool {
-        self.relayed_left == 0 && self.relayed_head.1 == 0
+        self.relayed.at_boundary()
     }
 
     /// Takes back the relayed packet a broken answer left half-written, when none of it was
     /// sent yet (an answer is sent whole at its end, or in parts once [`FLUSH_AT`] bytes are
-    /// queued), so that a packet of the sidecar's own may follow with that packet's sequence
-    /// id. True when the writer is at a packet boundary.
+    /// queued, a packet not whole held back), so that a packet of the sidecar's own may follow
+    /// with that packet's sequence id. True when the writer is at a packet boundary.
     pub fn take_back_partial(&mut self) -> bool {
-        if self.at_packet_boundary() {
+        if self.relayed.at_boundary() {
             return true;
         }
-        // Its header in part (the sequence id is not taken yet), or whole and some payload.
-        let (len, seq_before) = self.relayed_packet;
-        let (partial, seq) = match self.relayed_head.1 {
-            0 => (PacketHead::LEN + len - self.relayed_left, seq_before),
-            have => (have, self.seq),
-        };
+        let partial = self.relayed.tail().bytes;
         if partial > self.queued() {
             return false;
         }
-        if self.held.is_empty() {
-            self.wbuf.truncate(self.wbuf.len() - partial);
-        } else {
-            self.held.truncate(self.held.len() - partial);
+        self.drop_queued_end(partial);
+        if let Some(seq) = self.relayed.take_back_tail() {
+            self.seq = seq;
         }
-        self.relayed_left = 0;
-        self.relayed_head.1 = 0;
-        self.seq = seq;
         true
+    }
+
+    /// Drops the last `n` bytes queued (not sent yet).
+    fn drop_queued_end(&mut self, n: usize) {
+        if self.held.is_empty() {
+            self.wbuf.truncate(self.wbuf.len() - n);
+        } else {
+            self.held.truncate(self.held.len() - n);
+        }
     }
 
     /// Queues a packet shorter than 16 MiB and remembers where it is.
@@ -199,14 +167,9 @@ impl PacketIo {
     /// How many bytes at the end of the queue are a relayed packet not whole yet, when it is
     /// at most [`PARTIAL_HOLD_MAX`] bytes and none of it was sent: what a flush holds back.
     fn partial_relayed(&self) -> usize {
-        let (len, _) = self.relayed_packet;
-        let partial = match self.relayed_head.1 {
-            0 if self.relayed_left == 0 => return 0,
-            0 => PacketHead::LEN + len - self.relayed_left,
-            have => have,
-        };
-        let held_whole = self.relayed_head.1 > 0 || len <= PARTIAL_HOLD_MAX;
-        if held_whole && partial <= self.queued() { partial } else { 0 }
+        let tail = self.relayed.tail();
+        let held_whole = tail.len.is_none_or(|len| len <= PARTIAL_HOLD_MAX);
+        if !tail.whole && held_whole && tail.bytes <= self.queued() { tail.bytes } else { 0 }
     }
 
     /// How many bytes at the end of the queue are a relayed packet that may be a LOCAL INFILE
@@ -215,30 +178,24 @@ impl PacketIo {
     /// or when some of it was sent already. (A text row whose first column is NULL starts
     /// with 0xFB too: only the turn's end tells them apart.)
     fn possible_file_request(&self) -> usize {
-        let (len, _) = self.relayed_packet;
-        let bytes = match self.relayed_head.1 {
-            0 => {
-                let may_be = match self.relayed_first {
-                    Some(first) => first == packet::LOCAL_INFILE,
-                    None => len > 0 && self.relayed_left == len,
-                };
-                if !may_be || len > FILE_REQUEST_MAX {
-                    return 0;
-                }
-                PacketHead::LEN + len - self.relayed_left
-            }
+        let tail = self.relayed.tail();
+        let may_be = match (tail.len, tail.first) {
             // A header in part.
-            have => have,
+            (None, _) => true,
+            (Some(len), Some(first)) => first == packet::LOCAL_INFILE && len <= FILE_REQUEST_MAX,
+            // Its payload not begun yet.
+            (Some(len), None) => len > 0 && len <= FILE_REQUEST_MAX && !tail.whole,
         };
-        if bytes > self.queued() { 0 } else { bytes }
+        if may_be && tail.bytes <= self.queued() { tail.bytes } else { 0 }
     }
 
     /// The payload of the LOCAL INFILE request that ends the queue, whole and not sent yet:
     /// the last relayed packet, when its payload starts with 0xFB. `None` otherwise.
     pub fn queued_file_request(&self) -> Option<&[u8]> {
-        let (len, _) = self.relayed_packet;
-        let whole = self.at_packet_boundary() && self.relayed_first == Some(packet::LOCAL_INFILE);
-        if !whole || self.possible_file_request() != PacketHead::LEN + len {
+        let tail = self.relayed.tail();
+        let len = tail.len?;
+        let whole = tail.whole && tail.first == Some(packet::LOCAL_INFILE);
+        if !whole || self.possible_file_request() != tail.bytes {
             return None;
         }
         let queue = if self.held.is_empty() { &self.wbuf[..] } else { &self.held[..] };
@@ -249,15 +206,10 @@ impl PacketIo {
     /// packet of the sidecar's own then takes its sequence id. Nothing if there is none.
     pub fn take_back_file_request(&mut self) {
         let Some(len) = self.queued_file_request().map(<[u8]>::len) else { return };
-        let request = PacketHead::LEN + len;
-        if self.held.is_empty() {
-            self.wbuf.truncate(self.wbuf.len() - request);
-        } else {
-            self.held.truncate(self.held.len() - request);
-        }
+        self.drop_queued_end(PacketHead::LEN + len);
+        self.relayed.take_back_tail();
         // The request's own id (the writer is past it, at a packet boundary).
         self.seq = self.seq.wrapping_sub(1);
-        self.relayed_first = None;
     }
 
     /// Writes what is queued but its last `hold` bytes (not in the compressed protocol).
