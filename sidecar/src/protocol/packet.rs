@@ -9,7 +9,7 @@ use common::mysql::compressed;
 pub use common::mysql::packets::MAX_PAYLOAD;
 use common::mysql::packets::{Logical, PacketHead, logical_packet, split_packets};
 use common::stream::{MaybeTls, Prefixed};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
@@ -26,8 +26,8 @@ pub fn split_payloads(packets: &[u8]) -> Result<Vec<Bytes>, Error> {
 /// Buffered output is written once it reaches this size.
 const FLUSH_AT: usize = 64 * 1024;
 
-/// The client socket: plain, or TLS after an SSLRequest (over any bytes read ahead).
-type ClientStream = MaybeTls<TcpStream, tokio_rustls::server::TlsStream<Prefixed<TcpStream>>>;
+/// The client socket `S`: plain, or TLS after an SSLRequest (over any bytes read ahead).
+type ClientStream<S> = MaybeTls<S, tokio_rustls::server::TlsStream<Prefixed<S>>>;
 
 /// Longest wait for room in the sidecar's `max_inflight_bytes`.
 pub const BUDGET_WAIT: Duration = Duration::from_secs(30);
@@ -44,10 +44,11 @@ async fn reserve(budget: &Arc<Semaphore>, n: usize) -> Result<OwnedSemaphorePerm
     }
 }
 
-/// A client connection's packet reader and writer.
+/// A client connection's packet reader and writer, over its socket `S` (a TCP socket; any
+/// byte stream in tests).
 #[derive(Debug)]
-pub struct PacketIo {
-    stream: ClientStream,
+pub struct PacketIo<S = TcpStream> {
+    stream: ClientStream<S>,
     peer: Option<std::net::SocketAddr>,
     rbuf: BytesMut,
     wbuf: BytesMut,
@@ -84,10 +85,32 @@ pub struct QueuedPacket {
 }
 
 impl PacketIo {
-    /// Wraps a client socket; logical packets over `max_packet` bytes are refused.
+    /// Wraps a client's TCP socket; logical packets over `max_packet` bytes are refused.
     pub fn new(stream: TcpStream, max_packet: usize) -> Self {
+        let peer = stream.peer_addr().ok();
+        Self::over(stream, peer, max_packet)
+    }
+
+    /// Makes the connection end with a reset (RST) when it is dropped, as a server's reset
+    /// would have reached a direct client.
+    pub fn reset(&mut self) {
+        let tcp = match &self.stream {
+            MaybeTls::Plain(tcp) => Some(tcp),
+            MaybeTls::Tls(tls) => Some(tls.get_ref().0.inner()),
+            MaybeTls::Gone => None,
+        };
+        if let Some(Err(e)) = tcp.map(TcpStream::set_zero_linger) {
+            tracing::debug!(error = %e, "cannot reset the client connection");
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
+    /// Wraps a client's byte stream from `peer`; logical packets over `max_packet` bytes are
+    /// refused.
+    pub fn over(stream: S, peer: Option<std::net::SocketAddr>, max_packet: usize) -> Self {
         Self {
-            peer: stream.peer_addr().ok(),
+            peer,
             stream: MaybeTls::Plain(stream),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(16 * 1024),
@@ -269,19 +292,6 @@ impl PacketIo {
         Ok(true)
     }
 
-    /// Makes the connection end with a reset (RST) when it is dropped, as a server's reset
-    /// would have reached a direct client.
-    pub fn reset(&mut self) {
-        let tcp = match &self.stream {
-            MaybeTls::Plain(tcp) => Some(tcp),
-            MaybeTls::Tls(tls) => Some(tls.get_ref().0.inner()),
-            MaybeTls::Gone => None,
-        };
-        if let Some(Err(e)) = tcp.map(TcpStream::set_zero_linger) {
-            tracing::debug!(error = %e, "cannot reset the client connection");
-        }
-    }
-
     /// Closes the write side so the client sees the connection end at once.
     pub async fn shutdown(&mut self) {
         drop(self.stream.shutdown().await);
@@ -306,16 +316,14 @@ mod file_request_tests;
 
 #[cfg(test)]
 mod tests {
-    use tokio::net::TcpListener;
+    use tokio::io::DuplexStream;
 
     use super::*;
 
-    async fn pair() -> (PacketIo, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let client = TcpStream::connect(addr).await.expect("connect");
-        let (server, _) = listener.accept().await.expect("accept");
-        (PacketIo::new(server, 64 << 20), client)
+    /// A reader and writer over an in-memory pipe, and the client's end of it.
+    async fn pair() -> (PacketIo<DuplexStream>, DuplexStream) {
+        let (server, client) = tokio::io::duplex(1 << 20);
+        (PacketIo::over(server, None, 64 << 20), client)
     }
 
     #[tokio::test]

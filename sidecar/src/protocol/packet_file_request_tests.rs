@@ -7,18 +7,14 @@
 
 use bytes::{Bytes, BytesMut};
 use common::mysql::compressed;
-use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncReadExt, DuplexStream};
 use tokio::sync::mpsc;
 
 use super::PacketIo;
 
-/// A writer whose client collects every byte it is sent.
-async fn writer() -> (PacketIo, mpsc::UnboundedReceiver<Vec<u8>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let client = TcpStream::connect(listener.local_addr().expect("addr")).await;
-    let (server, _) = listener.accept().await.expect("accept");
-    let mut client = client.expect("connect");
+/// A writer whose client collects every byte it is sent (over an in-memory pipe).
+async fn writer() -> (PacketIo<DuplexStream>, mpsc::UnboundedReceiver<Vec<u8>>) {
+    let (server, mut client) = tokio::io::duplex(64 * 1024);
     let (sent, received) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut buf = vec![0; 64 * 1024];
@@ -26,7 +22,7 @@ async fn writer() -> (PacketIo, mpsc::UnboundedReceiver<Vec<u8>>) {
             drop(sent.send(buf[..n].to_vec()));
         }
     });
-    (PacketIo::new(server, 64 << 20), received)
+    (PacketIo::over(server, None, 64 << 20), received)
 }
 
 fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {

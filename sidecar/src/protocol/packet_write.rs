@@ -6,7 +6,7 @@
 use bytes::{BufMut, Bytes};
 use common::mysql::packets::PacketHead;
 use common::mysql::{compressed, packet};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::{FLUSH_AT, MAX_PAYLOAD, PacketIo, QueuedPacket};
 use crate::Error;
@@ -20,7 +20,7 @@ const FILE_REQUEST_MAX: usize = 64 * 1024;
 /// a client reads it (a longer packet goes out as it comes, as the server sends it).
 const PARTIAL_HOLD_MAX: usize = 1 << 20;
 
-impl PacketIo {
+impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// Queues one logical packet (split at 16 MiB, with an empty trailer when the length is
     /// an exact multiple). Flushes when enough is buffered.
     pub async fn write_packet(&mut self, payload: &[u8]) -> Result<(), Error> {

@@ -4,22 +4,18 @@
 use bytes::Bytes;
 use common::seeded::Draw;
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
 
 use crate::protocol::PacketIo;
 
 #[tokio::test]
 async fn relayed_packets_are_followed_however_they_are_split() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let client = TcpStream::connect(listener.local_addr().expect("addr")).await;
-    let (server, _) = listener.accept().await.expect("accept");
-    let mut client = client.expect("connect");
+    let (server, mut client) = tokio::io::duplex(64 * 1024);
     // The client reads whatever is flushed to it, so that writes never wait.
     let reader = tokio::spawn(async move {
         let mut sink = vec![0; 64 * 1024];
         while client.read(&mut sink).await.is_ok_and(|n| n > 0) {}
     });
-    let mut io = PacketIo::new(server, 64 << 20);
+    let mut io = PacketIo::over(server, None, 64 << 20);
     let mut rng = Draw::seeded("relayed packets split anywhere");
     for _ in 0..300 {
         // Packets of 0..300 bytes with any sequence id, then split at random points.
