@@ -2,6 +2,7 @@
 //! driver exposes, such as COM_FIELD_LIST, and for sending malformed or pipelined input; in
 //! the compressed protocol, for seeing how an answer is framed.
 
+use common::mysql::packets::ok_status;
 use sha1::{Digest, Sha1};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -12,19 +13,6 @@ pub use compressed::{CompressedClient, Framed, com_query};
 
 /// SERVER_MORE_RESULTS_EXISTS.
 const MORE_RESULTS: u16 = 0x0008;
-
-/// Status flags of an OK packet (lenenc affected rows and insert id come first).
-fn ok_status(p: &[u8]) -> u16 {
-    let skip = |at: usize| match p[at] {
-        0xfc => 3,
-        0xfd => 4,
-        0xfe => 9,
-        _ => 1,
-    };
-    let at = 1 + skip(1);
-    let at = at + skip(at);
-    u16::from_le_bytes([p[at], p[at + 1]])
-}
 
 /// A greeting's payload after its server version (from the connection id on).
 fn after_version(greeting: &[u8]) -> &[u8] {
@@ -271,7 +259,7 @@ impl RawClient {
             packets.push(first.clone());
             let more = match head {
                 Some(0xff) => false,
-                Some(0x00) => ok_status(&first) & MORE_RESULTS != 0,
+                Some(0x00) => ok_status(&first).is_some_and(|s| s & MORE_RESULTS != 0),
                 _ => {
                     let columns = first[0] as usize;
                     for _ in 0..=columns {

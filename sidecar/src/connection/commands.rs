@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use common::mysql::command_policy::{CommandPolicy, waits_for_the_client};
-use common::mysql::{capability as cap, command};
+use common::mysql::capability as cap;
+use common::mysql::command_policy::{Answer, CommandPolicy, waits_for_the_client};
 use common::rare::RareWait;
 use common::wire::{LoginAs, SessionEnd, TurnEnd};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -102,7 +102,9 @@ impl Connection {
             };
             match CommandPolicy::of(cmd) {
                 CommandPolicy::Quit => return Ok(Served::Quit),
-                _ if cmd == command::CHANGE_USER && self.checks_change_user(&packet[5..])? => {
+                CommandPolicy::Answered(Answer::Auth)
+                    if self.checks_change_user(&packet[5..])? =>
+                {
                     room.clear();
                     self.change_user_as(session, &packet[5..]).await?;
                     continue;
