@@ -35,6 +35,10 @@ struct Cli {
     /// Override `log.format`.
     #[arg(long, value_parser = ["text", "json"])]
     log_format: Option<String>,
+    /// Transport: take over the listener and sessions of the transport running with the same
+    /// configuration, through its `take_over_socket`, instead of listening anew.
+    #[arg(long)]
+    take_over: bool,
     #[command(flatten)]
     link: LinkFlags,
 }
@@ -186,7 +190,7 @@ pub struct Tool {
 pub fn main<C, F, Fut, E>(bin: Binary, serve: F) -> ExitCode
 where
     C: ServiceConfig + Send + 'static,
-    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
+    F: FnOnce(Option<TcpListener>, C, CancellationToken, Reloads<C>) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
@@ -197,7 +201,7 @@ where
 pub fn main_with<C, F, Fut, E>(bin: Binary, serve: F, subcommands: &[Subcommand<C>]) -> ExitCode
 where
     C: ServiceConfig + Send + 'static,
-    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
+    F: FnOnce(Option<TcpListener>, C, CancellationToken, Reloads<C>) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
@@ -213,7 +217,7 @@ pub fn main_with_tools<C, F, Fut, E>(
 ) -> ExitCode
 where
     C: ServiceConfig + Send + 'static,
-    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
+    F: FnOnce(Option<TcpListener>, C, CancellationToken, Reloads<C>) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
@@ -260,7 +264,7 @@ where
 fn start<C, F, Fut, E>(cli: Cli, serve: F) -> Result<(), String>
 where
     C: ServiceConfig + Send + 'static,
-    F: FnOnce(TcpListener, C, CancellationToken, Reloads<C>) -> Fut,
+    F: FnOnce(Option<TcpListener>, C, CancellationToken, Reloads<C>) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Display,
 {
@@ -276,8 +280,13 @@ where
     let runtime = crate::runtime::build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
         let addr = *config.listen();
-        let listener =
-            crate::runtime::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        // Taking over, the listener comes from the running process.
+        let listener = match cli.take_over {
+            true => None,
+            false => Some(
+                crate::runtime::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?,
+            ),
+        };
         let shutdown = CancellationToken::new();
         let on_signal = shutdown.clone();
         tokio::spawn(async move {

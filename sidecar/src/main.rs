@@ -52,8 +52,10 @@ fn main() -> ExitCode {
     };
     common::cli::main_with_tools(
         bin,
-        |listener, config: sidecar::SidecarConfig, shutdown, reloads| {
-            sidecar::run_with_reloads(listener, config, shutdown, reloads)
+        |listener, config: sidecar::SidecarConfig, shutdown, reloads| async move {
+            let taking_over = "--take-over is the transport's".to_owned();
+            let listener = listener.ok_or(common::Error::ConfigInvalid(taking_over))?;
+            sidecar::run_with_reloads(listener, config, shutdown, reloads).await
         },
         &[check, login, logout],
         &[service],

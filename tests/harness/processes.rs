@@ -78,6 +78,34 @@ impl Proc {
         Proc { child, log, config }
     }
 
+    /// Starts the same binary with the same config file and `args` (e.g. `--take-over`),
+    /// logging to `<log>.<tag>`.
+    pub fn start_again(&self, bin: &str, args: &[&str], tag: &str) -> Proc {
+        let log = self.log.with_extension(format!("log.{tag}"));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(bin_dir().join(bin))
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("start binary");
+        Proc { child, log, config: self.config.clone() }
+    }
+
+    /// Waits up to `within` for the process to exit; true when it did.
+    pub async fn exits_within(&mut self, within: Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.is_running() {
+            if start.elapsed() > within {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

@@ -271,7 +271,8 @@ async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Re
         let mut seen: HashSet<&str> = gone.iter().map(String::as_str).collect();
         let mut missing = Vec::new();
         for (i, id) in list.sessions.iter().enumerate() {
-            if state.sessions.get(id, owner).is_err() && seen.insert(id) {
+            let held = || state.sessions.get(id, owner).is_ok() || state.handover.may_hold(id);
+            if !held() && seen.insert(id) {
                 missing.push(id.clone());
             }
             if i % KEEPALIVE_BATCH == KEEPALIVE_BATCH - 1 {

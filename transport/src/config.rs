@@ -101,6 +101,10 @@ pub struct TransportConfig {
     /// (`KILL QUERY`, see `admin_user`) and their clients get error 1053.
     #[serde(with = "serde_duration")]
     pub shutdown_grace: Duration,
+    /// A Unix socket (created 0600) where a new transport started with `--take-over` takes
+    /// this one's listeners and sessions over (an upgrade that keeps every session); off
+    /// unless set. Unix only.
+    pub take_over_socket: Option<std::path::PathBuf>,
     /// Compress answers with zstd for sidecars that ask (`Accept-Encoding: zstd`).
     pub compression: bool,
     /// Bytes of a session's last answer kept for a resume after a broken connection (per
@@ -149,6 +153,7 @@ impl Default for TransportConfig {
             tls: None,
             worker_threads: 0,
             shutdown_grace: Duration::from_secs(10),
+            take_over_socket: None,
             compression: true,
             resume_window: DEFAULT_RESUME_WINDOW,
             max_resume_bytes: 256 << 20,

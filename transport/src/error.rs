@@ -49,6 +49,10 @@ pub enum Error {
     /// A command is already running on the session.
     #[error("another command is running on this session")]
     SessionBusy,
+    /// The session moved to the process that took this one over: the step goes again, on a
+    /// new connection (the answer is a hang-up, [`crate::reply::hang_up`]).
+    #[error("the session moved to the transport that took this one over")]
+    SessionMoved,
     /// A step out of order, or one whose answer cannot be resumed.
     #[error("{0}")]
     StepRefused(String),
@@ -110,7 +114,7 @@ impl Error {
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
             Error::UpgradeRequired(_) => (StatusCode::UPGRADE_REQUIRED, ApiErrorKind::BadRequest),
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
-            Error::Busy | Error::ShuttingDown => {
+            Error::Busy | Error::ShuttingDown | Error::SessionMoved => {
                 (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable)
             }
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
@@ -140,6 +144,7 @@ impl Error {
             Error::NotFound | Error::MethodNotAllowed => "not_found",
             Error::SessionNotFound => "session_not_found",
             Error::SessionBusy => "session_busy",
+            Error::SessionMoved => "session_moved",
             Error::StepRefused(_) => "step_refused",
             Error::BadRequest(_) => "bad_request",
             Error::UpgradeRequired(_) => "upgrade_required",

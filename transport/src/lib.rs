@@ -8,7 +8,8 @@
 //! → `relay` (the upstream leg at packet level)
 //! → `resume_budget`, `resume_kept`, `resume` (a step's answer kept for a resume, within the
 //! budget all sessions share)
-//! → `shares` (each identity's share), `upload_held`, `session`, `readiness`, `refusals`
+//! → `shares` (each identity's share), `upload_held`, `session`, `handover` (what a take-over's
+//! two processes know while sessions move), `readiness`, `refusals`
 //! → `metrics`, `churn`, `state`
 //! → `incoming` (a request of either carrier), `request_body`, `body`, `reply`, `stream` (the
 //! WebSocket carrier), `command_log`, `turn_reply` (a step answered with its turn), `steps`,
@@ -16,7 +17,7 @@
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
 //! → `api` (routing, control endpoints)
 //! → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`,
-//! `server`.
+//! `takeover` (a new process takes the listeners and sessions over; Unix), `server`.
 
 pub mod api;
 pub mod audit;
@@ -29,6 +30,7 @@ pub mod config;
 pub mod config_checks;
 pub mod ending;
 pub mod error;
+pub mod handover;
 pub mod id_hash;
 pub mod identity;
 pub mod idle_watch;
@@ -53,6 +55,8 @@ pub mod slots;
 pub mod state;
 pub mod steps;
 pub mod stream;
+#[cfg(unix)]
+pub mod takeover;
 pub mod turn_reply;
 pub mod upload_held;
 pub mod uploads;

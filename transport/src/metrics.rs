@@ -85,6 +85,8 @@ pub struct Metrics {
     pub audit_dropped: Counter,
     /// Whether each upstream can be reached (set when rendered).
     pub upstream_ready: Family<Labels, Gauge>,
+    /// Sessions of take-overs by outcome: `moved`/`stayed` (given), `taken`/`failed` (taken).
+    pub take_over_sessions: Family<Labels, Counter>,
     process: ProcessMetrics,
 }
 
@@ -142,6 +144,7 @@ impl Metrics {
             streams_opened: Counter::default(),
             budget_waits: Counter::default(),
             upstream_ready: Family::default(),
+            take_over_sessions: Family::default(),
             audit_dropped: Counter::default(),
             requests_closing: Counter::default(),
             process: ProcessMetrics::default(),
@@ -274,6 +277,9 @@ impl Metrics {
             "Whether each upstream can be reached (1) or not (0), as last probed",
             m.upstream_ready.clone(),
         );
+        let take_over =
+            "Sessions of take-overs: moved or stayed (old process), taken or failed (new)";
+        r.register("take_over_sessions", take_over, m.take_over_sessions.clone());
         let build: Family<Labels, Gauge> = Family::default();
         build.get_or_create(&vec![("version".into(), env!("CARGO_PKG_VERSION").into())]).set(1);
         r.register("build_info", "The running build (always 1)", build);
@@ -315,6 +321,14 @@ impl Metrics {
         let label =
             vec![("identity".to_owned(), identity.to_owned()), ("limit".into(), limit.into())];
         self.identity_limited.get_or_create(&label).inc();
+    }
+
+    /// Counts a take-over's sessions, each `(outcome, count)`.
+    pub fn take_over(&self, outcomes: &[(&str, u64)]) {
+        for (outcome, count) in outcomes {
+            let label = vec![("outcome".to_owned(), (*outcome).to_owned())];
+            self.take_over_sessions.get_or_create(&label).inc_by(*count);
+        }
     }
 
     /// Counts an error of `kind`.

@@ -51,8 +51,28 @@ pub fn text(body: String, content_type: &'static str) -> Reply {
     response
 }
 
+/// Marks an answer that is no answer: its connection is closed unanswered, so that the
+/// sidecar sends the request again on a new one (a step of a session that moved).
+#[derive(Debug, Clone, Copy)]
+pub struct HangUp;
+
+/// The no-answer of [`HangUp`].
+pub fn hang_up() -> Reply {
+    let mut response = no_content();
+    response.extensions_mut().insert(HangUp);
+    response
+}
+
+/// True when `response` is [`hang_up`]'s.
+pub fn is_hang_up(response: &Response<ResponseBody>) -> bool {
+    response.extensions().get::<HangUp>().is_some()
+}
+
 /// The one place transport errors become HTTP answers.
 pub fn error_response(err: &Error) -> Reply {
+    if matches!(err, Error::SessionMoved) {
+        return hang_up();
+    }
     let (status, body) = err.to_api();
     if status.is_server_error() {
         warn!(error = %err, "request failed");

@@ -44,12 +44,21 @@ pub async fn run(
     config: TransportConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    run_with_reloads(listener, config, shutdown, tokio::sync::mpsc::unbounded_channel().1).await
+    let reloads = tokio::sync::mpsc::unbounded_channel().1;
+    run_with_reloads(Some(listener), config, shutdown, reloads).await
 }
 
-/// [`run`], applying each configuration that arrives on `reloads` (SIGHUP).
+/// A take-over's first message at this process's door.
+#[cfg(unix)]
+type Knock = crate::takeover::channel::Channel;
+#[cfg(not(unix))]
+type Knock = std::convert::Infallible;
+
+/// [`run`], applying each configuration that arrives on `reloads` (SIGHUP); without a
+/// listener, taking over the transport running with the same configuration
+/// (`take_over_socket`): its listeners and sessions.
 pub async fn run_with_reloads(
-    listener: TcpListener,
+    listener: Option<TcpListener>,
     config: TransportConfig,
     shutdown: CancellationToken,
     mut reloads: Reloads<TransportConfig>,
@@ -64,8 +73,9 @@ pub async fn run_with_reloads(
         }
     });
     // HTTP connections: told to finish at shutdown, then waited for (`FLUSH_GRACE`).
-    let (connection_tasks, closing) = (TaskTracker::new(), CancellationToken::new());
+    let (connection_tasks, mut closing) = (TaskTracker::new(), CancellationToken::new());
     let config = state.config();
+    let (listener, metrics_listener, mut knocks) = listeners(listener, &state).await?;
     if let Some(audit) = &config.audit {
         let log = crate::audit::AuditLog::open(audit, state.metrics.audit_dropped.clone())
             .map_err(|e| std::io::Error::other(format!("audit log {}: {e}", audit.path)))?;
@@ -78,19 +88,33 @@ pub async fn run_with_reloads(
     };
     tokio::spawn(reaper::run(state.clone(), reaper_rx, shutdown.clone()));
     tokio::spawn(probes::run(state.clone(), shutdown.clone()));
-    if let Some(addr) = config.metrics_listen {
-        let metrics = TcpListener::bind(addr).await?;
-        info!(%addr, "metrics served without a token");
-        tokio::spawn(serve_metrics(metrics, state.clone(), shutdown.clone()));
+    if let Some(metrics) = &metrics_listener {
+        info!(addr = %metrics.local_addr()?, "metrics served without a token");
+        tokio::spawn(serve_metrics(metrics.clone(), state.clone(), shutdown.clone()));
     }
     let shards = common::shards::Shards::start(config.worker_threads)?;
     let slots = crate::slots::Slots::new(config.max_connections);
     let idle_timeout = config.idle_timeout;
     info!(addr = %listener.local_addr()?, https = tls.is_some(), "transport listening");
+    let mut handed_over = false;
     loop {
-        let Some((stream, peer)) = common::runtime::accept(&listener, &shutdown).await else {
-            break;
+        let accepted = tokio::select! {
+            accepted = common::runtime::accept(&listener, &shutdown) => accepted,
+            Some(knock) = knocks.recv() => {
+                let listeners = (&listener, metrics_listener.as_deref());
+                match hand_over(knock, &state, listeners, &closing).await {
+                    Ok(()) => {
+                        handed_over = true;
+                        break;
+                    }
+                    // Connections were asked to close: those opened from now on are not.
+                    Err(true) => closing = CancellationToken::new(),
+                    Err(false) => {}
+                }
+                continue;
+            }
         };
+        let Some((stream, peer)) = accepted else { break };
         let config = state.config();
         let trusted = config.trusted_proxies.iter().any(|c| c.contains(peer.ip()));
         let slot = match slots.take(peer.ip(), trusted, config.max_connections_per_client) {
@@ -132,7 +156,12 @@ pub async fn run_with_reloads(
                     let held = (slot, closing);
                     streams.spawn(carry_stream(state, client, upgrading, held, last, placing));
                 }
-                Ok::<_, std::convert::Infallible>(response)
+                // A step for a session that moved: the connection closes unanswered, and the
+                // sidecar sends it again on a new one.
+                if crate::reply::is_hang_up(&response) {
+                    return Err(crate::Error::SessionMoved);
+                }
+                Ok::<_, crate::Error>(response)
             }
         });
         let closing = closing.clone();
@@ -174,10 +203,14 @@ pub async fn run_with_reloads(
             .await;
         });
     }
-    // New connections are refused from here on, not left waiting in the backlog.
+    // New connections are refused from here on, not left waiting in the backlog (after a
+    // take-over, the new process accepts them).
     drop(listener);
     let grace = state.config().shutdown_grace;
-    info!(sessions = state.sessions.len(), ?grace, "transport shutting down");
+    match handed_over {
+        true => info!(sessions = state.sessions.len(), ?grace, "taken over: ending what stayed"),
+        false => info!(sessions = state.sessions.len(), ?grace, "transport shutting down"),
+    }
     ending::drain(&state, grace).await;
     closing.cancel();
     connection_tasks.close();
@@ -187,6 +220,66 @@ pub async fn run_with_reloads(
     shards.stop();
     info!("transport stopped");
     Ok(())
+}
+
+/// The listeners to serve on (the API's, given or taken over, and the metrics'), and the
+/// knocks of a take-over.
+async fn listeners(
+    listener: Option<TcpListener>,
+    state: &Arc<AppState>,
+) -> std::io::Result<(TcpListener, Option<Arc<TcpListener>>, tokio::sync::mpsc::Receiver<Knock>)> {
+    let config = state.config();
+    #[cfg(unix)]
+    let (listener, metrics, taking) = match listener {
+        Some(listener) => (listener, None, None),
+        None => {
+            let needed = "--take-over needs take_over_socket in the configuration";
+            let path = config.take_over_socket.as_deref().ok_or(std::io::Error::other(needed))?;
+            let taken = crate::takeover::take::knock(path).await?;
+            info!(path = %path.display(), "took the listeners over: sessions arriving");
+            (taken.api, taken.metrics, Some(taken.arrivals))
+        }
+    };
+    #[cfg(not(unix))]
+    let (listener, metrics) = match listener {
+        Some(listener) => (listener, None),
+        None => return Err(std::io::Error::other("--take-over works on Unix only")),
+    };
+    let metrics = match (metrics, config.metrics_listen) {
+        (Some(metrics), _) => Some(metrics),
+        (None, Some(addr)) => Some(TcpListener::bind(addr).await?),
+        (None, None) => None,
+    };
+    #[cfg(unix)]
+    let knocks = crate::takeover::door(config.take_over_socket.clone(), taking, state)?;
+    #[cfg(not(unix))]
+    let knocks = tokio::sync::mpsc::channel(1).1;
+    Ok((listener, metrics.map(Arc::new), knocks))
+}
+
+/// Hands this process over to the one that knocked ([`crate::takeover::give`]); on failure,
+/// says whether its connections had been asked to close (`Err(true)`).
+async fn hand_over(
+    knock: Knock,
+    state: &Arc<AppState>,
+    listeners: (&TcpListener, Option<&TcpListener>),
+    closing: &CancellationToken,
+) -> Result<(), bool> {
+    #[cfg(unix)]
+    match crate::takeover::give::hand_over(knock, state, listeners, closing).await {
+        Ok(report) => {
+            let outcomes = [("moved", report.moved), ("stayed", report.stayed)];
+            state.metrics.take_over(&outcomes);
+            info!(moved = report.moved, stayed = report.stayed, "taken over");
+            Ok(())
+        }
+        Err(failed) => {
+            warn!(error = %failed.error, "take-over failed: this process serves on");
+            Err(!failed.early)
+        }
+    }
+    #[cfg(not(unix))]
+    match knock {}
 }
 
 /// What a stream holds while it is carried: its HTTP connection's place in `max_connections`
@@ -262,7 +355,11 @@ async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.
-async fn serve_metrics(listener: TcpListener, state: Arc<AppState>, shutdown: CancellationToken) {
+async fn serve_metrics(
+    listener: Arc<TcpListener>,
+    state: Arc<AppState>,
+    shutdown: CancellationToken,
+) {
     while let Some((stream, _)) = common::runtime::accept(&listener, &shutdown).await {
         let state = state.clone();
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {

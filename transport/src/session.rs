@@ -51,6 +51,8 @@ pub struct Session {
     pub opened: Instant,
     /// Its sidecar went silent with no transaction open: kept for `park_timeout`.
     parked: AtomicBool,
+    /// Handed over to a new process (a take-over): a step that reaches this one is sent again.
+    moved: AtomicBool,
     origin: Instant,
     last_seen_ms: AtomicU64,
     /// The span its requests run in, made once (see [`Session::span`]).
@@ -94,6 +96,16 @@ impl Session {
         self.parked.load(Ordering::Acquire)
     }
 
+    /// Marks the session handed over (its link's lock held: no turn runs).
+    pub fn mark_moved(&self, moved: bool) {
+        self.moved.store(moved, Ordering::Release);
+    }
+
+    /// True once the session was handed over to a new process.
+    pub fn is_moved(&self) -> bool {
+        self.moved.load(Ordering::Acquire)
+    }
+
     /// True once a client logged in on it.
     pub fn is_logged_in(&self) -> bool {
         self.link_use.logged_in.load(Ordering::Acquire)
@@ -134,6 +146,9 @@ impl Session {
             return Err(Error::SessionBusy);
         }
         let mut guard = self.link.clone().lock_owned().await;
+        if self.is_moved() {
+            return Err(Error::SessionMoved);
+        }
         if let Some(link) = guard.as_mut() {
             link.follow_thread();
         }
@@ -157,7 +172,7 @@ impl Session {
 }
 
 /// Who a session logged in as, and the database in use.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Who {
     /// The user name of the login (or of the last COM_CHANGE_USER by a `users` entry).
     pub user: Option<String>,
@@ -195,12 +210,11 @@ impl SessionTable {
     /// are reached.
     pub fn insert(
         &self,
-        mut link: RelayLink,
+        link: RelayLink,
         upstream: &str,
         limits: SessionLimits,
     ) -> Result<Arc<Session>, Error> {
         let id = new_session_id()?;
-        link.session = common::wire::session_label(&id).into();
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= limits.total {
             return Err(Error::TooManySessions(limits.total));
@@ -209,9 +223,40 @@ impl SessionTable {
             let identity = limits.owner.name.to_string();
             return Err(Error::IdentityLimit { identity, limit: "max_sessions_per_token" });
         }
-        let session = Arc::new(Session {
-            id: id.clone(),
-            owner: limits.owner,
+        let session = Arc::new(self.make(id.clone(), limits.owner, upstream, link, Instant::now()));
+        session.touch();
+        sessions.insert(id, session.clone());
+        Ok(session)
+    }
+
+    /// Registers a session moved here from another process (a take-over), opened `opened`;
+    /// the limits do not apply: it is not a new one.
+    pub fn adopt(
+        &self,
+        id: String,
+        owner: Arc<Caller>,
+        upstream: &str,
+        link: RelayLink,
+        opened: Instant,
+    ) -> Arc<Session> {
+        let session = Arc::new(self.make(id.clone(), owner, upstream, link, opened));
+        session.touch();
+        lock(&self.sessions).insert(id, session.clone());
+        session
+    }
+
+    fn make(
+        &self,
+        id: String,
+        owner: Arc<Caller>,
+        upstream: &str,
+        mut link: RelayLink,
+        opened: Instant,
+    ) -> Session {
+        link.session = common::wire::session_label(&id).into();
+        Session {
+            id,
+            owner,
             upstream: upstream.to_owned(),
             connection_id: link.connection_id,
             cut: Arc::new(CancellationToken::new()),
@@ -223,14 +268,12 @@ impl SessionTable {
             link: Arc::new(AsyncMutex::new(Some(link))),
             link_use: Arc::default(),
             parked: AtomicBool::new(false),
-            opened: Instant::now(),
+            moved: AtomicBool::new(false),
+            opened,
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
             span: OnceLock::new(),
-        });
-        session.touch();
-        sessions.insert(id, session.clone());
-        Ok(session)
+        }
     }
 
     /// The session with this id, if the identity `owner` opened it, marked as heard from.
@@ -286,6 +329,11 @@ impl SessionTable {
     /// True when the session is still in the table.
     pub fn contains(&self, id: &str) -> bool {
         lock(&self.sessions).contains_key(id)
+    }
+
+    /// Puts a session back in the table (a take-over that failed before it moved).
+    pub fn put_back(&self, session: Arc<Session>) {
+        lock(&self.sessions).insert(session.id.clone(), session);
     }
 
     /// Removes a session from the table and returns it.

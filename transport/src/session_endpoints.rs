@@ -122,7 +122,13 @@ pub async fn step(
 ) -> Result<Reply, Error> {
     let started = Instant::now();
     let owner = &caller.id;
-    let Ok(session) = state.sessions.get(id, owner) else {
+    let session = match state.sessions.get(id, owner) {
+        Ok(session) => Ok(session),
+        Err(_) if state.handover.was_moved(id) => return Err(Error::SessionMoved),
+        // Taking over: a step may come before its session.
+        Err(e) => state.handover.wait_for(|| state.sessions.get(id, owner).ok()).await.ok_or(e),
+    };
+    let Ok(session) = session else {
         // Its server closed it while idle, and this step crossed the news: the client's
         // connection ends as the server ended it, not with a lost session's error.
         if state.closed_by_upstream(id, owner) {

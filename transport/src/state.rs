@@ -71,6 +71,8 @@ pub struct AppState {
     pub readiness: crate::readiness::Readiness,
     /// Requests that asked to close their connection (a proxy without keep-alive).
     pub churn: crate::churn::Churn,
+    /// A take-over in progress: sessions arriving here, or handed over from here.
+    pub handover: crate::handover::Handover,
     /// The audit log, when `audit` is configured (set once at start).
     pub audit: std::sync::OnceLock<Arc<crate::audit::AuditLog>>,
 }
@@ -99,6 +101,7 @@ impl AppState {
             readiness: crate::readiness::Readiness::default(),
             audit: std::sync::OnceLock::new(),
             churn: crate::churn::Churn::default(),
+            handover: crate::handover::Handover::default(),
             ended: EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         })
@@ -147,6 +150,7 @@ impl AppState {
             ("idle_timeout", old.idle_timeout != new.idle_timeout),
             ("audit", old.audit != new.audit),
             ("metrics_listen", old.metrics_listen != new.metrics_listen),
+            ("take_over_socket", old.take_over_socket != new.take_over_socket),
         ];
         for (key, _) in fixed.iter().filter(|(_, changed)| *changed) {
             warn!(key, "this setting cannot change in a running transport: restart to apply it");
@@ -158,6 +162,7 @@ impl AppState {
         new.max_inflight_bytes = old.max_inflight_bytes;
         (new.idle_timeout, new.metrics_listen) = (old.idle_timeout, old.metrics_listen);
         new.audit = old.audit.clone();
+        new.take_over_socket = old.take_over_socket.clone();
         if let Some(audit) = self.audit.get() {
             audit.reopen();
         }

@@ -173,6 +173,11 @@ pub async fn serve<IO, F, Fut>(
             }
             Err(e) => crate::reply::error_response(&e),
         };
+        if crate::reply::is_hang_up(&response) {
+            // The step's session moved: the stream ends unanswered, and the sidecar sends it
+            // again on a new connection (messages answer in order: none other is pending).
+            return debug!("a stream's step was for a session that moved: hung up");
+        }
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
             return debug!(error = %e, "a stream broke mid-answer");
         }

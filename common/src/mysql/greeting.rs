@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 /// Where the fields of a greeting lie, and the ones read from it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Greeting {
     /// Offset of the lower two capability bytes.
     caps_low: usize,

@@ -20,7 +20,7 @@ pub const FRAMING_OVERHEAD: usize = HEADER_LEN * 2 + 1;
 pub const DEFAULT_MAX_FRAME: usize = 16 << 20;
 
 /// Why the transport's answer to a relayed request ended: whose turn it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TurnEnd {
     /// The upstream's answer is complete; the client sends its next command.
     Done,

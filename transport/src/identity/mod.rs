@@ -24,7 +24,7 @@ pub use self::remembered::LastCaller;
 
 /// Which identity a request is: equal for every token of the same person, and stable across
 /// configuration reloads.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct IdentityId(Arc<str>);
 
 impl IdentityId {
@@ -35,7 +35,7 @@ impl IdentityId {
 }
 
 /// The upstreams an identity may reach.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Access {
     /// Every configured upstream.
     All,
@@ -68,7 +68,7 @@ impl Access {
 }
 
 /// Where an identity comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Origin {
     /// A plain token of `tokens`: anonymous, every upstream.
     Token,
@@ -84,7 +84,7 @@ pub enum Origin {
 }
 
 /// Who a request comes from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Caller {
     /// Which identity.
     pub id: IdentityId,

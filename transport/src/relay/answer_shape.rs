@@ -4,7 +4,7 @@
 use common::wire::TurnEnd;
 
 /// How the answer to a command starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Expect {
     /// A result: OK, ERR, a LOCAL INFILE request or a result set, possibly several
     /// (COM_QUERY, COM_STMT_EXECUTE, COM_STMT_BULK_EXECUTE, COM_PROCESS_INFO).
@@ -24,7 +24,7 @@ pub enum Expect {
 }
 
 /// The client capabilities that change an answer's shape.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shape {
     /// CLIENT_DEPRECATE_EOF: no EOF after column definitions; rows end with an OK.
     pub deprecate_eof: bool,
@@ -47,7 +47,7 @@ pub struct Scan {
 }
 
 /// What an answer said, as far as its headers and first bytes tell (for the audit log).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     /// Rows of result sets.
     pub rows: u64,
@@ -62,7 +62,7 @@ pub struct Tally {
 }
 
 /// An answer of a pipelined batch that ended before the batch's last one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Answered {
     /// What it said.
     pub tally: Tally,

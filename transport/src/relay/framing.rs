@@ -17,7 +17,7 @@ pub const PEEK: usize = 32;
 
 pub use super::answer_shape::{Answered, Expect, Malformed, Scan, Shape, Tally};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum State {
     ResultHead,
     Columns { left: u64 },
@@ -34,7 +34,7 @@ enum State {
 
 /// Finds the end of one answer, or of the answers to a pipelined batch, in the upstream's
 /// byte stream.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Framing {
     /// What the answer said so far.
     pub tally: Tally,

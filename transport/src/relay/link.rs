@@ -24,6 +24,7 @@ use super::framing::{Framing, Shape};
 use super::handshake::{
     ClientCaps, ClientLeg, Greeting, greeting_for_client, response_for_upstream,
 };
+use super::link_state::LinkState;
 use crate::Error;
 use crate::config::UpstreamConfig;
 use common::mysql::handshake_response::FIXED_LEN;
@@ -55,7 +56,7 @@ impl std::fmt::Debug for UpstreamTlsLink {
 }
 
 /// Where a relayed conversation stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Phase {
     /// Greeted; the client's handshake response is next.
     Greeted,
@@ -120,6 +121,39 @@ impl RelayLink {
                 self.stream = MaybeTls::Plain(tcp);
             }
         }
+    }
+
+    /// The link taken apart to move to another process: its plain TCP socket and the rest. A
+    /// TLS link cannot move (its keys live in this process' TLS state) and comes back whole.
+    pub fn into_state(mut self) -> Result<(std::net::TcpStream, LinkState), Box<Self>> {
+        if self.tls.is_some() {
+            return Err(Box::new(self));
+        }
+        let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
+            return Err(Box::new(self));
+        };
+        // (On failure the link is `Gone`: the caller ends its session.)
+        let Ok(tcp) = tcp.into_std() else { return Err(Box::new(self)) };
+        let state = LinkState {
+            unread: self.rbuf.to_vec(),
+            phase: self.phase,
+            shape: self.shape,
+            pending: self.pending,
+            last_seq: self.last_seq,
+            connection_id: self.connection_id,
+            greeting: self.greeting,
+        };
+        Ok((tcp, state))
+    }
+
+    /// A link moved from another process: its socket and its state.
+    pub fn from_state(tcp: std::net::TcpStream, state: LinkState) -> std::io::Result<Self> {
+        tcp.set_nonblocking(true)?;
+        let mut link = Self::new(MaybeTls::Plain(TcpStream::from_std(tcp)?), None, state.greeting);
+        link.rbuf.extend_from_slice(&state.unread);
+        (link.phase, link.shape, link.pending) = (state.phase, state.shape, state.pending);
+        (link.last_seq, link.connection_id) = (state.last_seq, state.connection_id);
+        Ok(link)
     }
 
     /// Has `waker` woken once the socket has something to read (the server spoke, or hung

@@ -1,0 +1,150 @@
+//! The take-over's local channel: a Unix stream socket carrying JSON messages, each with the
+//! file descriptors it hands over (SCM_RIGHTS). A message is a 5-byte head (its length and
+//! how many descriptors came with its first byte), then its JSON.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::UnixStream;
+
+/// Most descriptors one message carries (the listeners: the API's and the metrics').
+pub const MAX_FDS: usize = 4;
+/// Largest message (a session's state with the bytes its upstream sent unasked).
+const MAX_MESSAGE: usize = 16 << 20;
+/// The head: the JSON's length (u32, little-endian) and the count of descriptors.
+const HEAD: usize = 5;
+
+/// One end of the channel.
+#[derive(Debug)]
+pub struct Channel {
+    socket: UnixStream,
+}
+
+impl Channel {
+    /// The channel over `socket`.
+    pub fn new(socket: UnixStream) -> Self {
+        Self { socket }
+    }
+
+    /// The socket (for its peer's credentials).
+    pub fn socket(&self) -> &UnixStream {
+        &self.socket
+    }
+
+    /// Sends `message` with `fds` (duplicated into the peer).
+    pub async fn send<T: Serialize>(
+        &mut self,
+        message: &T,
+        fds: &[BorrowedFd<'_>],
+    ) -> std::io::Result<()> {
+        let json = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+        if json.len() > MAX_MESSAGE || fds.len() > MAX_FDS {
+            return Err(std::io::Error::other("take-over message too large"));
+        }
+        let mut head = [0u8; HEAD];
+        head[..4].copy_from_slice(&(json.len() as u32).to_le_bytes());
+        head[4] = fds.len() as u8;
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+            return Err(std::io::Error::other("no room for the descriptors"));
+        }
+        let socket = &self.socket;
+        let sent = socket
+            .async_io(Interest::WRITABLE, || {
+                let iov = [IoSlice::new(&head)];
+                rustix::net::sendmsg(socket, &iov, &mut control, SendFlags::NOSIGNAL)
+                    .map_err(std::io::Error::from)
+            })
+            .await?;
+        // The descriptors went with the first byte; the rest is plain bytes.
+        self.socket.write_all(&head[sent..]).await?;
+        self.socket.write_all(&json).await?;
+        self.socket.flush().await
+    }
+
+    /// Receives the next message and the descriptors that came with it; `None` when the peer
+    /// closed the channel between messages.
+    pub async fn recv<T: DeserializeOwned>(
+        &mut self,
+    ) -> std::io::Result<Option<(T, Vec<OwnedFd>)>> {
+        let mut head = [0u8; HEAD];
+        let mut fds = Vec::new();
+        let mut got = 0;
+        while got < HEAD {
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+            let mut control = RecvAncillaryBuffer::new(&mut space);
+            let socket = &self.socket;
+            let read = socket
+                .async_io(Interest::READABLE, || {
+                    let mut iov = [IoSliceMut::new(&mut head[got..])];
+                    let flags = RecvFlags::CMSG_CLOEXEC;
+                    rustix::net::recvmsg(socket, &mut iov, &mut control, flags)
+                        .map_err(std::io::Error::from)
+                })
+                .await?;
+            for message in control.drain() {
+                if let RecvAncillaryMessage::ScmRights(received) = message {
+                    fds.extend(received);
+                }
+            }
+            if read.bytes == 0 {
+                if got == 0 {
+                    return Ok(None);
+                }
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            got += read.bytes;
+        }
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if len > MAX_MESSAGE || fds.len() != usize::from(head[4]) {
+            return Err(std::io::Error::other("a malformed take-over message"));
+        }
+        let mut json = vec![0u8; len];
+        self.socket.read_exact(&mut json).await?;
+        let message = serde_json::from_slice(&json).map_err(std::io::Error::other)?;
+        Ok(Some((message, fds)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+
+    #[tokio::test]
+    async fn messages_carry_their_descriptors() {
+        let (a, b) = UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
+        let (mut a, mut b) = (Channel::new(a), Channel::new(b));
+        let (mut here, there) =
+            std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
+        a.send(&"with one", &[there.as_fd()]).await.unwrap_or_else(|e| panic!("send: {e}"));
+        a.send(&vec![1u32, 2, 3], &[]).await.unwrap_or_else(|e| panic!("send: {e}"));
+        drop(there);
+        let (text, fds): (String, _) =
+            b.recv().await.ok().flatten().unwrap_or_else(|| panic!("no first message"));
+        assert_eq!((text.as_str(), fds.len()), ("with one", 1));
+        // The descriptor is the same socket: what goes in one end comes out of it.
+        let mut passed = std::os::unix::net::UnixStream::from(
+            fds.into_iter().next().unwrap_or_else(|| panic!("fd")),
+        );
+        here.write_all(b"hi").unwrap_or_else(|e| panic!("write: {e}"));
+        let mut got = [0u8; 2];
+        passed.read_exact(&mut got).unwrap_or_else(|e| panic!("read: {e}"));
+        assert_eq!(&got, b"hi");
+        let (numbers, fds): (Vec<u32>, _) =
+            b.recv().await.ok().flatten().unwrap_or_else(|| panic!("no second message"));
+        assert_eq!((numbers, fds.len()), (vec![1, 2, 3], 0));
+        drop(a);
+        assert!(matches!(b.recv::<String>().await, Ok(None)), "a closed channel ends cleanly");
+    }
+}

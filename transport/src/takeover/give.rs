@@ -1,0 +1,213 @@
+//! The running process's side of a take-over: its door (`take_over_socket`, 0600, its own
+//! user only), and the hand-over: listeners first, then each session between turns.
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UnixListener};
+use tracing::{info, warn};
+
+use super::channel::Channel;
+use super::moved::MovedSession;
+use super::{Message, VERSION};
+use crate::relay::RelayLink;
+use crate::session::Session;
+use crate::state::AppState;
+
+/// Longest wait for the new process's next message.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+/// Pause between two rounds over the sessions still in a turn.
+const ROUND_PAUSE: Duration = Duration::from_millis(2);
+
+/// The door a new process knocks at.
+#[derive(Debug)]
+pub struct Door {
+    listener: UnixListener,
+}
+
+impl Door {
+    /// Opens the door at `path`, created 0600. A live transport already there is an error
+    /// unless `replace` (a process that took that one over); a socket file left by a dead one
+    /// is replaced.
+    pub fn open(path: &Path, replace: bool) -> std::io::Result<Self> {
+        if !replace && std::os::unix::net::UnixStream::connect(path).is_ok() {
+            let e = format!("a running transport already listens on {}", path.display());
+            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, e));
+        }
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        info!(path = %path.display(), "take-over socket open");
+        Ok(Self { listener })
+    }
+
+    /// The next knock of a process of this user (others are turned away, and logged).
+    pub async fn knock(&self) -> Channel {
+        let me = rustix::process::getuid();
+        loop {
+            let Ok((socket, _)) = self.listener.accept().await else { continue };
+            match rustix::net::sockopt::socket_peercred(&socket) {
+                Ok(peer) if peer.uid == me => return Channel::new(socket),
+                Ok(peer) => warn!(uid = peer.uid.as_raw(), "a take-over from another user refused"),
+                Err(e) => warn!(error = %e, "a take-over whose user is unknown refused"),
+            }
+        }
+    }
+
+    /// Hands each knock to the receiver, until it is dropped. (The socket file is left: a
+    /// process that took this one over opened its own there.)
+    pub fn serve(self) -> tokio::sync::mpsc::Receiver<Channel> {
+        let (knocks, received) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            loop {
+                let channel = self.knock().await;
+                if knocks.send(channel).await.is_err() {
+                    return;
+                }
+            }
+        });
+        received
+    }
+}
+
+/// What a hand-over did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Report {
+    /// Sessions moved.
+    pub moved: u64,
+    /// Sessions that stayed (over TLS, or a turn past the bound): they end as at a shutdown.
+    pub stayed: u64,
+}
+
+/// Why a hand-over stopped: before the listeners left (`early`), nothing changed.
+#[derive(Debug)]
+pub struct Failed {
+    /// True when it failed before the new process accepted connections.
+    pub early: bool,
+    /// The cause.
+    pub error: std::io::Error,
+}
+
+/// Hands this process's listeners and sessions to the process at `channel`. Once the new
+/// process accepts, `closing` is cancelled (connections close after their answer in
+/// progress) and each session moves at its turn's end, for `shutdown_grace` at most. A
+/// failure leaves the sessions not yet taken here.
+pub async fn hand_over(
+    mut channel: Channel,
+    state: &Arc<AppState>,
+    listeners: (&TcpListener, Option<&TcpListener>),
+    closing: &tokio_util::sync::CancellationToken,
+) -> Result<Report, Failed> {
+    let early = |error| Failed { early: true, error };
+    match next(&mut channel).await.map_err(early)? {
+        Message::Hello { version } if version >= VERSION => {}
+        Message::Hello { version } => {
+            let reason = format!("version {version} cannot take over from version {VERSION}");
+            drop(channel.send(&Message::Refused { reason: reason.clone() }, &[]).await);
+            return Err(early(std::io::Error::other(reason)));
+        }
+        _ => return Err(early(unexpected())),
+    }
+    let mut fds = vec![listeners.0.as_fd()];
+    fds.extend(listeners.1.map(AsFd::as_fd));
+    let sent = Message::Listeners { version: VERSION, metrics: listeners.1.is_some() };
+    channel.send(&sent, &fds).await.map_err(early)?;
+    if !matches!(next(&mut channel).await.map_err(early)?, Message::Serving) {
+        return Err(early(unexpected()));
+    }
+    info!(sessions = state.sessions.len(), "a new process took the listeners: moving sessions");
+    closing.cancel();
+    let late = |error| Failed { early: false, error };
+    let deadline = tokio::time::Instant::now() + state.config().shutdown_grace;
+    let mut report = Report::default();
+    let mut stay = std::collections::HashSet::new();
+    loop {
+        let mut waiting = 0;
+        for session in state.sessions.all() {
+            if stay.contains(&session.id) {
+                continue;
+            }
+            match move_one(&mut channel, state, &session).await.map_err(late)? {
+                Some(true) => report.moved += 1,
+                Some(false) => drop(stay.insert(session.id.clone())),
+                None => waiting += 1,
+            }
+        }
+        if waiting == 0 || tokio::time::Instant::now() >= deadline {
+            report.stayed = (stay.len() + waiting) as u64;
+            break;
+        }
+        tokio::time::sleep(ROUND_PAUSE).await;
+    }
+    let done = Message::Done { moved: report.moved, stayed: report.stayed };
+    channel.send(&done, &[]).await.map_err(late)?;
+    Ok(report)
+}
+
+/// Moves `session` if no turn runs on it: `Some(true)` moved, `Some(false)` it cannot move
+/// (over TLS, or its link is closed), `None` a turn runs.
+async fn move_one(
+    channel: &mut Channel,
+    state: &Arc<AppState>,
+    session: &Arc<Session>,
+) -> std::io::Result<Option<bool>> {
+    let Ok(mut guard) = session.link.clone().try_lock_owned() else { return Ok(None) };
+    if session.has_turn() {
+        return Ok(None);
+    }
+    let Some(link) = guard.take() else { return Ok(Some(false)) };
+    let (tcp, link_state) = match link.into_state() {
+        Ok(parts) => parts,
+        Err(link) => {
+            *guard = Some(*link);
+            return Ok(Some(false));
+        }
+    };
+    session.mark_moved(true);
+    state.handover.mark_moved(&session.id);
+    state.sessions.remove(&session.id);
+    let message = Message::Session(Box::new(MovedSession::of(session, link_state)));
+    let sent = match channel.send(&message, &[tcp.as_fd()]).await {
+        Ok(()) => next(channel).await,
+        Err(e) => Err(e),
+    };
+    match sent {
+        Ok(Message::Took { id }) if id == session.id => {
+            // The new process holds its own descriptor; this one closes without a word.
+            drop(tcp);
+            if let Some(watcher) = session.link_use.watcher.get() {
+                watcher.wake_by_ref();
+            }
+            Ok(Some(true))
+        }
+        other => {
+            // The session stays: back in the table, with its link.
+            let Message::Session(moved) = message else { return Err(unexpected()) };
+            *guard = Some(RelayLink::from_state(tcp, moved.link)?);
+            session.mark_moved(false);
+            state.handover.unmark_moved(&session.id);
+            state.sessions.put_back(session.clone());
+            Err(other.err().unwrap_or_else(unexpected))
+        }
+    }
+}
+
+/// The next message, within [`ANSWER_WAIT`].
+async fn next(channel: &mut Channel) -> std::io::Result<Message> {
+    match tokio::time::timeout(ANSWER_WAIT, channel.recv()).await {
+        Ok(Ok(Some((message, _)))) => Ok(message),
+        Ok(Ok(None)) => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+fn unexpected() -> std::io::Error {
+    std::io::Error::other("an unexpected take-over message")
+}

@@ -1,0 +1,97 @@
+//! Take-over: a new transport process (`transport --take-over`) takes the running one's
+//! listeners and sessions over a local Unix socket (`take_over_socket`), so that an upgrade
+//! loses no session. The old process hands over its listening sockets, stops accepting, asks
+//! its connections to close after their answer in progress, and moves each session between
+//! turns: its state as a versioned message, its upstream socket as a file descriptor. A step
+//! that reaches the new process before its session waits for it; one that reaches the old
+//! process after its session left is hung up on, and the sidecar sends it again on a new
+//! connection. Sessions over TLS to their upstream cannot move (their TLS state lives in the
+//! process) and end as at a shutdown.
+//!
+//! What each side knows meanwhile is `crate::handover`'s. Layers, lowest first: `channel`
+//! (messages with descriptors) and `moved` (a session's state) → `give` (the old process) and
+//! `take` (the new one). Unix only.
+
+pub mod channel;
+pub mod give;
+pub mod moved;
+pub mod take;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::state::AppState;
+
+/// The knocks at this process's door (`take_over_socket`), opened now, or once this
+/// process's own take-over (`taking`) is over; none without a socket configured.
+pub fn door(
+    path: Option<PathBuf>,
+    taking: Option<take::Arrivals>,
+    state: &Arc<AppState>,
+) -> std::io::Result<tokio::sync::mpsc::Receiver<channel::Channel>> {
+    let Some(path) = path else { return Ok(tokio::sync::mpsc::channel(1).1) };
+    let Some(taking) = taking else { return Ok(give::Door::open(&path, false)?.serve()) };
+    let (forward, knocks) = tokio::sync::mpsc::channel(1);
+    let receiving = taking.receive(state.clone());
+    tokio::spawn(async move {
+        receiving.await;
+        let mut received = match give::Door::open(&path, true) {
+            Ok(door) => door.serve(),
+            Err(e) => {
+                return tracing::error!(error = %e, path = %path.display(), "take-over socket not opened: this process cannot be taken over");
+            }
+        };
+        while let Some(channel) = received.recv().await {
+            if forward.send(channel).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(knocks)
+}
+
+/// The version of the take-over's messages. A process takes over from one of the same or an
+/// older version; a new one that reads older messages keeps this number and says so here.
+pub const VERSION: u32 = 1;
+
+/// The messages of a take-over, in order: `Hello` (new → old), `Listeners` (old → new, with
+/// the listening sockets), `Serving` (new → old: it accepts now), then each `Session` (old →
+/// new, with its upstream socket) answered by `Took`, and `Done`. Either side may send
+/// `Refused` and close.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Message {
+    /// The new process and the version it speaks.
+    Hello {
+        /// Its [`VERSION`].
+        version: u32,
+    },
+    /// The listening sockets: the API's, then the metrics' when `metrics` is set.
+    Listeners {
+        /// The old process's [`VERSION`]: the messages that follow are of it.
+        version: u32,
+        /// A second socket is the metrics listener.
+        metrics: bool,
+    },
+    /// The new process accepts connections now.
+    Serving,
+    /// A session, its upstream socket beside it.
+    Session(Box<moved::MovedSession>),
+    /// The new process registered the session `id`.
+    Took {
+        /// The session.
+        id: String,
+    },
+    /// Every session that could move has.
+    Done {
+        /// Sessions moved.
+        moved: u64,
+        /// Sessions that could not move (over TLS upstream, or a turn past the bound).
+        stayed: u64,
+    },
+    /// The take-over cannot go on.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
