@@ -36,7 +36,7 @@ struct Cli {
     #[arg(long, value_parser = ["text", "json"])]
     log_format: Option<String>,
     /// Transport: take over the listener and sessions of the transport running with the same
-    /// configuration, through its `take_over_socket`, instead of listening anew.
+    /// configuration, through its `take_over_socket`; with none running, start as usual.
     #[arg(long)]
     take_over: bool,
     #[command(flatten)]

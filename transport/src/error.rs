@@ -50,7 +50,7 @@ pub enum Error {
     #[error("another command is running on this session")]
     SessionBusy,
     /// The session moved to the process that took this one over: the step goes again, on a
-    /// new connection (the answer is a hang-up, [`crate::reply::hang_up`]).
+    /// new connection (its answer is a hang-up: `reply.rs`).
     #[error("the session moved to the transport that took this one over")]
     SessionMoved,
     /// A step out of order, or one whose answer cannot be resumed.

@@ -19,7 +19,21 @@ use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
 use crate::resume_budget::ResumeBudget;
-use crate::resume_kept::KeptAnswer;
+use crate::resume_kept::{KeptAnswer, KeptPlace};
+
+/// The last step of a session as it moves to another process in a take-over: its number,
+/// status, whether its answer ended, and where its kept bytes stand (they go beside it).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct LastStep {
+    /// The step.
+    pub step: u64,
+    /// Its answer's HTTP status.
+    pub status: u16,
+    /// Its answer ended.
+    pub complete: bool,
+    /// Where its kept bytes stand.
+    pub kept: KeptPlace,
+}
 
 /// The owner of a turn whose response is gone: the turn waits for its step to come again.
 const NOBODY: u64 = 0;
@@ -263,6 +277,51 @@ impl Resumable {
             state.complete = false;
         }
         self.abandon();
+    }
+
+    /// The last step and its kept bytes, to move to another process; `None` while a turn runs.
+    pub fn export(&self) -> Option<(LastStep, Vec<u8>)> {
+        let state = lock(&self.state);
+        if !matches!(state.live, Live::Idle) {
+            return None;
+        }
+        let (kept, bytes) = state.kept.export();
+        let (step, status, complete) = (state.step, state.status.as_u16(), state.complete);
+        Some((LastStep { step, status, complete, kept }, bytes))
+    }
+
+    /// Takes the last step of a session that moved here ([`Self::export`]'s).
+    pub fn import(&self, last: LastStep, bytes: Vec<u8>) {
+        let mut state = lock(&self.state);
+        state.step = last.step;
+        state.status = StatusCode::from_u16(last.status).unwrap_or(StatusCode::OK);
+        state.complete = last.complete;
+        state.kept.import(last.kept, bytes);
+    }
+
+    /// Runs a turn that waits for a resume to its end, its answer kept as it comes (within
+    /// the window): a take-over moves the session once it is between turns, and the sidecar's
+    /// resume reads the rest from what was kept. False when no turn waits.
+    pub async fn finish_parked(&self) -> bool {
+        let owner = {
+            let mut state = lock(&self.state);
+            let owner = state.new_owner();
+            match &mut state.live {
+                Live::Running { owner: current, .. } if *current == NOBODY => *current = owner,
+                _ => return false,
+            }
+            owner
+        };
+        std::future::poll_fn(|cx| {
+            loop {
+                match self.poll_turn(owner, cx) {
+                    Poll::Ready(Some(_)) => continue,
+                    Poll::Ready(None) => return Poll::Ready(true),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await
     }
 
     /// Step `step` again, from byte `from` of its answer. A running turn is taken over at

@@ -15,6 +15,18 @@ use crate::resume_budget::ResumeBudget;
 /// Most chunks whose list is kept from one answer to the next, not freed.
 const KEEP_LIST_CAPACITY: usize = 16;
 
+/// Where a kept answer stands, as it moves to another process in a take-over (its bytes go
+/// beside it).
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct KeptPlace {
+    /// The answer's byte the kept ones start at.
+    pub base: u64,
+    /// The digest of the bytes before `base`.
+    pub base_digest: AnswerDigest,
+    /// The answer's length so far.
+    pub len: u64,
+}
+
 /// An answer's last bytes, in chunks (shared with what went out, not copied).
 #[derive(Debug)]
 pub struct KeptAnswer {
@@ -101,6 +113,26 @@ impl KeptAnswer {
     pub fn restart(&mut self) {
         self.release();
         (self.base, self.len, self.base_digest) = (0, 0, AnswerDigest::default());
+    }
+
+    /// Where the kept bytes stand, and the bytes (a take-over moves them).
+    pub fn export(&self) -> (KeptPlace, Vec<u8>) {
+        let place = KeptPlace { base: self.base, base_digest: self.base_digest, len: self.len };
+        (place, self.chunks.iter().flat_map(|c| c.iter().copied()).collect())
+    }
+
+    /// Takes what [`Self::export`] gave, within the budget (else the bytes are not kept, and
+    /// a resume from among them is refused as for any answer not kept).
+    pub fn import(&mut self, place: KeptPlace, bytes: Vec<u8>) {
+        self.restart();
+        (self.base, self.base_digest, self.len) = (place.base, place.base_digest, place.len);
+        let n = bytes.len() as u64;
+        if n == 0 || place.len.checked_sub(place.base) != Some(n) || !self.budget.try_take(n) {
+            self.base_digest = place.base_digest.then(&bytes);
+            self.base = place.len;
+            return;
+        }
+        self.chunks.push_back(Bytes::from(bytes));
     }
 
     /// The answer's offset of the first byte kept.

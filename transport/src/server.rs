@@ -235,9 +235,16 @@ async fn listeners(
         None => {
             let needed = "--take-over needs take_over_socket in the configuration";
             let path = config.take_over_socket.as_deref().ok_or(std::io::Error::other(needed))?;
-            let taken = crate::takeover::take::knock(path).await?;
-            info!(path = %path.display(), "took the listeners over: sessions arriving");
-            (taken.api, taken.metrics, Some(taken.arrivals))
+            match crate::takeover::take::knock(path).await? {
+                Some(taken) => {
+                    info!(path = %path.display(), "took the listeners over: sessions arriving");
+                    (taken.api, taken.metrics, Some(taken.arrivals))
+                }
+                None => {
+                    info!(path = %path.display(), "no transport to take over: starting anew");
+                    (common::runtime::bind(config.listen)?, None, None)
+                }
+            }
         }
     };
     #[cfg(not(unix))]

@@ -9,7 +9,7 @@ pub const RESUMED_FROM_HEADER: &str = "x-tunnel-resumed-from";
 pub const ANSWER_CRC_HEADER: &str = "x-tunnel-answer-crc";
 
 /// A running CRC-32 of an answer and its length.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AnswerDigest {
     crc: u32,
     len: u64,

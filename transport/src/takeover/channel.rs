@@ -1,6 +1,7 @@
 //! The take-over's local channel: a Unix stream socket carrying JSON messages, each with the
-//! file descriptors it hands over (SCM_RIGHTS). A message is a 5-byte head (its length and
-//! how many descriptors came with its first byte), then its JSON.
+//! file descriptors it hands over (SCM_RIGHTS) and bytes (a kept answer). A message is a
+//! 9-byte head (the lengths of its JSON and of its bytes, and how many descriptors came with
+//! its first byte), its JSON, then its bytes.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
@@ -17,10 +18,13 @@ use tokio::net::UnixStream;
 
 /// Most descriptors one message carries (the listeners: the API's and the metrics').
 pub const MAX_FDS: usize = 4;
-/// Largest message (a session's state with the bytes its upstream sent unasked).
+/// Largest JSON (a session's state with the bytes its upstream sent unasked).
 const MAX_MESSAGE: usize = 16 << 20;
-/// The head: the JSON's length (u32, little-endian) and the count of descriptors.
-const HEAD: usize = 5;
+/// The head: the JSON's and the bytes' lengths (u32, little-endian), the descriptors' count.
+const HEAD: usize = 9;
+
+/// A message received: its value, its bytes and its descriptors.
+pub type Received<T> = (T, Vec<u8>, Vec<OwnedFd>);
 
 /// One end of the channel.
 #[derive(Debug)]
@@ -45,13 +49,25 @@ impl Channel {
         message: &T,
         fds: &[BorrowedFd<'_>],
     ) -> std::io::Result<()> {
+        self.send_with(message, &[], fds).await
+    }
+
+    /// Sends `message` with `bytes` and `fds`.
+    pub async fn send_with<T: Serialize>(
+        &mut self,
+        message: &T,
+        bytes: &[u8],
+        fds: &[BorrowedFd<'_>],
+    ) -> std::io::Result<()> {
         let json = serde_json::to_vec(message).map_err(std::io::Error::other)?;
-        if json.len() > MAX_MESSAGE || fds.len() > MAX_FDS {
+        let tail = u32::try_from(bytes.len()).ok();
+        let Some(tail) = tail.filter(|_| json.len() <= MAX_MESSAGE && fds.len() <= MAX_FDS) else {
             return Err(std::io::Error::other("take-over message too large"));
-        }
+        };
         let mut head = [0u8; HEAD];
         head[..4].copy_from_slice(&(json.len() as u32).to_le_bytes());
-        head[4] = fds.len() as u8;
+        head[4..8].copy_from_slice(&tail.to_le_bytes());
+        head[8] = fds.len() as u8;
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
@@ -68,14 +84,13 @@ impl Channel {
         // The descriptors went with the first byte; the rest is plain bytes.
         self.socket.write_all(&head[sent..]).await?;
         self.socket.write_all(&json).await?;
+        self.socket.write_all(bytes).await?;
         self.socket.flush().await
     }
 
     /// Receives the next message and the descriptors that came with it; `None` when the peer
     /// closed the channel between messages.
-    pub async fn recv<T: DeserializeOwned>(
-        &mut self,
-    ) -> std::io::Result<Option<(T, Vec<OwnedFd>)>> {
+    pub async fn recv<T: DeserializeOwned>(&mut self) -> std::io::Result<Option<Received<T>>> {
         let mut head = [0u8; HEAD];
         let mut fds = Vec::new();
         let mut got = 0;
@@ -105,13 +120,16 @@ impl Channel {
             got += read.bytes;
         }
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        if len > MAX_MESSAGE || fds.len() != usize::from(head[4]) {
+        let tail = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        if len > MAX_MESSAGE || fds.len() != usize::from(head[8]) {
             return Err(std::io::Error::other("a malformed take-over message"));
         }
         let mut json = vec![0u8; len];
         self.socket.read_exact(&mut json).await?;
         let message = serde_json::from_slice(&json).map_err(std::io::Error::other)?;
-        Ok(Some((message, fds)))
+        let mut bytes = vec![0u8; tail];
+        self.socket.read_exact(&mut bytes).await?;
+        Ok(Some((message, bytes, fds)))
     }
 }
 
@@ -128,9 +146,9 @@ mod tests {
         let (mut here, there) =
             std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
         a.send(&"with one", &[there.as_fd()]).await.unwrap_or_else(|e| panic!("send: {e}"));
-        a.send(&vec![1u32, 2, 3], &[]).await.unwrap_or_else(|e| panic!("send: {e}"));
+        a.send_with(&vec![1u32, 2, 3], b"kept", &[]).await.unwrap_or_else(|e| panic!("send: {e}"));
         drop(there);
-        let (text, fds): (String, _) =
+        let (text, _, fds): (String, _, _) =
             b.recv().await.ok().flatten().unwrap_or_else(|| panic!("no first message"));
         assert_eq!((text.as_str(), fds.len()), ("with one", 1));
         // The descriptor is the same socket: what goes in one end comes out of it.
@@ -141,9 +159,9 @@ mod tests {
         let mut got = [0u8; 2];
         passed.read_exact(&mut got).unwrap_or_else(|e| panic!("read: {e}"));
         assert_eq!(&got, b"hi");
-        let (numbers, fds): (Vec<u32>, _) =
+        let (numbers, bytes, fds): (Vec<u32>, _, _) =
             b.recv().await.ok().flatten().unwrap_or_else(|| panic!("no second message"));
-        assert_eq!((numbers, fds.len()), (vec![1, 2, 3], 0));
+        assert_eq!((numbers, &bytes[..], fds.len()), (vec![1, 2, 3], &b"kept"[..], 0));
         drop(a);
         assert!(matches!(b.recv::<String>().await, Ok(None)), "a closed channel ends cleanly");
     }

@@ -1,6 +1,7 @@
 //! The running process's side of a take-over: its door (`take_over_socket`, 0600, its own
 //! user only), and the hand-over: listeners first, then each session between turns.
 
+use std::collections::HashSet;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -126,12 +127,18 @@ pub async fn hand_over(
     let late = |error| Failed { early: false, error };
     let deadline = tokio::time::Instant::now() + state.config().shutdown_grace;
     let mut report = Report::default();
-    let mut stay = std::collections::HashSet::new();
+    let (mut stay, mut finishing) = (HashSet::new(), HashSet::new());
     loop {
         let mut waiting = 0;
         for session in state.sessions.all() {
             if stay.contains(&session.id) {
                 continue;
+            }
+            // A turn waiting for a resume runs to its end here, its answer kept: the
+            // sidecar's resume, sent to the new process, reads it there.
+            if session.resume.is_parked() && finishing.insert(session.id.clone()) {
+                let session = session.clone();
+                tokio::spawn(async move { session.resume.finish_parked().await });
             }
             match move_one(&mut channel, state, &session).await.map_err(late)? {
                 Some(true) => report.moved += 1,
@@ -161,6 +168,7 @@ async fn move_one(
     if session.has_turn() {
         return Ok(None);
     }
+    let Some((last, kept)) = session.resume.export() else { return Ok(None) };
     let Some(link) = guard.take() else { return Ok(Some(false)) };
     let (tcp, link_state) = match link.into_state() {
         Ok(parts) => parts,
@@ -172,8 +180,8 @@ async fn move_one(
     session.mark_moved(true);
     state.handover.mark_moved(&session.id);
     state.sessions.remove(&session.id);
-    let message = Message::Session(Box::new(MovedSession::of(session, link_state)));
-    let sent = match channel.send(&message, &[tcp.as_fd()]).await {
+    let message = Message::Session(Box::new(MovedSession::of(session, link_state, last)));
+    let sent = match channel.send_with(&message, &kept, &[tcp.as_fd()]).await {
         Ok(()) => next(channel).await,
         Err(e) => Err(e),
     };
@@ -201,7 +209,7 @@ async fn move_one(
 /// The next message, within [`ANSWER_WAIT`].
 async fn next(channel: &mut Channel) -> std::io::Result<Message> {
     match tokio::time::timeout(ANSWER_WAIT, channel.recv()).await {
-        Ok(Ok(Some((message, _)))) => Ok(message),
+        Ok(Ok(Some((message, _, _)))) => Ok(message),
         Ok(Ok(None)) => Err(std::io::ErrorKind::UnexpectedEof.into()),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),

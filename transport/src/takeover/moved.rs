@@ -12,6 +12,7 @@ use crate::Error;
 use crate::identity::Caller;
 use crate::relay::RelayLink;
 use crate::relay::link_state::LinkState;
+use crate::resume::LastStep;
 use crate::session::{Session, Who, lock};
 use crate::state::AppState;
 
@@ -30,8 +31,8 @@ pub struct MovedSession {
     pub who: Who,
     /// The text of each prepared statement by id (for the audit log).
     pub statements: Vec<(u32, String)>,
-    /// The last step begun.
-    pub step: u64,
+    /// The last step and where its kept answer stands (its bytes go beside the message).
+    pub last: LastStep,
     /// Parked: its sidecar went silent.
     pub parked: bool,
     /// How long ago it was opened (milliseconds).
@@ -47,8 +48,9 @@ pub struct MovedSession {
 }
 
 impl MovedSession {
-    /// What moves of `session`, whose link's state is `link` (its lock held: no turn runs).
-    pub fn of(session: &Session, link: LinkState) -> Self {
+    /// What moves of `session`, whose link's state is `link` and last step `last` (its lock
+    /// held: no turn runs).
+    pub fn of(session: &Session, link: LinkState, last: LastStep) -> Self {
         let uses = &session.link_use;
         let statements = lock(&session.statements);
         Self {
@@ -58,7 +60,7 @@ impl MovedSession {
             logged_in_as: lock(&session.logged_in_as).clone(),
             who: lock(&session.who).clone(),
             statements: statements.iter().map(|(id, text)| (*id, text.to_string())).collect(),
-            step: session.resume.last_step(),
+            last,
             parked: session.is_parked(),
             age_ms: session.opened.elapsed().as_millis() as u64,
             logged_in: uses.logged_in.load(Ordering::Acquire),
@@ -68,10 +70,16 @@ impl MovedSession {
         }
     }
 
-    /// Registers the session here, over `tcp`, its upstream socket: it goes on as it was,
-    /// watched by the reaper and the idle watcher. A session whose identity may no longer
-    /// reach its upstream here is ended as a reload would end it.
-    pub fn adopt(self, tcp: std::net::TcpStream, state: &Arc<AppState>) -> Result<(), Error> {
+    /// Registers the session here, over `tcp`, its upstream socket, with `kept`, the bytes of
+    /// its last answer kept for a resume: it goes on as it was, watched by the reaper and the
+    /// idle watcher. A session whose identity may no longer reach its upstream here is ended
+    /// as a reload would end it.
+    pub fn adopt(
+        self,
+        tcp: std::net::TcpStream,
+        kept: Vec<u8>,
+        state: &Arc<AppState>,
+    ) -> Result<(), Error> {
         let link = RelayLink::from_state(tcp, self.link)?;
         let opened = Instant::now().checked_sub(Duration::from_millis(self.age_ms));
         let owner = Arc::new(self.owner);
@@ -94,9 +102,7 @@ impl MovedSession {
         let config = state.config();
         session.resume.set_window(config.resume_window);
         session.resume.set_budget(state.resume_budget.clone());
-        if self.step > 0 {
-            session.resume.begin(self.step)?;
-        }
+        session.resume.import(self.last, kept);
         if self.parked {
             session.park();
         }

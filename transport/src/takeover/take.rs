@@ -2,6 +2,7 @@
 //! listeners, and registers each session that arrives; steps for sessions not arrived yet
 //! wait for them meanwhile (`crate::handover`).
 
+use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,15 +30,23 @@ pub struct Arrivals {
     channel: Channel,
 }
 
-/// Knocks at the door at `path` and takes the running process's listeners.
-pub async fn knock(path: &Path) -> std::io::Result<Inherited> {
+/// Knocks at the door at `path` and takes the running process's listeners; `None` when no
+/// process is there (no socket, or nobody listening on it).
+pub async fn knock(path: &Path) -> std::io::Result<Option<Inherited>> {
     let at = |e: std::io::Error| {
-        let e = format!("no transport to take over at {}: {e}", path.display());
+        let e = format!("taking over the transport at {}: {e}", path.display());
         std::io::Error::other(e)
     };
-    let mut channel = Channel::new(UnixStream::connect(path).await.map_err(at)?);
+    let socket = match UnixStream::connect(path).await {
+        Ok(socket) => socket,
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(at(e)),
+    };
+    let mut channel = Channel::new(socket);
     channel.send(&Message::Hello { version: VERSION }, &[]).await?;
-    let (message, fds) = channel.recv().await?.ok_or_else(|| at(eof()))?;
+    let (message, _, fds) = channel.recv().await?.ok_or_else(|| at(eof()))?;
     let metrics = match message {
         Message::Listeners { version, metrics } if version <= VERSION => metrics,
         Message::Refused { reason } => return Err(std::io::Error::other(reason)),
@@ -50,7 +59,7 @@ pub async fn knock(path: &Path) -> std::io::Result<Inherited> {
     });
     let api = listeners.next().ok_or_else(eof)??;
     let metrics = if metrics { Some(listeners.next().ok_or_else(eof)??) } else { None };
-    Ok(Inherited { api, metrics, arrivals: Arrivals { channel } })
+    Ok(Some(Inherited { api, metrics, arrivals: Arrivals { channel } }))
 }
 
 impl Arrivals {
@@ -64,10 +73,10 @@ impl Arrivals {
             let mut outcome = channel.send(&Message::Serving, &[]).await.map(|()| None);
             while let Ok(None) = outcome {
                 outcome = match channel.recv::<Message>().await {
-                    Ok(Some((Message::Session(session), fds))) => {
+                    Ok(Some((Message::Session(session), kept, fds))) => {
                         let id = session.id.clone();
                         let adopted = match fds.into_iter().next() {
-                            Some(fd) => session.adopt(std::net::TcpStream::from(fd), &state),
+                            Some(fd) => session.adopt(std::net::TcpStream::from(fd), kept, &state),
                             None => Err(crate::Error::Io(std::io::Error::other("no socket"))),
                         };
                         state.handover.arrived();
@@ -79,7 +88,7 @@ impl Arrivals {
                         }
                         channel.send(&Message::Took { id }, &[]).await.map(|()| None)
                     }
-                    Ok(Some((Message::Done { stayed, .. }, _))) => Ok(Some(stayed)),
+                    Ok(Some((Message::Done { stayed, .. }, _, _))) => Ok(Some(stayed)),
                     Ok(Some(_)) => Err(std::io::Error::other("an unexpected take-over message")),
                     Ok(None) => Err(eof()),
                     Err(e) => Err(e),
