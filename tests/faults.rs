@@ -2,7 +2,8 @@
 //! offsets in either direction (resets and closes), pieces stalled, while four mysql_async
 //! clients (compressed connections or not) and a PyMySQL client run a mixed workload. Every
 //! answer must be the server's, every acknowledged write there exactly once, and no client may
-//! see an error: the transport holds every session throughout. The seed is printed;
+//! see an error: the transport holds every session throughout, and in two runs a new transport
+//! takes the running one over every 2–5 s meanwhile. The seed is printed;
 //! `SQLTUNNEL_FAULT_SEED` replays one, `SQLTUNNEL_FAULT_CUTS` (`ci`, `LO-HI` in KB, `none`)
 //! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run.
 //! `scripts/bench.sh --faults` runs a long pass.
@@ -31,10 +32,14 @@ struct Setup {
     passthrough: bool,
     stream: bool,
     blobs: bool,
+    take_overs: bool,
 }
 
+/// A take-over every 2–5 s, in the runs that have them.
+const TAKE_OVER_EVERY: (u64, u64) = (2_000, 5_000);
+
 async fn faulted_run(setup: Setup) {
-    let Setup { compressed, passthrough, stream, blobs } = setup;
+    let Setup { compressed, passthrough, stream, blobs, take_overs } = setup;
     let seed = seed();
     if let Ok(level) = std::env::var("SQLTUNNEL_TEST_LOG") {
         let config = common::telemetry::LogConfig { level, ..Default::default() };
@@ -59,6 +64,7 @@ async fn faulted_run(setup: Setup) {
         compressed,
         passthrough,
         stream,
+        take_overs: take_overs.then_some(TAKE_OVER_EVERY),
     };
     let report = within(400, run(plan)).await;
     println!("{} ({}): {}", plan.describe(), faults.describe(), report.summary(seed));
@@ -66,32 +72,94 @@ async fn faulted_run(setup: Setup) {
     if faults.up_cut.0 != u64::MAX {
         assert!(report.cuts > 20, "the run was cut often: {}", report.summary(seed));
     }
+    if take_overs {
+        assert!(report.take_overs >= 3, "the run was taken over: {}", report.summary(seed));
+    }
     assert_eq!(report.failures(), "", "{}", report.summary(seed));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_neither_garble_nor_lose_nor_fail() {
-    faulted_run(Setup { compressed: false, passthrough: true, stream: false, blobs: false }).await;
+    faulted_run(Setup {
+        compressed: false,
+        passthrough: true,
+        stream: false,
+        blobs: false,
+        take_overs: false,
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_compressed_answers_with_listed_logins() {
-    faulted_run(Setup { compressed: true, passthrough: false, stream: false, blobs: false }).await;
+    faulted_run(Setup {
+        compressed: true,
+        passthrough: false,
+        stream: false,
+        blobs: false,
+        take_overs: false,
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_streams_neither_garble_nor_lose_nor_fail() {
-    faulted_run(Setup { compressed: false, passthrough: true, stream: true, blobs: false }).await;
+    faulted_run(Setup {
+        compressed: false,
+        passthrough: true,
+        stream: true,
+        blobs: false,
+        take_overs: false,
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_compressed_streams_with_listed_logins() {
-    faulted_run(Setup { compressed: true, passthrough: false, stream: true, blobs: false }).await;
+    faulted_run(Setup {
+        compressed: true,
+        passthrough: false,
+        stream: true,
+        blobs: false,
+        take_overs: false,
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_cuts_of_streams_with_blobs_of_one_to_four_mb_write_each_once() {
-    faulted_run(Setup { compressed: false, passthrough: true, stream: true, blobs: true }).await;
+    faulted_run(Setup {
+        compressed: false,
+        passthrough: true,
+        stream: true,
+        blobs: true,
+        take_overs: false,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_cuts_and_take_overs_neither_garble_nor_lose_nor_fail() {
+    let setup = Setup {
+        compressed: false,
+        passthrough: true,
+        stream: false,
+        blobs: false,
+        take_overs: true,
+    };
+    faulted_run(setup).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_cuts_of_compressed_streams_and_take_overs() {
+    let setup = Setup {
+        compressed: true,
+        passthrough: false,
+        stream: true,
+        blobs: false,
+        take_overs: true,
+    };
+    faulted_run(setup).await;
 }
 
 /// A number from the environment, else `default`.

@@ -46,6 +46,7 @@ async fn main() {
             compressed,
             passthrough,
             stream,
+            take_overs: None,
         };
         let report = run(plan).await;
         println!("{} ({}): {}", plan.describe(), faults.describe(), report.summary(seed));

@@ -13,6 +13,7 @@ use mysql_async::Opts;
 
 use crate::fault_check::{check_writes, drop_tables, prepare_tables};
 use crate::fault_python::PythonClient;
+use crate::fault_takeovers::TakeOvers;
 use crate::fault_workload::Client;
 use crate::faults::{FaultPlan, FaultProxy};
 use crate::{Tunnel, mysql_port, transport_yaml};
@@ -37,18 +38,22 @@ pub struct RunPlan {
     /// Requests carried on WebSocket streams (`transport.stream: on`), else one HTTP request
     /// each (`off`).
     pub stream: bool,
+    /// A new transport takes the running one over every so often (milliseconds, drawn from
+    /// this range).
+    pub take_overs: Option<(u64, u64)>,
 }
 
 impl RunPlan {
     /// How the run's tunnel carries what: `plain requests, passthrough logins`…
     pub fn describe(&self) -> String {
         format!(
-            "{} {}, {} logins{}{}",
+            "{} {}, {} logins{}{}{}",
             if self.compressed { "zstd" } else { "plain" },
             if self.stream { "streams" } else { "requests" },
             if self.passthrough { "passthrough" } else { "listed" },
             if self.python { ", PyMySQL too" } else { "" },
-            if self.blobs { ", blobs" } else { "" }
+            if self.blobs { ", blobs" } else { "" },
+            if self.take_overs.is_some() { ", take-overs" } else { "" }
         )
     }
 }
@@ -68,6 +73,8 @@ pub struct Report {
     pub cuts: u64,
     /// Pieces it stalled.
     pub stalls: u64,
+    /// Take-overs begun.
+    pub take_overs: u64,
     /// Operations that failed at the client (each a failure of the promise: the transport
     /// held every session throughout).
     pub client_errors: Vec<String>,
@@ -88,13 +95,14 @@ impl Report {
     /// One line of figures.
     pub fn summary(&self, seed: u64) -> String {
         format!(
-            "seed {seed}: {} operations ({} PyMySQL), {} blobs of {:.1} MB, {} cuts, {} stalls, {:.1} MB of answers in {:.1} s; {} client errors, {} garbled, {} writes lost or doubled",
+            "seed {seed}: {} operations ({} PyMySQL), {} blobs of {:.1} MB, {} cuts, {} stalls, {} take-overs, {:.1} MB of answers in {:.1} s; {} client errors, {} garbled, {} writes lost or doubled",
             self.operations,
             self.python_operations,
             self.blobs.0,
             self.blobs.1 as f64 / 1e6,
             self.cuts,
             self.stalls,
+            self.take_overs,
             self.bytes_down as f64 / 1e6,
             self.elapsed.as_secs_f64(),
             self.client_errors.len(),
@@ -133,8 +141,21 @@ pub async fn run(plan: RunPlan) -> Report {
     let listener = common::runtime::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
     let transport_addr = listener.local_addr().expect("addr");
     let proxy = FaultProxy::start(transport_addr, plan.faults).await;
-    let transport = transport_yaml(mysql_port())
+    let mut transport = transport_yaml(mysql_port())
         .replace("session_timeout: 30s\n", "session_timeout: 60s\nheartbeat_interval: 1s\n");
+    // Runs of one seed may go on at once (a replay of it in every test): each its own names.
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, Ordering::Relaxed);
+    let run_tag = format!("{:x}_{}_{run}", plan.faults.seed, std::process::id());
+    let socket = TakeOvers::socket_for(&run_tag);
+    if plan.take_overs.is_some() {
+        // The listener the first transport was given, for the later ones to take over.
+        transport.push_str(&format!(
+            "take_over_socket: {}\nlisten: {transport_addr}\nshutdown_grace: 3s\n",
+            socket.display()
+        ));
+        transport = transport.replacen("listen: 127.0.0.1:0\n", "", 1);
+    }
     let url = format!("http://127.0.0.1:{}/", proxy.port);
     let compression = if plan.compressed { "on" } else { "off" };
     let stream = if plan.stream { "on" } else { "off" };
@@ -152,10 +173,8 @@ pub async fn run(plan: RunPlan) -> Report {
         )
     };
     let tunnel = Tunnel::start_with(listener, &transport, &sidecar).await;
-    // Runs of one seed may go on at once (a replay of it in every test): each its own names.
-    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let run = RUNS.fetch_add(1, Ordering::Relaxed);
-    let run_tag = format!("{:x}_{}_{run}", plan.faults.seed, std::process::id());
+    let take_overs =
+        plan.take_overs.map(|every| TakeOvers::start(&transport, socket, plan.faults.seed, every));
     let table = prepare_tables(&run_tag).await;
     let files = std::env::temp_dir().join(format!("sqltunnel-faults-{run_tag}"));
     std::fs::create_dir_all(&files).expect("file dir");
@@ -199,6 +218,7 @@ pub async fn run(plan: RunPlan) -> Report {
         outcomes.push(handle.await.expect("client task"));
     }
     proxy.arm(false);
+    report.take_overs = take_overs.as_ref().map_or(0, TakeOvers::begun);
     for outcome in &outcomes {
         report.operations += outcome.operations;
         report.client_errors.extend(outcome.errors.iter().cloned());
@@ -218,6 +238,7 @@ pub async fn run(plan: RunPlan) -> Report {
     report.stalls = proxy.counts.stalls.load(Ordering::Relaxed);
     report.bytes_down = proxy.counts.down_bytes.load(Ordering::Relaxed);
     report.elapsed = started.elapsed();
+    drop(take_overs);
     drop(tunnel);
     drop(std::fs::remove_dir_all(&files));
     // What broke stays in the database to look at.

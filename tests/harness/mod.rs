@@ -11,6 +11,7 @@ pub mod fault_check;
 pub mod fault_kinds;
 pub mod fault_python;
 pub mod fault_run;
+pub mod fault_takeovers;
 pub mod fault_workload;
 pub mod faults;
 pub mod http;

@@ -277,7 +277,8 @@ async fn hand_over(
         Ok(report) => {
             let outcomes = [("moved", report.moved), ("stayed", report.stayed)];
             state.metrics.take_over(&outcomes);
-            info!(moved = report.moved, stayed = report.stayed, "taken over");
+            let (moved, stayed, finished) = (report.moved, report.stayed, report.finished);
+            info!(moved, stayed, finished_for_a_resume = finished, "taken over");
             Ok(())
         }
         Err(failed) => {

@@ -61,13 +61,16 @@ impl Door {
         }
     }
 
-    /// Hands each knock to the receiver, until it is dropped. (The socket file is left: a
-    /// process that took this one over opened its own there.)
+    /// Hands each knock to the receiver, until it is dropped; then the door closes. (The
+    /// socket file is left: a process that took this one over opened its own there.)
     pub fn serve(self) -> tokio::sync::mpsc::Receiver<Channel> {
         let (knocks, received) = tokio::sync::mpsc::channel(1);
         tokio::spawn(async move {
             loop {
-                let channel = self.knock().await;
+                let channel = tokio::select! {
+                    channel = self.knock() => channel,
+                    () = knocks.closed() => return,
+                };
                 if knocks.send(channel).await.is_err() {
                     return;
                 }
@@ -84,6 +87,8 @@ pub struct Report {
     pub moved: u64,
     /// Sessions that stayed (over TLS, or a turn past the bound): they end as at a shutdown.
     pub stayed: u64,
+    /// Turns that waited for a resume, run to their end here before their session moved.
+    pub finished: u64,
 }
 
 /// Why a hand-over stopped: before the listeners left (`early`), nothing changed.
@@ -148,6 +153,7 @@ pub async fn hand_over(
         }
         if waiting == 0 || tokio::time::Instant::now() >= deadline {
             report.stayed = (stay.len() + waiting) as u64;
+            report.finished = finishing.len() as u64;
             break;
         }
         tokio::time::sleep(ROUND_PAUSE).await;

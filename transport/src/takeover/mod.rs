@@ -22,8 +22,9 @@ use std::sync::Arc;
 
 use crate::state::AppState;
 
-/// The knocks at this process's door (`take_over_socket`), opened now, or once this
-/// process's own take-over (`taking`) is over; none without a socket configured.
+/// The knocks at this process's door (`take_over_socket`); none without a socket
+/// configured. Taking over (`taking`), the door replaces the old process's at once, and a
+/// knock waits until this take-over is over.
 pub fn door(
     path: Option<PathBuf>,
     taking: Option<take::Arrivals>,
@@ -31,16 +32,11 @@ pub fn door(
 ) -> std::io::Result<tokio::sync::mpsc::Receiver<channel::Channel>> {
     let Some(path) = path else { return Ok(tokio::sync::mpsc::channel(1).1) };
     let Some(taking) = taking else { return Ok(give::Door::open(&path, false)?.serve()) };
+    let mut received = give::Door::open(&path, true)?.serve();
     let (forward, knocks) = tokio::sync::mpsc::channel(1);
     let receiving = taking.receive(state.clone());
     tokio::spawn(async move {
         receiving.await;
-        let mut received = match give::Door::open(&path, true) {
-            Ok(door) => door.serve(),
-            Err(e) => {
-                return tracing::error!(error = %e, path = %path.display(), "take-over socket not opened: this process cannot be taken over");
-            }
-        };
         while let Some(channel) = received.recv().await {
             if forward.send(channel).await.is_err() {
                 return;
