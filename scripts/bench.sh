@@ -26,6 +26,9 @@
 # over QUERIES (default 3,000) on one thread: exact where the sampled CPU time is noisy; then,
 # with a dump before each recv, send and epoll_wait, how many of them fall between a wake-up,
 # a read and the write it causes (the critical path at one thread) and after the write.
+# `--take-over [ROUNDS] [SECONDS]` runs point selects and 4 MB answers through repeated
+# take-overs (a new transport every 2 s) and without, interleaved (tests/benches/take_over.rs):
+# throughput of each, the ratio, and the longest a command took.
 # `--attack [ROUNDS] [SECONDS] [REQUESTS]` runs the door's long pass instead: the attack bench
 # (tests/benches/attack.rs: a sidecar's logins and queries with no attack and under a tokenless
 # flood, token guessing, trickled bodies and silent connections, interleaved, with ratios to no
@@ -33,7 +36,8 @@
 # Usage: scripts/bench.sh [seconds-per-sysbench-run] | scripts/bench.sh --wan [ROUNDS] |
 #        scripts/bench.sh --attack [ROUNDS] [SECONDS] [REQUESTS] |
 #        scripts/bench.sh --faults [OPERATIONS_PER_CLIENT] [SEED] |
-#        scripts/bench.sh --instructions [QUERIES]
+#        scripts/bench.sh --instructions [QUERIES] |
+#        scripts/bench.sh --take-over [ROUNDS] [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -76,6 +80,18 @@ if [[ "${1:-}" == "--faults" ]]; then
     start_mariadb "$WORK/mariadb" "$db_port"
     mkdir -p "$WORK/tmp"
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench faults --locked -- "${2:-1500}" ${3:+"$3"}
+    exit 0
+fi
+
+if [[ "${1:-}" == "--take-over" ]]; then
+    ensure_packages mariadb-server mariadb-client
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-take-over.XXXXXX")
+    trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
+    db_port=$(free_port)
+    start_mariadb "$WORK/mariadb" "$db_port"
+    mkdir -p "$WORK/tmp"
+    cargo build --release --locked -p transport -p sidecar
+    TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench take_over --locked -- "${2:-3}" "${3:-10}"
     exit 0
 fi
 

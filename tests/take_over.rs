@@ -1,17 +1,20 @@
 //! A deploy loses no session: a new transport started with `--take-over` takes the running
 //! one's listener and sessions through `take_over_socket`, and the old one exits. With 200
 //! sessions (idle ones with a variable, a temporary table and a prepared statement, 20 in
-//! transactions holding row locks, 20 reading large answers and 10 running statements
-//! meanwhile), each session keeps its upstream connection, variables, temporary table and
-//! transaction, and no client sees an error; then the new process is taken over in turn.
+//! transactions holding row locks, 10 parked behind a frozen sidecar, 20 reading large
+//! answers and 10 running statements meanwhile), each session keeps its upstream connection,
+//! variables, temporary table and transaction, no client sees an error, `/v1/ready` answers
+//! ready throughout, and the new process holds as many descriptors and as much memory as the
+//! old one did with the same sessions at work; then the new process is taken over in turn.
 //! Both carriers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use e2e::processes::{Proc, ProcTunnel};
-use e2e::{Carrier, DATABASE, direct, on_both_carriers, opts};
+use e2e::http::{metric, raw_request};
+use e2e::processes::{Proc, ProcTunnel, free_port, wait_port};
+use e2e::{Carrier, DATABASE, TOKEN, direct, on_both_carriers, opts};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Statement};
 
@@ -22,6 +25,8 @@ const IN_TRANSACTION: usize = 20;
 const READING: std::ops::Range<usize> = 20..40;
 /// Sessions 40..50 run a statement through the take-over.
 const RUNNING: std::ops::Range<usize> = 40..50;
+/// Sessions 190..200 are parked: their sidecar is frozen (SIGSTOP) through the take-over.
+const PARKED: std::ops::Range<usize> = 190..200;
 /// The large answer's bytes.
 const LARGE: usize = 1 << 20;
 
@@ -91,15 +96,35 @@ async fn a_take_over_keeps_every_session(carrier: Carrier) {
     ));
     let socket_line = format!("take_over_socket: {}\n", socket.display());
     let limits = "max_sessions_per_token: 400\nmax_streams_per_token: 400\nmax_connections_per_client: 1000\n";
-    let mut tunnel =
-        ProcTunnel::start_on(carrier, "take-over", |t| format!("{t}{socket_line}{limits}"), |s| s)
-            .await;
-    let port = tunnel.sidecar_port;
+    // Sessions of a silent sidecar park after session_timeout.
+    let edit = |t: String| {
+        let t = t.replace("session_timeout: 30s", "session_timeout: 4s\nheartbeat_interval: 1s");
+        format!("{t}{socket_line}{limits}log:\n  level: transport::takeover=debug,info\n")
+    };
+    let keep_alive = |s: String| format!("{s}heartbeat_interval: 1s\n");
+    let mut tunnel = ProcTunnel::start_on(carrier, "take-over", edit, keep_alive).await;
+    let (port, transport_port) = (tunnel.sidecar_port, tunnel.transport_port);
+    // A second sidecar, frozen through the take-over: a laptop asleep.
+    let asleep_port = free_port();
+    let listen = format!("127.0.0.1:{asleep_port}");
+    let asleep = tunnel.sidecar.start_again("sidecar", &["--listen", &listen], "asleep");
+    wait_port(asleep_port).await;
     let mut sessions = Vec::new();
     for batch in (0..SESSIONS).collect::<Vec<_>>().chunks(25) {
-        let opened = batch.iter().map(|&i| open(port, i, &table));
+        let at = |i: usize| if PARKED.contains(&i) { asleep_port } else { port };
+        let opened = batch.iter().map(|&i| open(at(i), i, &table));
         sessions.extend(futures_util::future::join_all(opened).await);
     }
+    asleep.signal("STOP");
+    let parked = async {
+        while metric(transport_port, Some(TOKEN), "sqltunnel_parked_sessions").await < 10 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), parked).await.expect("10 sessions park");
+    let parked_before = metric(transport_port, Some(TOKEN), "sqltunnel_parked_sessions").await;
+    assert_eq!(parked_before, 10, "the frozen sidecar's sessions park, and only they");
+
     let mode = std::fs::metadata(&socket).map(|m| {
         use std::os::unix::fs::PermissionsExt;
         m.permissions().mode() & 0o777
@@ -132,13 +157,38 @@ async fn a_take_over_keeps_every_session(carrier: Carrier) {
             }),
         ));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Readiness is asked throughout, on a new connection each time.
+    let readiness = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let (mut asked, mut not_ready) = (0, Vec::new());
+            let request = "GET /v1/ready HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+            while !stop.load(Ordering::Relaxed) {
+                let (status, _) = raw_request(transport_port, request).await;
+                asked += 1;
+                if status != 200 {
+                    not_ready.push(status);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (asked, not_ready)
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let before = answers.load(Ordering::Relaxed);
+    // The process that ran from the start, with these sessions at work.
+    let (descriptors_before, resident_before) =
+        (tunnel.transport.open_fds(), tunnel.transport.rss_kib());
     let started = Instant::now();
     let mut next = take_over(&mut tunnel.transport, "next").await;
     let took = started.elapsed();
+    let parked_after = metric(transport_port, Some(TOKEN), "sqltunnel_parked_sessions").await;
+    assert_eq!(parked_after, 10, "the parked sessions moved parked");
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);
+    let (asked, not_ready) = readiness.await.expect("readiness task");
+    assert!(asked > 10 && not_ready.is_empty(), "ready throughout: {asked} asked, {not_ready:?}");
+    asleep.signal("CONT");
     let after = answers.load(Ordering::Relaxed);
     let mut returned = Vec::new();
     for (i, task) in busy {
@@ -157,6 +207,23 @@ async fn a_take_over_keeps_every_session(carrier: Carrier) {
     for (i, kept) in sessions.iter_mut().enumerate() {
         check(kept, i).await;
     }
+    // As many descriptors as the process that ran from the start had with the same sessions
+    // (each session's upstream socket, and its stream or kept-alive connection).
+    let (descriptors_after, resident_after) = (next.open_fds(), next.rss_kib());
+    println!(
+        "descriptors: {descriptors_before} before the take-over, {descriptors_after} after; resident memory: {resident_before} KiB before, {resident_after} KiB after"
+    );
+    // Memory as that process's, within a quarter and 8 MiB (the allocator's noise).
+    let most = resident_before + resident_before / 4 + 8 * 1024;
+    assert!(
+        resident_after <= most,
+        "resident {resident_before} KiB before, {resident_after} after"
+    );
+    let slack = descriptors_before / 10 + 5;
+    assert!(
+        descriptors_after.abs_diff(descriptors_before) <= slack,
+        "descriptors {descriptors_before} before, {descriptors_after} after"
+    );
     // The row locks held: the rows still read 0 outside; committed, 1.
     let sql = format!("SELECT COUNT(*) FROM {table} WHERE v = 0");
     let untouched: Option<u64> = d.query_first(&sql).await.expect("outside");

@@ -277,6 +277,9 @@ impl Metrics {
             "Whether each upstream can be reached (1) or not (0), as last probed",
             m.upstream_ready.clone(),
         );
+        for outcome in ["moved", "stayed", "taken", "failed"] {
+            m.take_over_sessions.get_or_create(&vec![("outcome".into(), outcome.into())]);
+        }
         let take_over =
             "Sessions of take-overs: moved or stayed (old process), taken or failed (new)";
         r.register("take_over_sessions", take_over, m.take_over_sessions.clone());

@@ -280,7 +280,7 @@ impl Resumable {
     }
 
     /// The last step and its kept bytes, to move to another process; `None` while a turn runs.
-    pub fn export(&self) -> Option<(LastStep, Vec<u8>)> {
+    pub fn export(&self) -> Option<(LastStep, Vec<Bytes>)> {
         let state = lock(&self.state);
         if !matches!(state.live, Live::Idle) {
             return None;

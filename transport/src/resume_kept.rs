@@ -116,9 +116,9 @@ impl KeptAnswer {
     }
 
     /// Where the kept bytes stand, and the bytes (a take-over moves them).
-    pub fn export(&self) -> (KeptPlace, Vec<u8>) {
+    pub fn export(&self) -> (KeptPlace, Vec<Bytes>) {
         let place = KeptPlace { base: self.base, base_digest: self.base_digest, len: self.len };
-        (place, self.chunks.iter().flat_map(|c| c.iter().copied()).collect())
+        (place, self.chunks.iter().cloned().collect())
     }
 
     /// Takes what [`Self::export`] gave, within the budget (else the bytes are not kept, and

@@ -134,7 +134,11 @@ pub async fn run_with_reloads(
         let stream_shards = shards.clone();
         // The connection's last accepted token, handed to its stream too.
         let last = Arc::new(LastCaller::default());
+        // A permit once a request began: closing, a new connection answers its first.
+        let began = Arc::new(tokio::sync::Notify::new());
+        let began_in_service = began.clone();
         let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            began_in_service.notify_one();
             let (state, streams, closing) =
                 (state.clone(), streams.clone(), stream_closing.clone());
             let shards = stream_shards.clone();
@@ -183,13 +187,13 @@ pub async fn run_with_reloads(
                 let result = match tls {
                     None => {
                         let io = TokioIo::new(WriteStall::new(stream, idle_timeout));
-                        serve(io, service, closing, idle_timeout).await
+                        serve(io, service, (closing, began), idle_timeout).await
                     }
                     Some(acceptor) => {
                         match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
                             Ok(Ok(stream)) => {
                                 let io = TokioIo::new(WriteStall::new(stream, idle_timeout));
-                                serve(io, service, closing, idle_timeout).await
+                                serve(io, service, (closing, began), idle_timeout).await
                             }
                             Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
                             Err(_) => return debug!(%peer, "TLS handshake timed out"),
@@ -391,12 +395,14 @@ async fn serve_metrics(
 }
 
 /// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS, until `closing` asks it
-/// to finish what it is answering. A request head, or the wait for the next request, may take
+/// to finish what it is answering; a connection that has not begun a request yet (it was
+/// accepted, its first bytes are in) answers that one first (`began` holds a permit once a
+/// request began). A request head, or the wait for the next request, may take
 /// `idle_timeout`. An upgrade to a stream hands the socket over ([`carry_stream`]).
 async fn serve<IO, S>(
     io: TokioIo<IO>,
     service: S,
-    closing: CancellationToken,
+    (closing, began): (CancellationToken, Arc<tokio::sync::Notify>),
     idle_timeout: Duration,
 ) -> hyper::Result<()>
 where
@@ -411,10 +417,13 @@ where
     let connection = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
     tokio::select! {
-        result = connection.as_mut() => result,
-        () = closing.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
-        }
+        result = connection.as_mut() => return result,
+        () = closing.cancelled() => {}
     }
+    tokio::select! {
+        result = connection.as_mut() => return result,
+        () = began.notified() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    connection.await
 }

@@ -7,6 +7,7 @@ use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
+use bytes::Bytes;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,
@@ -52,15 +53,15 @@ impl Channel {
         self.send_with(message, &[], fds).await
     }
 
-    /// Sends `message` with `bytes` and `fds`.
+    /// Sends `message` with `bytes` (in pieces, sent as one) and `fds`.
     pub async fn send_with<T: Serialize>(
         &mut self,
         message: &T,
-        bytes: &[u8],
+        bytes: &[Bytes],
         fds: &[BorrowedFd<'_>],
     ) -> std::io::Result<()> {
         let json = serde_json::to_vec(message).map_err(std::io::Error::other)?;
-        let tail = u32::try_from(bytes.len()).ok();
+        let tail = u32::try_from(bytes.iter().map(Bytes::len).sum::<usize>()).ok();
         let Some(tail) = tail.filter(|_| json.len() <= MAX_MESSAGE && fds.len() <= MAX_FDS) else {
             return Err(std::io::Error::other("take-over message too large"));
         };
@@ -84,7 +85,9 @@ impl Channel {
         // The descriptors went with the first byte; the rest is plain bytes.
         self.socket.write_all(&head[sent..]).await?;
         self.socket.write_all(&json).await?;
-        self.socket.write_all(bytes).await?;
+        for piece in bytes {
+            self.socket.write_all(piece).await?;
+        }
         self.socket.flush().await
     }
 
@@ -146,7 +149,13 @@ mod tests {
         let (mut here, there) =
             std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
         a.send(&"with one", &[there.as_fd()]).await.unwrap_or_else(|e| panic!("send: {e}"));
-        a.send_with(&vec![1u32, 2, 3], b"kept", &[]).await.unwrap_or_else(|e| panic!("send: {e}"));
+        a.send_with(
+            &vec![1u32, 2, 3],
+            &[Bytes::from_static(b"ke"), Bytes::from_static(b"pt")],
+            &[],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("send: {e}"));
         drop(there);
         let (text, _, fds): (String, _, _) =
             b.recv().await.ok().flatten().unwrap_or_else(|| panic!("no first message"));

@@ -12,16 +12,14 @@ use tokio::net::{TcpListener, UnixListener};
 use tracing::{info, warn};
 
 use super::channel::Channel;
-use super::moved::MovedSession;
-use super::{Message, VERSION};
-use crate::relay::RelayLink;
-use crate::session::Session;
+use super::leaving::{self, Leave};
+use super::{Message, VERSION, next, unexpected};
 use crate::state::AppState;
 
-/// Longest wait for the new process's next message.
-const ANSWER_WAIT: Duration = Duration::from_secs(10);
 /// Pause between two rounds over the sessions still in a turn.
 const ROUND_PAUSE: Duration = Duration::from_millis(2);
+/// Sessions sent before their acknowledgements are read.
+const BATCH: usize = 32;
 
 /// The door a new process knocks at.
 #[derive(Debug)]
@@ -133,11 +131,17 @@ pub async fn hand_over(
     let deadline = tokio::time::Instant::now() + state.config().shutdown_grace;
     let mut report = Report::default();
     let (mut stay, mut finishing) = (HashSet::new(), HashSet::new());
+    let mut batch = Vec::with_capacity(BATCH);
     loop {
         let mut waiting = 0;
         for session in state.sessions.all() {
             if stay.contains(&session.id) {
                 continue;
+            }
+            // Its sidecar's keep-alives go to the new process now, which vouches for it: a
+            // session waiting to move is not silent (a parked one stays parked).
+            if !session.is_parked() {
+                session.touch();
             }
             // A turn waiting for a resume runs to its end here, its answer kept: the
             // sidecar's resume, sent to the new process, reads it there.
@@ -145,12 +149,18 @@ pub async fn hand_over(
                 let session = session.clone();
                 tokio::spawn(async move { session.resume.finish_parked().await });
             }
-            match move_one(&mut channel, state, &session).await.map_err(late)? {
-                Some(true) => report.moved += 1,
-                Some(false) => drop(stay.insert(session.id.clone())),
-                None => waiting += 1,
+            match leaving::take_apart(state, &session) {
+                Leave::Going(going) => batch.push(*going),
+                Leave::Stays => drop(stay.insert(session.id.clone())),
+                Leave::Busy => waiting += 1,
+            }
+            if batch.len() >= BATCH {
+                report.moved +=
+                    leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
             }
         }
+        report.moved +=
+            leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
         if waiting == 0 || tokio::time::Instant::now() >= deadline {
             report.stayed = (stay.len() + waiting) as u64;
             report.finished = finishing.len() as u64;
@@ -161,67 +171,4 @@ pub async fn hand_over(
     let done = Message::Done { moved: report.moved, stayed: report.stayed };
     channel.send(&done, &[]).await.map_err(late)?;
     Ok(report)
-}
-
-/// Moves `session` if no turn runs on it: `Some(true)` moved, `Some(false)` it cannot move
-/// (over TLS, or its link is closed), `None` a turn runs.
-async fn move_one(
-    channel: &mut Channel,
-    state: &Arc<AppState>,
-    session: &Arc<Session>,
-) -> std::io::Result<Option<bool>> {
-    let Ok(mut guard) = session.link.clone().try_lock_owned() else { return Ok(None) };
-    if session.has_turn() {
-        return Ok(None);
-    }
-    let Some((last, kept)) = session.resume.export() else { return Ok(None) };
-    let Some(link) = guard.take() else { return Ok(Some(false)) };
-    let (tcp, link_state) = match link.into_state() {
-        Ok(parts) => parts,
-        Err(link) => {
-            *guard = Some(*link);
-            return Ok(Some(false));
-        }
-    };
-    session.mark_moved(true);
-    state.handover.mark_moved(&session.id);
-    state.sessions.remove(&session.id);
-    let message = Message::Session(Box::new(MovedSession::of(session, link_state, last)));
-    let sent = match channel.send_with(&message, &kept, &[tcp.as_fd()]).await {
-        Ok(()) => next(channel).await,
-        Err(e) => Err(e),
-    };
-    match sent {
-        Ok(Message::Took { id }) if id == session.id => {
-            // The new process holds its own descriptor; this one closes without a word.
-            drop(tcp);
-            if let Some(watcher) = session.link_use.watcher.get() {
-                watcher.wake_by_ref();
-            }
-            Ok(Some(true))
-        }
-        other => {
-            // The session stays: back in the table, with its link.
-            let Message::Session(moved) = message else { return Err(unexpected()) };
-            *guard = Some(RelayLink::from_state(tcp, moved.link)?);
-            session.mark_moved(false);
-            state.handover.unmark_moved(&session.id);
-            state.sessions.put_back(session.clone());
-            Err(other.err().unwrap_or_else(unexpected))
-        }
-    }
-}
-
-/// The next message, within [`ANSWER_WAIT`].
-async fn next(channel: &mut Channel) -> std::io::Result<Message> {
-    match tokio::time::timeout(ANSWER_WAIT, channel.recv()).await {
-        Ok(Ok(Some((message, _, _)))) => Ok(message),
-        Ok(Ok(None)) => Err(std::io::ErrorKind::UnexpectedEof.into()),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
-    }
-}
-
-fn unexpected() -> std::io::Error {
-    std::io::Error::other("an unexpected take-over message")
 }

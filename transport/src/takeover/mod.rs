@@ -9,11 +9,12 @@
 //! process) and end as at a shutdown.
 //!
 //! What each side knows meanwhile is `crate::handover`'s. Layers, lowest first: `channel`
-//! (messages with descriptors) and `moved` (a session's state) → `give` (the old process) and
-//! `take` (the new one). Unix only.
+//! (messages with descriptors) and `moved` (a session's state) → `leaving` (sessions sent in
+//! batches) → `give` (the old process) and `take` (the new one). Unix only.
 
 pub mod channel;
 pub mod give;
+pub mod leaving;
 pub mod moved;
 pub mod take;
 
@@ -90,4 +91,22 @@ pub enum Message {
         /// Why.
         reason: String,
     },
+}
+
+/// Longest wait for the other process's next message.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The next message, within [`ANSWER_WAIT`].
+async fn next(channel: &mut channel::Channel) -> std::io::Result<Message> {
+    match tokio::time::timeout(ANSWER_WAIT, channel.recv()).await {
+        Ok(Ok(Some((message, _, _)))) => Ok(message),
+        Ok(Ok(None)) => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+/// A message out of its place.
+fn unexpected() -> std::io::Error {
+    std::io::Error::other("an unexpected take-over message")
 }
