@@ -1,6 +1,6 @@
-//! The session table's hasher: session ids are 128 random bits the transport made, so they
-//! need mixing, not SipHash's defence against keys an attacker chose (a request can only look
-//! an id up; every id in the table came from the OS's CSPRNG).
+//! Session ids: 128 bits from the OS's CSPRNG, and the session table's hasher for them: ids
+//! the transport made need mixing, not SipHash's defence against keys an attacker chose (a
+//! request can only look an id up; every id in the table came from the CSPRNG).
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -74,6 +74,14 @@ impl Hasher for IdHasher {
     }
 }
 
+/// A new session id: 128 bits from the OS's CSPRNG, as 32 hex digits.
+pub fn new_session_id() -> Result<String, crate::Error> {
+    let mut bytes = [0u8; common::wire::SESSION_ID_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| crate::Error::Io(std::io::Error::other(e.to_string())))?;
+    Ok(crate::identity::config::to_hex(&bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -129,5 +137,14 @@ mod tests {
         }
         let most = per_bucket.iter().copied().max().unwrap_or(0);
         assert!(most <= 20, "a bucket holds {most} of 4096 ids");
+    }
+
+    #[test]
+    fn session_ids_are_long_and_distinct() {
+        let a = new_session_id().unwrap_or_default();
+        let b = new_session_id().unwrap_or_default();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 }

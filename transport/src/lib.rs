@@ -17,7 +17,8 @@
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
 //! → `api` (routing, control endpoints)
 //! → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`,
-//! `takeover` (a new process takes the listeners and sessions over; Unix), `server`.
+//! `takeover` (a new process takes the listeners and sessions over; Unix)
+//! → `listening` (the listeners given or taken over, and the door), `server`.
 
 pub mod api;
 pub mod audit;
@@ -35,6 +36,7 @@ pub mod id_hash;
 pub mod identity;
 pub mod idle_watch;
 pub mod incoming;
+pub mod listening;
 pub mod metrics;
 pub mod probes;
 pub mod readiness;

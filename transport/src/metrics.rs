@@ -278,7 +278,7 @@ impl Metrics {
             m.upstream_ready.clone(),
         );
         for outcome in ["moved", "stayed", "taken", "failed"] {
-            m.take_over_sessions.get_or_create(&vec![("outcome".into(), outcome.into())]);
+            drop(m.take_over_sessions.get_or_create(&vec![("outcome".into(), outcome.into())]));
         }
         let take_over =
             "Sessions of take-overs: moved or stayed (old process), taken or failed (new)";

@@ -27,7 +27,7 @@ use crate::identity::LastCaller;
 use crate::slots::Slot;
 use crate::state::AppState;
 use crate::write_stall::WriteStall;
-use crate::{api, ending, probes, reaper, stream};
+use crate::{api, ending, listening, probes, reaper, stream};
 
 /// Time a client has to complete the TLS handshake.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
@@ -47,12 +47,6 @@ pub async fn run(
     let reloads = tokio::sync::mpsc::unbounded_channel().1;
     run_with_reloads(Some(listener), config, shutdown, reloads).await
 }
-
-/// A take-over's first message at this process's door.
-#[cfg(unix)]
-type Knock = crate::takeover::channel::Channel;
-#[cfg(not(unix))]
-type Knock = std::convert::Infallible;
 
 /// [`run`], applying each configuration that arrives on `reloads` (SIGHUP); without a
 /// listener, taking over the transport running with the same configuration
@@ -75,7 +69,7 @@ pub async fn run_with_reloads(
     // HTTP connections: told to finish at shutdown, then waited for (`FLUSH_GRACE`).
     let (connection_tasks, mut closing) = (TaskTracker::new(), CancellationToken::new());
     let config = state.config();
-    let (listener, metrics_listener, mut knocks) = listeners(listener, &state).await?;
+    let (listener, metrics_listener, mut knocks) = listening::listeners(listener, &state).await?;
     if let Some(audit) = &config.audit {
         let log = crate::audit::AuditLog::open(audit, state.metrics.audit_dropped.clone())
             .map_err(|e| std::io::Error::other(format!("audit log {}: {e}", audit.path)))?;
@@ -102,7 +96,7 @@ pub async fn run_with_reloads(
             accepted = common::runtime::accept(&listener, &shutdown) => accepted,
             Some(knock) = knocks.recv() => {
                 let listeners = (&listener, metrics_listener.as_deref());
-                match hand_over(knock, &state, listeners, &closing).await {
+                match listening::hand_over(knock, &state, listeners, &closing).await {
                     Ok(()) => {
                         handed_over = true;
                         break;
@@ -224,74 +218,6 @@ pub async fn run_with_reloads(
     shards.stop();
     info!("transport stopped");
     Ok(())
-}
-
-/// The listeners to serve on (the API's, given or taken over, and the metrics'), and the
-/// knocks of a take-over.
-async fn listeners(
-    listener: Option<TcpListener>,
-    state: &Arc<AppState>,
-) -> std::io::Result<(TcpListener, Option<Arc<TcpListener>>, tokio::sync::mpsc::Receiver<Knock>)> {
-    let config = state.config();
-    #[cfg(unix)]
-    let (listener, metrics, taking) = match listener {
-        Some(listener) => (listener, None, None),
-        None => {
-            let needed = "--take-over needs take_over_socket in the configuration";
-            let path = config.take_over_socket.as_deref().ok_or(std::io::Error::other(needed))?;
-            match crate::takeover::take::knock(path).await? {
-                Some(taken) => {
-                    info!(path = %path.display(), "took the listeners over: sessions arriving");
-                    (taken.api, taken.metrics, Some(taken.arrivals))
-                }
-                None => {
-                    info!(path = %path.display(), "no transport to take over: starting anew");
-                    (common::runtime::bind(config.listen)?, None, None)
-                }
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let (listener, metrics) = match listener {
-        Some(listener) => (listener, None),
-        None => return Err(std::io::Error::other("--take-over works on Unix only")),
-    };
-    let metrics = match (metrics, config.metrics_listen) {
-        (Some(metrics), _) => Some(metrics),
-        (None, Some(addr)) => Some(TcpListener::bind(addr).await?),
-        (None, None) => None,
-    };
-    #[cfg(unix)]
-    let knocks = crate::takeover::door(config.take_over_socket.clone(), taking, state)?;
-    #[cfg(not(unix))]
-    let knocks = tokio::sync::mpsc::channel(1).1;
-    Ok((listener, metrics.map(Arc::new), knocks))
-}
-
-/// Hands this process over to the one that knocked ([`crate::takeover::give`]); on failure,
-/// says whether its connections had been asked to close (`Err(true)`).
-async fn hand_over(
-    knock: Knock,
-    state: &Arc<AppState>,
-    listeners: (&TcpListener, Option<&TcpListener>),
-    closing: &CancellationToken,
-) -> Result<(), bool> {
-    #[cfg(unix)]
-    match crate::takeover::give::hand_over(knock, state, listeners, closing).await {
-        Ok(report) => {
-            let outcomes = [("moved", report.moved), ("stayed", report.stayed)];
-            state.metrics.take_over(&outcomes);
-            let (moved, stayed, finished) = (report.moved, report.stayed, report.finished);
-            info!(moved, stayed, finished_for_a_resume = finished, "taken over");
-            Ok(())
-        }
-        Err(failed) => {
-            warn!(error = %failed.error, "take-over failed: this process serves on");
-            Err(!failed.early)
-        }
-    }
-    #[cfg(not(unix))]
-    match knock {}
 }
 
 /// What a stream holds while it is carried: its HTTP connection's place in `max_connections`

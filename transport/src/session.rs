@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::wire::{LoginAs, SESSION_ID_BYTES};
+use common::wire::LoginAs;
 use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 
@@ -214,7 +214,7 @@ impl SessionTable {
         upstream: &str,
         limits: SessionLimits,
     ) -> Result<Arc<Session>, Error> {
-        let id = new_session_id()?;
+        let id = crate::id_hash::new_session_id()?;
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= limits.total {
             return Err(Error::TooManySessions(limits.total));
@@ -377,25 +377,4 @@ impl SessionTable {
 /// Locks a std mutex, recovering from poisoning (the data stays consistent: plain maps).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A new session id: 128 bits from the OS's CSPRNG, as 32 hex digits.
-fn new_session_id() -> Result<String, Error> {
-    let mut bytes = [0u8; SESSION_ID_BYTES];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-    Ok(crate::identity::config::to_hex(&bytes))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_ids_are_long_and_distinct() {
-        let a = new_session_id().unwrap_or_default();
-        let b = new_session_id().unwrap_or_default();
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-    }
 }

@@ -24,7 +24,7 @@ use super::framing::{Framing, Shape};
 use super::handshake::{
     ClientCaps, ClientLeg, Greeting, greeting_for_client, response_for_upstream,
 };
-use super::link_state::LinkState;
+pub use super::link_state::{LinkState, Phase};
 use crate::Error;
 use crate::config::UpstreamConfig;
 use common::mysql::handshake_response::FIXED_LEN;
@@ -53,17 +53,6 @@ impl std::fmt::Debug for UpstreamTlsLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamTlsLink").field("name", &self.name).finish_non_exhaustive()
     }
-}
-
-/// Where a relayed conversation stands.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Phase {
-    /// Greeted; the client's handshake response is next.
-    Greeted,
-    /// Logging in: the upstream waits for the client's next auth packet.
-    LoggingIn,
-    /// Logged in: commands can be sent.
-    Ready,
 }
 
 /// One relayed upstream connection.

@@ -5,7 +5,6 @@ use common::mysql::greeting::Greeting;
 use serde::{Deserialize, Serialize};
 
 use super::framing::{Framing, Shape};
-use super::link::Phase;
 
 /// A link's state, without its socket.
 #[derive(Debug, Serialize, Deserialize)]
@@ -24,4 +23,15 @@ pub struct LinkState {
     pub connection_id: u32,
     /// The greeting's scramble and plugin (for the transport's own logins on it).
     pub greeting: Option<Greeting>,
+}
+
+/// Where a relayed conversation stands.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Phase {
+    /// Greeted; the client's handshake response is next.
+    Greeted,
+    /// Logging in: the upstream waits for the client's next auth packet.
+    LoggingIn,
+    /// Logged in: commands can be sent.
+    Ready,
 }
