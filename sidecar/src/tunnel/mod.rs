@@ -220,7 +220,10 @@ impl TunnelConn {
             && body.len() >= RESUMABLE_FROM
             && self.endpoint.upload_part.load(Ordering::Relaxed) > 0;
         let pending = Pending { extra, path, content_type, session, body, upload };
-        // A broken connection (a stale kept-alive one too) is the resume's to send again.
+        // A broken connection (a stale kept-alive one too) is the resume's to send again; so
+        // is a proxy's 502, whose own connection to the transport broke (its kept-alive one
+        // closed by a transport that was taken over, or restarted): the step's number makes
+        // sending it again safe.
         let sent = self.send_step(pending.outgoing(&pending.extra), false).await;
         let mut head = match sent {
             Ok(head) => head,
@@ -229,6 +232,9 @@ impl TunnelConn {
                 | Error::ConnectionBroken { .. }
                 | Error::TransportSilent { .. },
             ) => Box::pin(self.resend(&pending, 0)).await?,
+            Err(Error::BadAnswer { status, .. }) if status.starts_with("502") => {
+                Box::pin(self.resend(&pending, 0)).await?
+            }
             Err(e) => return Err(e),
         };
         if head.status == 204 {
