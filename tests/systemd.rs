@@ -41,7 +41,7 @@ fn verify_unit(name: &str, binary_in_unit: &str, bin: &str, user: bool) {
 
 #[test]
 fn systemd_units_pass_systemd_analyze_verify() {
-    verify_unit("sqltunnel-transport.service", "/usr/local/bin/transport", "transport", false);
+    verify_unit("sqltunnel-transport@.service", "/usr/local/bin/transport", "transport", false);
     verify_unit("sqltunnel-sidecar.service", "%h/.local/bin/sidecar", "sidecar", true);
 }
 
@@ -78,14 +78,24 @@ fn ready_with(port: u16, token: &str) -> String {
     answer
 }
 
-/// Ends the transport the recipe's `systemctl` started (its pid in a file), however the test
-/// ends.
+/// Ends the transports the recipe's `systemctl` started (each instance's pid in a file
+/// `<path>.<instance>`), however the test ends.
 struct Service(PathBuf);
+
+impl Service {
+    /// The pid of `instance`, as its file says.
+    fn pid(&self, instance: &str) -> Option<String> {
+        let file = self.0.with_extension(format!("pid.{instance}"));
+        std::fs::read_to_string(file).ok().map(|p| p.trim().to_owned())
+    }
+}
 
 impl Drop for Service {
     fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(&self.0) {
-            drop(Command::new("kill").arg("-9").arg(pid.trim()).status());
+        for instance in ["blue", "green"] {
+            if let Some(pid) = self.pid(instance) {
+                drop(Command::new("kill").arg("-9").arg(pid).status());
+            }
         }
     }
 }
@@ -104,7 +114,7 @@ impl Drop for Service {
 fn the_systemd_recipe_runs_as_written_and_a_reload_revokes() {
     let doc = std::fs::read_to_string(configs_dir().join("../docs/deploy/transport.md"))
         .expect("docs/deploy/transport.md");
-    let unit_file = configs_dir().join("systemd/sqltunnel-transport.service");
+    let unit_file = configs_dir().join("systemd/sqltunnel-transport@.service");
     let unit = std::fs::read_to_string(&unit_file).expect("unit");
     // The unit's own install comment gives the same commands as the doc.
     for command in unit.lines().filter_map(|l| l.strip_prefix("#   ")) {
@@ -115,7 +125,7 @@ fn the_systemd_recipe_runs_as_written_and_a_reload_revokes() {
 
     let dir = std::env::temp_dir().join(format!("sqltunnel-recipe-{}", std::process::id()));
     let (root, work, shims) = (dir.join("root"), dir.join("work"), dir.join("shims"));
-    for d in [&work, &shims, &root.join("etc/systemd/system")] {
+    for d in [&work, &shims, &root.join("etc/systemd/system"), &root.join("usr/local/bin")] {
         std::fs::create_dir_all(d).expect("dir");
     }
     std::os::unix::fs::symlink(configs_dir(), work.join("configs")).expect("configs");
@@ -124,7 +134,7 @@ fn the_systemd_recipe_runs_as_written_and_a_reload_revokes() {
         .expect("a free port")
         .port();
     let pid_file = dir.join("transport.pid");
-    let _service = Service(pid_file.clone());
+    let service = Service(pid_file.clone());
     let shim = |name: &str, text: &str| {
         use std::os::unix::fs::PermissionsExt;
         let path = shims.join(name);
@@ -160,22 +170,34 @@ exec "${as[@]}" "$@"
         "systemctl",
         r#"#!/bin/bash
 set -euo pipefail
-unit="$ROOT/etc/systemd/system/sqltunnel-transport.service"
+unit="$ROOT/etc/systemd/system/sqltunnel-transport@.service"
+start() {
+    exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+    exec_start=${exec_start//\/usr\/local\/bin\/transport/$TRANSPORT}
+    exec_start=${exec_start//\/etc\//$ROOT\/etc\/}
+    env_file=$(sed -n 's/^EnvironmentFile=-\?//p' "$unit")
+    env_file=${env_file//\/etc\//$ROOT\/etc\/}
+    if [[ -f $env_file ]]; then set -a; . "$env_file"; set +a; fi
+    runtime="$ROOT/run/$(sed -n 's/^RuntimeDirectory=//p' "$unit")"
+    mkdir -p "$runtime" && chmod 0700 "$runtime"
+    as=()
+    if [[ $(id -u) -eq 0 ]]; then
+        as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        chown 65534:65534 "$runtime"
+    fi
+    umask 0077
+    RUNTIME_DIRECTORY="$runtime" "${as[@]}" $exec_start --listen "127.0.0.1:$PORT" >>"$LOG" 2>&1 </dev/null &
+    echo $! >"$PID_FILE.$1"
+}
 case "$*" in
     daemon-reload) test -f "$unit" ;;
-    "enable --now sqltunnel-transport")
-        exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
-        exec_start=${exec_start//\/usr\/local\/bin\/transport/$TRANSPORT}
-        exec_start=${exec_start//\/etc\//$ROOT\/etc\/}
-        env_file=$(sed -n 's/^EnvironmentFile=-\?//p' "$unit")
-        env_file=${env_file//\/etc\//$ROOT\/etc\/}
-        if [[ -f $env_file ]]; then set -a; . "$env_file"; set +a; fi
-        as=()
-        [[ $(id -u) -ne 0 ]] || as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-        umask 0077
-        "${as[@]}" $exec_start --listen "127.0.0.1:$PORT" >"$LOG" 2>&1 </dev/null &
-        echo $! >"$PID_FILE" ;;
-    "reload sqltunnel-transport") kill -HUP "$(cat "$PID_FILE")" ;;
+    "enable --now sqltunnel-transport@blue") start blue ;;
+    "start sqltunnel-transport@green") start green ;;
+    "enable sqltunnel-transport@"* | "disable sqltunnel-transport@"*) test -f "$unit" ;;
+    "reload sqltunnel-transport@*")
+        for pid_file in "$PID_FILE".*; do
+            if kill -0 "$(cat "$pid_file")" 2>/dev/null; then kill -HUP "$(cat "$pid_file")"; fi
+        done ;;
     *) echo "systemctl $*: not in the recipe" >&2; exit 1 ;;
 esac
 "#,
@@ -196,6 +218,14 @@ esac
     let try_run = |step: &str, name: &str| -> (bool, String, String) {
         let script = step
             .replace("/etc/", &format!("{}/etc/", root.display()))
+            .replace(
+                "target/release/transport /usr/local/bin/transport",
+                &format!(
+                    "{} {}/usr/local/bin/transport",
+                    bin_dir().join("transport").display(),
+                    root.display()
+                ),
+            )
             .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
             .replace("name=alice", &format!("name={name}"));
         let out = Command::new("bash")
@@ -277,5 +307,22 @@ esac
     let answer = ready_with(port, &token("bob"));
     assert!(answer.contains(r#""identity":"bob""#), "bob lost his access: {answer}");
     assert_eq!(mode(&config), 0o644, "still readable after the edit");
+
+    // The upgrade: the other instance takes the running one over, which exits; bob's token is
+    // still accepted, by the new one.
+    let blue = service.pid("blue").expect("the first instance's pid");
+    run(&recipe_step(&doc, "Upgrade without ending a session"), "alice");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while Path::new(&format!("/proc/{blue}")).exists() {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(std::time::Instant::now() < deadline, "the old instance did not exit:\n{log}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(log_text.contains("take-over done"), "{log_text}");
+    let answer = ready_with(port, &token("bob"));
+    assert!(answer.contains(r#""identity":"bob""#), "the new instance serves bob: {answer}");
+    let installed = root.join("usr/local/bin/transport");
+    assert_eq!(mode(&installed), 0o755, "the new binary installed");
     drop(std::fs::remove_dir_all(&dir));
 }

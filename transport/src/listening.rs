@@ -28,8 +28,8 @@ pub async fn listeners(
         Some(listener) => (listener, None, None),
         None => {
             let needed = "--take-over needs take_over_socket in the configuration";
-            let path = config.take_over_socket.as_deref().ok_or(std::io::Error::other(needed))?;
-            match crate::takeover::take::knock(path).await? {
+            let path = take_over_socket(&config).ok_or(std::io::Error::other(needed))?;
+            match crate::takeover::take::knock(&path).await? {
                 Some(taken) => {
                     info!(path = %path.display(), "took the listeners over: sessions arriving");
                     (taken.api, taken.metrics, Some(taken.arrivals))
@@ -52,7 +52,7 @@ pub async fn listeners(
         (None, None) => None,
     };
     #[cfg(unix)]
-    let knocks = crate::takeover::door(config.take_over_socket.clone(), taking, state)?;
+    let knocks = crate::takeover::door(take_over_socket(&config), taking, state)?;
     #[cfg(not(unix))]
     let knocks = tokio::sync::mpsc::channel(1).1;
     Ok((listener, metrics.map(Arc::new), knocks))
@@ -82,4 +82,12 @@ pub async fn hand_over(
     }
     #[cfg(not(unix))]
     match knock {}
+}
+
+/// The take-over's socket: `take_over_socket`, else, under systemd with a
+/// `RuntimeDirectory=`, `take-over.sock` in it (`$RUNTIME_DIRECTORY`, its first).
+pub fn take_over_socket(config: &crate::config::TransportConfig) -> Option<std::path::PathBuf> {
+    let runtime = std::env::var_os("RUNTIME_DIRECTORY").filter(|d| !d.is_empty());
+    let under_systemd = runtime.and_then(|dirs| std::env::split_paths(&dirs).next());
+    config.take_over_socket.clone().or_else(|| under_systemd.map(|d| d.join("take-over.sock")))
 }
