@@ -2,13 +2,17 @@
 //! an older version is refused, one that dies before it accepts, or after the first session
 //! was handed to it but before it said it took it, leaves every session working on the old
 //! one (the same upstream connection, its variable), which accepts new clients again; another
-//! user cannot even reach the socket. Then a real take-over still works. Both carriers; the
-//! would-be new processes are played by hand over the socket.
+//! user cannot even reach the socket. Then a real take-over still works, and `sidecar check`
+//! passes against the new process. Both carriers; the
+//! would-be new processes are played by hand over the socket. And what cannot move is said: a
+//! session over TLS to its database stays with the old process, which logs it and ends it as
+//! at a shutdown (its client gets an error at its next command), while new clients go on (a
+//! greeting prepared ahead, not logged in, has not begun TLS: it moves).
 
 use std::path::Path;
 use std::time::Duration;
 
-use e2e::processes::ProcTunnel;
+use e2e::processes::{ProcTunnel, sidecar_check};
 use e2e::{Carrier, DATABASE, on_both_carriers, opts};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
@@ -115,6 +119,9 @@ async fn a_failed_take_over_leaves_the_old_transport_serving(carrier: Carrier) {
     let next = tunnel.transport.start_again("transport", &["--take-over"], "next");
     assert!(tunnel.transport.exits_within(Duration::from_secs(30)).await, "the old one exits");
     all_work(&mut sessions, port).await;
+    let sidecar_yaml = std::fs::read_to_string(&tunnel.sidecar.config).expect("sidecar config");
+    let (ok, said) = sidecar_check(&sidecar_yaml).await;
+    assert!(ok, "`sidecar check` after a take-over:\n{said}");
     for (conn, _) in sessions {
         conn.disconnect().await.expect("quit");
     }
@@ -130,3 +137,34 @@ fn runs_as_root() -> bool {
 }
 
 on_both_carriers!(a_failed_take_over_leaves_the_old_transport_serving);
+
+#[tokio::test]
+async fn a_session_over_tls_to_its_database_stays_and_ends_as_at_a_shutdown() {
+    let socket_path =
+        std::env::temp_dir().join(format!("take-over-tls-{}.sock", std::process::id()));
+    let edit = |t: String| {
+        let tls = format!("    tls:\n      ca_file: {}\n", e2e::mysql_ca());
+        let t = t.replacen("session_timeout:", &format!("{tls}session_timeout:"), 1);
+        format!("{t}take_over_socket: {}\n", socket_path.display())
+    };
+    let mut tunnel = ProcTunnel::start("take-over-tls", edit, |s| s).await;
+    let port = tunnel.sidecar_port;
+    let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("connect");
+    let cipher: Option<(String, String)> =
+        conn.query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'").await.expect("status");
+    assert!(cipher.is_some_and(|(_, c)| !c.is_empty()), "the upstream leg is TLS");
+    let next = tunnel.transport.start_again("transport", &["--take-over"], "next");
+    assert!(tunnel.transport.exits_within(Duration::from_secs(30)).await, "the old one exits");
+    let log = std::fs::read_to_string(&tunnel.transport.log).unwrap_or_default();
+    // (The sidecar's greeting prepared ahead has not begun TLS yet: it moves.)
+    let said = log.contains("stayed=1 ") && log.contains("over TLS to their upstream");
+    assert!(said, "the old process says what stayed:\n{log}");
+    let next_log = std::fs::read_to_string(&next.log).unwrap_or_default();
+    assert!(next_log.contains("failed=0 stayed=1"), "and so does the new one:\n{next_log}");
+    let gone = tokio::time::timeout(Duration::from_secs(20), conn.query_drop("SELECT 1")).await;
+    assert!(matches!(gone, Ok(Err(_))), "the session ended with an error, not a hang");
+    let mut new = Conn::new(opts(port, Some(DATABASE))).await.expect("a new client");
+    let one: Option<u8> = new.query_first("SELECT 1").await.expect("runs on the new process");
+    assert_eq!(one, Some(1));
+    drop(next);
+}

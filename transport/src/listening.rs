@@ -73,6 +73,12 @@ pub async fn hand_over(
             state.metrics.take_over(&outcomes);
             let (moved, stayed, finished) = (report.moved, report.stayed, report.finished);
             info!(moved, stayed, finished_for_a_resume = finished, "taken over");
+            if stayed > 0 {
+                warn!(
+                    stayed,
+                    "sessions that could not move (over TLS to their upstream, or a turn past shutdown_grace) end as at a shutdown"
+                );
+            }
             Ok(())
         }
         Err(failed) => {

@@ -113,11 +113,9 @@ impl RelayLink {
     }
 
     /// The link taken apart to move to another process: its plain TCP socket and the rest. A
-    /// TLS link cannot move (its keys live in this process' TLS state) and comes back whole.
+    /// link whose TLS began (at login) cannot move (its keys live in this process' TLS state)
+    /// and comes back whole; one to a TLS upstream that has not logged in yet can.
     pub fn into_state(mut self) -> Result<(std::net::TcpStream, LinkState), Box<Self>> {
-        if self.tls.is_some() {
-            return Err(Box::new(self));
-        }
         let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
             return Err(Box::new(self));
         };
@@ -135,10 +133,15 @@ impl RelayLink {
         Ok((tcp, state))
     }
 
-    /// A link moved from another process: its socket and its state.
-    pub fn from_state(tcp: std::net::TcpStream, state: LinkState) -> std::io::Result<Self> {
+    /// A link moved from another process: its socket, its state, and the TLS settings of its
+    /// upstream (for a login still to come).
+    pub fn from_state(
+        tcp: std::net::TcpStream,
+        state: LinkState,
+        tls: Option<UpstreamTlsLink>,
+    ) -> std::io::Result<Self> {
         tcp.set_nonblocking(true)?;
-        let mut link = Self::new(MaybeTls::Plain(TcpStream::from_std(tcp)?), None, state.greeting);
+        let mut link = Self::new(MaybeTls::Plain(TcpStream::from_std(tcp)?), tls, state.greeting);
         link.rbuf.extend_from_slice(&state.unread);
         (link.phase, link.shape, link.pending) = (state.phase, state.shape, state.pending);
         (link.last_seq, link.connection_id) = (state.last_seq, state.connection_id);

@@ -120,7 +120,9 @@ pub async fn send(
 /// A session that did not move goes back to the table, with its link.
 fn put_back(state: &AppState, leaving: Leaving) -> std::io::Result<()> {
     let Leaving { session, mut guard, tcp, moved, .. } = leaving;
-    *guard = Some(RelayLink::from_state(tcp, moved.link)?);
+    let config = state.config();
+    let tls = config.upstream(&session.upstream).and_then(|u| state.upstream_tls(u).ok());
+    *guard = Some(RelayLink::from_state(tcp, moved.link, tls.flatten())?);
     session.mark_moved(false);
     state.handover.unmark_moved(&session.id);
     state.sessions.put_back(session);

@@ -80,7 +80,9 @@ impl MovedSession {
         kept: Vec<u8>,
         state: &Arc<AppState>,
     ) -> Result<(), Error> {
-        let link = RelayLink::from_state(tcp, self.link)?;
+        let config = state.config();
+        let upstream = config.upstream(&self.upstream).ok_or(Error::SessionNotFound)?;
+        let link = RelayLink::from_state(tcp, self.link, state.upstream_tls(upstream)?)?;
         let opened = Instant::now().checked_sub(Duration::from_millis(self.age_ms));
         let owner = Arc::new(self.owner);
         let sessions = &state.sessions;
@@ -99,7 +101,6 @@ impl MovedSession {
         uses.logged_in.store(self.logged_in, Ordering::Release);
         uses.in_transaction.store(self.in_transaction, Ordering::Release);
         uses.awaiting_client.store(self.awaiting_client, Ordering::Release);
-        let config = state.config();
         session.resume.set_window(config.resume_window);
         session.resume.set_budget(state.resume_budget.clone());
         session.resume.import(self.last, kept);
