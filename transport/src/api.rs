@@ -148,7 +148,7 @@ fn answer_of(state: &AppState, result: Result<Reply, Error>) -> Reply {
         Ok(response) => response,
         // A session ended by the drain is gone because of the shutdown: say so.
         Err(Error::SessionNotFound) if state.draining.is_cancelled() => {
-            error_response(&Error::ShuttingDown)
+            error_response(&state.refuse_if_draining().err().unwrap_or(Error::ShuttingDown))
         }
         Err(e) => {
             state.metrics.error(e.kind_label());

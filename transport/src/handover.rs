@@ -21,11 +21,13 @@ pub struct Handover {
     arriving: watch::Sender<bool>,
     /// Old process: the ids of the sessions it handed over.
     moved: Mutex<HashSet<String>>,
+    /// Old process: a new one took over; what still reaches this one goes there.
+    handed_over: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Handover {
     fn default() -> Self {
-        Self { arriving: watch::Sender::new(false), moved: Mutex::default() }
+        Self { arriving: watch::Sender::new(false), moved: Mutex::default(), handed_over: false.into() }
     }
 }
 
@@ -66,6 +68,17 @@ impl Handover {
                 return found();
             }
         }
+    }
+
+    /// A new process took this one over (old process): a request that still reaches it is
+    /// hung up on, to be sent again there, rather than refused as at a shutdown.
+    pub fn hand_over_done(&self) {
+        self.handed_over.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// True once a new process took this one over.
+    pub fn handed_over(&self) -> bool {
+        self.handed_over.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Session `id` was handed over (old process).

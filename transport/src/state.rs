@@ -287,7 +287,12 @@ impl AppState {
 
     /// [`crate::Error::ShuttingDown`] once shutdown has begun.
     pub fn refuse_if_draining(&self) -> Result<(), crate::Error> {
-        if self.draining.is_cancelled() { Err(crate::Error::ShuttingDown) } else { Ok(()) }
+        match self.draining.is_cancelled() {
+            false => Ok(()),
+            // Taken over: the new process serves it; the sidecar sends it again there.
+            true if self.handover.handed_over() => Err(crate::Error::SessionMoved),
+            true => Err(crate::Error::ShuttingDown),
+        }
     }
 
     /// Records that session `id` of `owner` ended (the transport ended it), and wakes the
