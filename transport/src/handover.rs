@@ -27,7 +27,11 @@ pub struct Handover {
 
 impl Default for Handover {
     fn default() -> Self {
-        Self { arriving: watch::Sender::new(false), moved: Mutex::default(), handed_over: false.into() }
+        Self {
+            arriving: watch::Sender::new(false),
+            moved: Mutex::default(),
+            handed_over: false.into(),
+        }
     }
 }
 
