@@ -21,8 +21,9 @@ pub struct Handover {
     arriving: watch::Sender<bool>,
     /// Old process: the ids of the sessions it handed over.
     moved: Mutex<HashSet<String>>,
-    /// Old process: a new one took over; what still reaches this one goes there.
-    handed_over: std::sync::atomic::AtomicBool,
+    /// Old process: a new one is taking over, or took over; a session or step that still
+    /// reaches this one goes there.
+    leaving: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Handover {
@@ -30,7 +31,7 @@ impl Default for Handover {
         Self {
             arriving: watch::Sender::new(false),
             moved: Mutex::default(),
-            handed_over: false.into(),
+            leaving: false.into(),
         }
     }
 }
@@ -74,15 +75,16 @@ impl Handover {
         }
     }
 
-    /// A new process took this one over (old process): a request that still reaches it is
-    /// hung up on, to be sent again there, rather than refused as at a shutdown.
-    pub fn hand_over_done(&self) {
-        self.handed_over.store(true, std::sync::atomic::Ordering::Release);
+    /// A new process is taking this one over (old process), or no longer (`false`: the
+    /// take-over failed): meanwhile no session opens and no step begins here; each is hung up
+    /// on, to be sent again to the new process.
+    pub fn set_leaving(&self, leaving: bool) {
+        self.leaving.store(leaving, std::sync::atomic::Ordering::Release);
     }
 
-    /// True once a new process took this one over.
-    pub fn handed_over(&self) -> bool {
-        self.handed_over.load(std::sync::atomic::Ordering::Acquire)
+    /// True while a new process takes this one over, and after.
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Session `id` was handed over (old process).

@@ -71,7 +71,6 @@ pub async fn hand_over(
         Ok(report) => {
             let outcomes = [("moved", report.moved), ("stayed", report.stayed)];
             state.metrics.take_over(&outcomes);
-            state.handover.hand_over_done();
             let (moved, stayed, finished) = (report.moved, report.stayed, report.finished);
             info!(moved, stayed, finished_for_a_resume = finished, "taken over");
             if stayed > 0 {

@@ -285,14 +285,13 @@ impl AppState {
             .ok_or_else(|| self.identity_limit(caller, share.key()))
     }
 
-    /// [`crate::Error::ShuttingDown`] once shutdown has begun.
+    /// [`crate::Error::ShuttingDown`] once shutdown has begun; [`crate::Error::SessionMoved`]
+    /// while a new process takes this one over, and after (the sidecar sends it again there).
     pub fn refuse_if_draining(&self) -> Result<(), crate::Error> {
-        match self.draining.is_cancelled() {
-            false => Ok(()),
-            // Taken over: the new process serves it; the sidecar sends it again there.
-            true if self.handover.handed_over() => Err(crate::Error::SessionMoved),
-            true => Err(crate::Error::ShuttingDown),
+        if self.handover.is_leaving() {
+            return Err(crate::Error::SessionMoved);
         }
+        if self.draining.is_cancelled() { Err(crate::Error::ShuttingDown) } else { Ok(()) }
     }
 
     /// Records that session `id` of `owner` ended (the transport ended it), and wakes the

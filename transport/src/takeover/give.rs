@@ -126,8 +126,13 @@ pub async fn hand_over(
         return Err(early(unexpected()));
     }
     info!(sessions = state.sessions.len(), "a new process took the listeners: moving sessions");
+    // From here no session opens and no step begins here: each goes to the new process.
+    state.handover.set_leaving(true);
     closing.cancel();
-    let late = |error| Failed { early: false, error };
+    let late = |error| {
+        state.handover.set_leaving(false);
+        Failed { early: false, error }
+    };
     let deadline = tokio::time::Instant::now() + state.config().shutdown_grace;
     let mut report = Report::default();
     let (mut stay, mut finishing) = (HashSet::new(), HashSet::new());
@@ -159,9 +164,12 @@ pub async fn hand_over(
                     leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
             }
         }
-        report.moved +=
-            leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
-        if waiting == 0 || tokio::time::Instant::now() >= deadline {
+        let sent = leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
+        report.moved += sent;
+        // Done after a round that found nothing to move nor to wait for (a session whose
+        // open was under way when this began may still have come in during the last one).
+        let idle = waiting == 0 && sent == 0 && state.sessions.len() <= stay.len();
+        if idle || tokio::time::Instant::now() >= deadline {
             report.stayed = (stay.len() + waiting) as u64;
             report.finished = finishing.len() as u64;
             break;
