@@ -1,8 +1,9 @@
-//! A take-over that cannot go on leaves the old transport serving everything: a new process of
-//! an older version is refused, one that dies before it accepts, or after the first session
-//! was handed to it but before it said it took it, leaves every session working on the old
-//! one (the same upstream connection, its variable), which accepts new clients again; another
-//! user cannot even reach the socket. Then a real take-over still works, and `sidecar check`
+//! A take-over that cannot go on leaves the old transport serving: a new process of an older
+//! version is refused, and one that dies before it accepts leaves every session working on
+//! the old one (the same upstream connection, its variable); one that dies after sessions
+//! were handed to it, before it said it took them, costs those sessions (it might have used
+//! their connections: they end, with an error at their next command, never a hang), and the
+//! old one accepts again; another user cannot even reach the socket. Then a real take-over still works, and `sidecar check`
 //! passes against the new process. Both carriers; the
 //! would-be new processes are played by hand over the socket. And what cannot move is said: a
 //! session over TLS to its database stays with the old process, which logs it and ends it as
@@ -45,6 +46,45 @@ async fn knock(path: &Path, version: u32) -> UnixStream {
     let mut socket = UnixStream::connect(path).await.expect("the socket is there");
     send(&mut socket, &format!(r#"{{"kind":"hello","version":{version}}}"#)).await;
     socket
+}
+
+/// A new process played by a Python one: it knocks at `path`, takes the listeners, says it
+/// serves, reads the first session handed to it and exits without taking it. Answers that
+/// message.
+async fn die_midway(path: &Path) -> serde_json::Value {
+    const SCRIPT: &str = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+def send(message):
+    body = json.dumps(message).encode()
+    s.sendall(struct.pack("<IIB", len(body), 0, 0) + body)
+def exact(n):
+    data = b""
+    while len(data) < n:
+        part = s.recv(n - len(data))
+        if not part:
+            sys.exit("the old process hung up")
+        data += part
+    return data
+def receive():
+    length, tail, _ = struct.unpack("<IIB", exact(9))
+    message = json.loads(exact(length))
+    exact(tail)
+    return message
+send({"kind": "hello", "version": 1})
+assert receive()["kind"] == "listeners"
+send({"kind": "serving"})
+print(json.dumps(receive()))
+"#;
+    let out = tokio::process::Command::new("/usr/bin/python3")
+        .args(["-c", SCRIPT])
+        .arg(path)
+        .output()
+        .await
+        .expect("python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the message it read")
 }
 
 /// Each session still answers on its own upstream connection, with its variable.
@@ -90,16 +130,35 @@ async fn a_failed_take_over_leaves_the_old_transport_serving(carrier: Carrier) {
     drop(early);
     all_work(&mut sessions, port).await;
 
-    // One that dies after the first session was handed to it, before it said it took it.
-    let mut midway = knock(&socket_path, 1).await;
-    assert_eq!(receive(&mut midway).await["kind"], "listeners");
-    send(&mut midway, r#"{"kind":"serving"}"#).await;
-    let first = receive(&mut midway).await;
-    assert_eq!(first["kind"], "session", "a session is handed over");
-    drop(midway);
+    // One (a process of its own) that dies after sessions were handed to it, before it said it
+    // took them: the sessions it may hold end (it might have used their connections), said
+    // gone, and never come back here; the old process serves on, new clients included.
+    let first = die_midway(&socket_path).await;
+    assert_eq!(first["kind"], "session", "a session is handed over: {first}");
+    let lost = first["link"]["connection_id"].as_u64().unwrap_or(0);
+    for (i, (conn, thread)) in sessions.iter_mut().enumerate() {
+        let answer = tokio::time::timeout(Duration::from_secs(20), conn.query_drop("SELECT 1"));
+        let answer = answer.await.unwrap_or_else(|_| panic!("session {i} hangs"));
+        if *thread == lost {
+            assert!(answer.is_err(), "the session handed to the dead process ended");
+        }
+    }
+    // The sidecar's greeting prepared ahead went with them: the first client to connect may
+    // meet its end, as after a restart; the next one may not.
+    if let Ok(conn) = Conn::new(opts(port, Some(DATABASE))).await {
+        drop(conn.disconnect().await);
+    }
+    let mut sessions = Vec::new();
+    for i in 0..5 {
+        let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("connect again");
+        conn.query_drop(format!("SET @kept = {i}")).await.expect("variable");
+        let thread: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        sessions.push((conn, thread.unwrap_or(0)));
+    }
     all_work(&mut sessions, port).await;
     let log = std::fs::read_to_string(&tunnel.transport.log).unwrap_or_default();
     assert_eq!(log.matches("take-over failed: this process serves on").count(), 3, "{log}");
+    assert!(log.contains("the new process is gone: its sessions ended"), "{log}");
 
     // Another user cannot reach the socket (0600).
     if runs_as_root() {

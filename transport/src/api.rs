@@ -188,7 +188,8 @@ async fn dispatch(
         }
         Route::KeepAlive => Box::pin(keep_alive(state, req, caller)).await,
         Route::CloseSession(id) => {
-            Ok(close_session(state, &id, &caller.id, SessionEnd::from_query(req.query())))
+            let end = SessionEnd::from_query(req.query());
+            Ok(close_session(state, &id, &caller.id, end).await)
         }
         Route::Metrics => Ok(metrics(state)),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
@@ -271,7 +272,8 @@ async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Re
         let mut seen: HashSet<&str> = gone.iter().map(String::as_str).collect();
         let mut missing = Vec::new();
         for (i, id) in list.sessions.iter().enumerate() {
-            let held = || state.sessions.get(id, owner).is_ok() || state.handover.may_hold(id);
+            let held =
+                || state.sessions.get(id, owner).is_ok() || state.handover.may_hold(id, owner);
             if !held() && seen.insert(id) {
                 missing.push(id.clone());
             }
@@ -294,9 +296,20 @@ async fn keep_alive(state: &Arc<AppState>, req: Incoming, caller: &Caller) -> Re
 /// The session ends and its upstream connection is closed, without making the client wait:
 /// with COM_QUIT for a client that quit, without for one that hung up (the server counts an
 /// aborted client, as it would directly); for a sidecar shutting down, a statement still
-/// running is ended upstream first. Only the token that opened a session can close it.
-fn close_session(state: &Arc<AppState>, id: &str, owner: &IdentityId, end: SessionEnd) -> Reply {
-    if let Some(session) = state.sessions.remove_owned(id, owner) {
+/// running is ended upstream first. Only the token that opened a session can close it. During
+/// a take-over, the close of a session that moved goes after it (a hang-up: sent again), and
+/// one of a session still arriving waits for it, as steps do.
+async fn close_session(
+    state: &Arc<AppState>,
+    id: &str,
+    owner: &IdentityId,
+    end: SessionEnd,
+) -> Reply {
+    if state.handover.was_moved(id, owner) {
+        return crate::reply::hang_up();
+    }
+    let removed = state.handover.wait_for(|| state.sessions.remove_owned(id, owner)).await;
+    if let Some(session) = removed {
         info!(session = %session_label(id), ?end, "session closed by client");
         let state = state.clone();
         tokio::spawn(async move {

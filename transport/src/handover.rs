@@ -2,12 +2,13 @@
 //! a session it does not have yet while sessions are still arriving, and the old one
 //! remembers which sessions it handed over, so that neither says a moved session is gone.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::identity::IdentityId;
 use crate::session::lock;
 
 /// Longest a step waits for its session to arrive (a take-over moves a session between
@@ -19,8 +20,8 @@ pub const ARRIVAL_WAIT: Duration = Duration::from_secs(15);
 pub struct Handover {
     /// New process: true while sessions are still arriving; each arrival wakes the waiters.
     arriving: watch::Sender<bool>,
-    /// Old process: the ids of the sessions it handed over.
-    moved: Mutex<HashSet<String>>,
+    /// Old process: the sessions it handed over, and who owns each.
+    moved: Mutex<HashMap<String, IdentityId>>,
     /// Old process: a new one is taking over, or took over; a session or step that still
     /// reaches this one goes there.
     leaving: std::sync::atomic::AtomicBool,
@@ -28,11 +29,7 @@ pub struct Handover {
 
 impl Default for Handover {
     fn default() -> Self {
-        Self {
-            arriving: watch::Sender::new(false),
-            moved: Mutex::default(),
-            leaving: false.into(),
-        }
+        Self { arriving: watch::Sender::new(false), moved: Mutex::default(), leaving: false.into() }
     }
 }
 
@@ -87,9 +84,9 @@ impl Handover {
         self.leaving.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Session `id` was handed over (old process).
-    pub fn mark_moved(&self, id: &str) {
-        lock(&self.moved).insert(id.to_owned());
+    /// Session `id` of `owner` was handed over (old process).
+    pub fn mark_moved(&self, id: &str, owner: &IdentityId) {
+        lock(&self.moved).insert(id.to_owned(), owner.clone());
     }
 
     /// Session `id` came back: the take-over failed before the new process had it.
@@ -97,15 +94,16 @@ impl Handover {
         lock(&self.moved).remove(id);
     }
 
-    /// True when session `id` was handed over (old process).
-    pub fn was_moved(&self, id: &str) -> bool {
-        lock(&self.moved).contains(id)
+    /// True when session `id` of `owner` was handed over (old process); another identity's
+    /// is as unknown as an id never issued.
+    pub fn was_moved(&self, id: &str, owner: &IdentityId) -> bool {
+        lock(&self.moved).get(id).is_some_and(|o| o == owner)
     }
 
-    /// True when a session missing from the table may yet be somewhere: arriving here, or
-    /// handed over from here. A keep-alive does not call it gone.
-    pub fn may_hold(&self, id: &str) -> bool {
-        self.is_arriving() || self.was_moved(id)
+    /// True when a session of `owner` missing from the table may yet be somewhere: arriving
+    /// here, or handed over from here. A keep-alive does not call it gone.
+    pub fn may_hold(&self, id: &str, owner: &IdentityId) -> bool {
+        self.is_arriving() || self.was_moved(id, owner)
     }
 }
 
@@ -136,10 +134,12 @@ mod tests {
     #[test]
     fn a_moved_session_is_not_gone_on_the_old_side() {
         let handover = Handover::default();
-        assert!(!handover.may_hold("a"));
-        handover.mark_moved("a");
-        assert!(handover.may_hold("a") && !handover.may_hold("b"));
+        let (alice, bob) = (IdentityId::named("alice"), IdentityId::named("bob"));
+        assert!(!handover.may_hold("a", &alice));
+        handover.mark_moved("a", &alice);
+        assert!(handover.may_hold("a", &alice) && !handover.may_hold("b", &alice));
+        assert!(!handover.may_hold("a", &bob), "another identity's session is unknown");
         handover.unmark_moved("a");
-        assert!(!handover.may_hold("a"));
+        assert!(!handover.may_hold("a", &alice));
     }
 }

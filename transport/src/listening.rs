@@ -12,7 +12,7 @@ use crate::state::AppState;
 
 /// A take-over's first message at this process's door.
 #[cfg(unix)]
-pub type Knock = crate::takeover::channel::Channel;
+pub type Knock = crate::takeover::door::Knock;
 #[cfg(not(unix))]
 pub type Knock = std::convert::Infallible;
 
@@ -58,14 +58,17 @@ pub async fn listeners(
     Ok((listener, metrics.map(Arc::new), knocks))
 }
 
-/// Hands this process over to the one that knocked ([`crate::takeover::give`]); on failure,
-/// says whether its connections had been asked to close (`Err(true)`).
+/// Hands this process over to the one that knocked ([`crate::takeover::give`]): `Ok` when
+/// this one is done (taken over, or the new one goes on without the rest); on failure, says
+/// whether its connections had been asked to close (`Err(true)`).
 pub async fn hand_over(
     knock: Knock,
     state: &Arc<AppState>,
     listeners: (&TcpListener, Option<&TcpListener>),
     closing: &CancellationToken,
 ) -> Result<(), bool> {
+    #[cfg(unix)]
+    use crate::takeover::give::Failed;
     #[cfg(unix)]
     match crate::takeover::give::hand_over(knock, state, listeners, closing).await {
         Ok(report) => {
@@ -81,9 +84,17 @@ pub async fn hand_over(
             }
             Ok(())
         }
-        Err(failed) => {
-            warn!(error = %failed.error, "take-over failed: this process serves on");
-            Err(!failed.early)
+        Err(Failed::Early(e)) => {
+            warn!(error = %e, "take-over failed: this process serves on");
+            Err(false)
+        }
+        Err(Failed::RolledBack(e)) => {
+            warn!(error = %e, "take-over failed: this process serves on");
+            Err(true)
+        }
+        Err(Failed::Abandoned(e)) => {
+            warn!(error = %e, "take-over broke off; the new process goes on, and what this one holds ends as at a shutdown");
+            Ok(())
         }
     }
     #[cfg(not(unix))]

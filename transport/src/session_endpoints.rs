@@ -78,6 +78,11 @@ pub async fn open(
     // Shutdown may have begun while the upstream answered.
     state.refuse_if_draining()?;
     let session = state.sessions.insert(link, &upstream.name, limits)?;
+    // A take-over began meanwhile, and the session did not move with it: it opens there.
+    if state.handover.is_leaving() && state.sessions.remove(&session.id).is_some() {
+        drop(session.take_link().await);
+        return Err(Error::SessionMoved);
+    }
     // A reload that ran while the upstream answered may have taken this upstream away.
     crate::ending::refuse_if_denied(state, caller, &session, true)?;
     session.resume.set_window(config.resume_window);
@@ -124,7 +129,7 @@ pub async fn step(
     let owner = &caller.id;
     let session = match state.sessions.get(id, owner) {
         Ok(session) => Ok(session),
-        Err(_) if state.handover.was_moved(id) => return Err(Error::SessionMoved),
+        Err(_) if state.handover.was_moved(id, owner) => return Err(Error::SessionMoved),
         // Taking over: a step may come before its session.
         Err(e) => state.handover.wait_for(|| state.sessions.get(id, owner).ok()).await.ok_or(e),
     };

@@ -55,6 +55,9 @@ impl std::fmt::Debug for UpstreamTlsLink {
     }
 }
 
+/// A link taken apart ([`RelayLink::into_state`]): its socket, its state, its upstream's TLS.
+pub type TakenApart = (std::net::TcpStream, LinkState, Option<UpstreamTlsLink>);
+
 /// One relayed upstream connection.
 #[derive(Debug)]
 pub struct RelayLink {
@@ -112,10 +115,14 @@ impl RelayLink {
         }
     }
 
-    /// The link taken apart to move to another process: its plain TCP socket and the rest. A
-    /// link whose TLS began (at login) cannot move (its keys live in this process' TLS state)
-    /// and comes back whole; one to a TLS upstream that has not logged in yet can.
-    pub fn into_state(mut self) -> Result<(std::net::TcpStream, LinkState), Box<Self>> {
+    /// The link taken apart to move to another process: its plain TCP socket, the rest, and
+    /// its upstream's TLS settings (kept here, for a link put back). A link whose TLS began
+    /// (at login) cannot move (its keys live in this process' TLS state) and comes back
+    /// whole; one to a TLS upstream that has not logged in yet can.
+    pub fn into_state(mut self) -> Result<TakenApart, Box<Self>> {
+        if !matches!(self.stream, MaybeTls::Plain(_)) {
+            return Err(Box::new(self));
+        }
         let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
             return Err(Box::new(self));
         };
@@ -130,7 +137,7 @@ impl RelayLink {
             connection_id: self.connection_id,
             greeting: self.greeting,
         };
-        Ok((tcp, state))
+        Ok((tcp, state, self.tls))
     }
 
     /// A link moved from another process: its socket, its state, and the TLS settings of its

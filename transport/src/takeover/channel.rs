@@ -20,7 +20,9 @@ use tokio::net::UnixStream;
 /// Most descriptors one message carries (the listeners: the API's and the metrics').
 pub const MAX_FDS: usize = 4;
 /// Largest JSON (a session's state with the bytes its upstream sent unasked).
-const MAX_MESSAGE: usize = 16 << 20;
+const MAX_MESSAGE: usize = 64 << 20;
+/// Most bytes beside a message (a kept answer: `resume_window`, 8 MiB by default).
+const MAX_TAIL: usize = 1 << 30;
 /// The head: the JSON's and the bytes' lengths (u32, little-endian), the descriptors' count.
 const HEAD: usize = 9;
 
@@ -31,17 +33,27 @@ pub type Received<T> = (T, Vec<u8>, Vec<OwnedFd>);
 #[derive(Debug)]
 pub struct Channel {
     socket: UnixStream,
+    peer: rustix::process::Pid,
 }
 
 impl Channel {
-    /// The channel over `socket`.
-    pub fn new(socket: UnixStream) -> Self {
-        Self { socket }
+    /// The channel over `socket`, if its peer is a process of this user: another user's is
+    /// refused (`PermissionDenied`).
+    pub fn new(socket: UnixStream) -> std::io::Result<Self> {
+        let peer = rustix::net::sockopt::socket_peercred(&socket)?;
+        if peer.uid != rustix::process::getuid() {
+            let e = format!(
+                "a process of another user (uid {}) at the take-over socket",
+                peer.uid.as_raw()
+            );
+            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e));
+        }
+        Ok(Self { socket, peer: peer.pid })
     }
 
-    /// The socket (for its peer's credentials).
-    pub fn socket(&self) -> &UnixStream {
-        &self.socket
+    /// The process at the other end.
+    pub fn peer(&self) -> rustix::process::Pid {
+        self.peer
     }
 
     /// Sends `message` with `fds` (duplicated into the peer).
@@ -62,8 +74,11 @@ impl Channel {
     ) -> std::io::Result<()> {
         let json = serde_json::to_vec(message).map_err(std::io::Error::other)?;
         let tail = u32::try_from(bytes.iter().map(Bytes::len).sum::<usize>()).ok();
-        let Some(tail) = tail.filter(|_| json.len() <= MAX_MESSAGE && fds.len() <= MAX_FDS) else {
-            return Err(std::io::Error::other("take-over message too large"));
+        let fits = |tail: &u32| *tail as usize <= MAX_TAIL && json.len() <= MAX_MESSAGE;
+        let Some(tail) = tail.filter(|tail| fits(tail) && fds.len() <= MAX_FDS) else {
+            // (Nothing was written: the channel goes on.)
+            let e = "a take-over message too large to send";
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
         };
         let mut head = [0u8; HEAD];
         head[..4].copy_from_slice(&(json.len() as u32).to_le_bytes());
@@ -124,14 +139,22 @@ impl Channel {
         }
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
         let tail = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
-        if len > MAX_MESSAGE || fds.len() != usize::from(head[8]) {
+        if len > MAX_MESSAGE || tail > MAX_TAIL || fds.len() != usize::from(head[8]) {
             return Err(std::io::Error::other("a malformed take-over message"));
         }
-        let mut json = vec![0u8; len];
-        self.socket.read_exact(&mut json).await?;
-        let message = serde_json::from_slice(&json).map_err(std::io::Error::other)?;
-        let mut bytes = vec![0u8; tail];
-        self.socket.read_exact(&mut bytes).await?;
+        let mut json = Vec::new();
+        (&mut self.socket).take(len as u64).read_to_end(&mut json).await?;
+        // (Its text is not quoted: a session's state holds a password.)
+        let message = serde_json::from_slice(&json).map_err(|e| {
+            let at = format!("{:?} at line {} column {}", e.classify(), e.line(), e.column());
+            std::io::Error::other(format!("a take-over message that does not parse ({at})"))
+        })?;
+        // Read as it comes, not allocated up front on the peer's word.
+        let mut bytes = Vec::new();
+        (&mut self.socket).take(tail as u64).read_to_end(&mut bytes).await?;
+        if json.len() != len || bytes.len() != tail {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
         Ok(Some((message, bytes, fds)))
     }
 }
@@ -145,7 +168,8 @@ mod tests {
     #[tokio::test]
     async fn messages_carry_their_descriptors() {
         let (a, b) = UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
-        let (mut a, mut b) = (Channel::new(a), Channel::new(b));
+        let new = |s| Channel::new(s).unwrap_or_else(|e| panic!("peer: {e}"));
+        let (mut a, mut b) = (new(a), new(b));
         let (mut here, there) =
             std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("pair: {e}"));
         a.send(&"with one", &[there.as_fd()]).await.unwrap_or_else(|e| panic!("send: {e}"));

@@ -1,82 +1,33 @@
-//! The running process's side of a take-over: its door (`take_over_socket`, 0600, its own
-//! user only), and the hand-over: listeners first, then each session between turns.
+//! The running process's side of a take-over: listeners first, then each session between
+//! turns, in batches (`leaving.rs`). Once the new process accepts, this one opens no session
+//! and begins no step. If the take-over breaks after that, who goes on is decided by
+//! whether the new process lives: alive, it keeps the listener and what it took, and this
+//! one ends what it still holds, as at a shutdown; gone (or silent, and then stopped), this
+//! one accepts again and keeps what it had not sent, and the sessions the new process had
+//! taken end, said gone to their sidecars. One upstream connection is never used by both.
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use super::channel::Channel;
-use super::leaving::{self, Leave};
+use super::door::Knock;
+use super::leaving::{self, Broke, Leave};
 use super::{Message, VERSION, next, unexpected};
+use crate::identity::IdentityId;
 use crate::state::AppState;
 
 /// Pause between two rounds over the sessions still in a turn.
 const ROUND_PAUSE: Duration = Duration::from_millis(2);
 /// Sessions sent before their acknowledgements are read.
 const BATCH: usize = 32;
-
-/// The door a new process knocks at.
-#[derive(Debug)]
-pub struct Door {
-    listener: UnixListener,
-}
-
-impl Door {
-    /// Opens the door at `path`, created 0600. A live transport already there is an error
-    /// unless `replace` (a process that took that one over); a socket file left by a dead one
-    /// is replaced.
-    pub fn open(path: &Path, replace: bool) -> std::io::Result<Self> {
-        if !replace && std::os::unix::net::UnixStream::connect(path).is_ok() {
-            let e = format!("a running transport already listens on {}", path.display());
-            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, e));
-        }
-        match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let listener = UnixListener::bind(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        info!(path = %path.display(), "take-over socket open");
-        Ok(Self { listener })
-    }
-
-    /// The next knock of a process of this user (others are turned away, and logged).
-    pub async fn knock(&self) -> Channel {
-        let me = rustix::process::getuid();
-        loop {
-            let Ok((socket, _)) = self.listener.accept().await else { continue };
-            match rustix::net::sockopt::socket_peercred(&socket) {
-                Ok(peer) if peer.uid == me => return Channel::new(socket),
-                Ok(peer) => warn!(uid = peer.uid.as_raw(), "a take-over from another user refused"),
-                Err(e) => warn!(error = %e, "a take-over whose user is unknown refused"),
-            }
-        }
-    }
-
-    /// Hands each knock to the receiver, until it is dropped; then the door closes. (The
-    /// socket file is left: a process that took this one over opened its own there.)
-    pub fn serve(self) -> tokio::sync::mpsc::Receiver<Channel> {
-        let (knocks, received) = tokio::sync::mpsc::channel(1);
-        tokio::spawn(async move {
-            loop {
-                let channel = tokio::select! {
-                    channel = self.knock() => channel,
-                    () = knocks.closed() => return,
-                };
-                if knocks.send(channel).await.is_err() {
-                    return;
-                }
-            }
-        });
-        received
-    }
-}
+/// How long a new process stopped for its silence has to be gone.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long a new process that broke the channel has to be gone, else it lives on.
+const EXIT_WAIT: Duration = Duration::from_secs(1);
 
 /// What a hand-over did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -89,34 +40,33 @@ pub struct Report {
     pub finished: u64,
 }
 
-/// Why a hand-over stopped: before the listeners left (`early`), nothing changed.
+/// How a hand-over failed.
 #[derive(Debug)]
-pub struct Failed {
-    /// True when it failed before the new process accepted connections.
-    pub early: bool,
-    /// The cause.
-    pub error: std::io::Error,
+pub enum Failed {
+    /// Before the new process accepted: nothing changed.
+    Early(std::io::Error),
+    /// After: the new process is gone, the sessions it had taken ended, and this one serves
+    /// on (its connections were asked to close).
+    RolledBack(std::io::Error),
+    /// After: the new process lives and goes on; this one ends what it still holds.
+    Abandoned(std::io::Error),
 }
 
-/// Hands this process's listeners and sessions to the process at `channel`. Once the new
+/// Hands this process's listeners and sessions to the process that knocked. Once the new
 /// process accepts, `closing` is cancelled (connections close after their answer in
-/// progress) and each session moves at its turn's end, for `shutdown_grace` at most. A
-/// failure leaves the sessions not yet taken here.
+/// progress) and each session moves at its turn's end, for `shutdown_grace` at most.
 pub async fn hand_over(
-    mut channel: Channel,
+    knock: Knock,
     state: &Arc<AppState>,
     listeners: (&TcpListener, Option<&TcpListener>),
     closing: &tokio_util::sync::CancellationToken,
 ) -> Result<Report, Failed> {
-    let early = |error| Failed { early: true, error };
-    match next(&mut channel).await.map_err(early)? {
-        Message::Hello { version } if version >= VERSION => {}
-        Message::Hello { version } => {
-            let reason = format!("version {version} cannot take over from version {VERSION}");
-            drop(channel.send(&Message::Refused { reason: reason.clone() }, &[]).await);
-            return Err(early(std::io::Error::other(reason)));
-        }
-        _ => return Err(early(unexpected())),
+    let Knock { mut channel, version } = knock;
+    let early = Failed::Early;
+    if version < VERSION {
+        let reason = format!("version {version} cannot take over from version {VERSION}");
+        drop(channel.send(&Message::Refused { reason: reason.clone() }, &[]).await);
+        return Err(early(std::io::Error::other(reason)));
     }
     let mut fds = vec![listeners.0.as_fd()];
     fds.extend(listeners.1.map(AsFd::as_fd));
@@ -129,17 +79,15 @@ pub async fn hand_over(
     // From here no session opens and no step begins here: each goes to the new process.
     state.handover.set_leaving(true);
     closing.cancel();
-    let late = |error| {
-        state.handover.set_leaving(false);
-        Failed { early: false, error }
-    };
     let deadline = tokio::time::Instant::now() + state.config().shutdown_grace;
     let mut report = Report::default();
+    let mut moved = Vec::new();
     let (mut stay, mut finishing) = (HashSet::new(), HashSet::new());
     let mut batch = Vec::with_capacity(BATCH);
     loop {
-        let mut waiting = 0;
-        for session in state.sessions.all() {
+        let (mut waiting, mut sent_now) = (0, 0);
+        let sessions = state.sessions.all();
+        for (i, session) in sessions.iter().enumerate() {
             if stay.contains(&session.id) {
                 continue;
             }
@@ -154,21 +102,25 @@ pub async fn hand_over(
                 let session = session.clone();
                 tokio::spawn(async move { session.resume.finish_parked().await });
             }
-            match leaving::take_apart(state, &session) {
+            match leaving::take_apart(state, session) {
                 Leave::Going(going) => batch.push(*going),
                 Leave::Stays => drop(stay.insert(session.id.clone())),
                 Leave::Busy => waiting += 1,
             }
-            if batch.len() >= BATCH {
-                report.moved +=
-                    leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
+            if batch.len() >= BATCH || (i + 1 == sessions.len() && !batch.is_empty()) {
+                match leaving::send(&mut channel, state, batch.split_off(0)).await {
+                    Ok(sent) => {
+                        sent_now += sent.moved.len();
+                        moved.extend(sent.moved);
+                        stay.extend(sent.stayed);
+                    }
+                    Err(broke) => return Err(broke_off(state, &channel, moved, broke).await),
+                }
             }
         }
-        let sent = leaving::send(&mut channel, state, batch.split_off(0)).await.map_err(late)?;
-        report.moved += sent;
         // Done after a round that found nothing to move nor to wait for (a session whose
         // open was under way when this began may still have come in during the last one).
-        let idle = waiting == 0 && sent == 0 && state.sessions.len() <= stay.len();
+        let idle = waiting == 0 && sent_now == 0 && state.sessions.len() <= stay.len();
         if idle || tokio::time::Instant::now() >= deadline {
             report.stayed = (stay.len() + waiting) as u64;
             report.finished = finishing.len() as u64;
@@ -176,7 +128,61 @@ pub async fn hand_over(
         }
         tokio::time::sleep(ROUND_PAUSE).await;
     }
+    report.moved = moved.len() as u64;
     let done = Message::Done { moved: report.moved, stayed: report.stayed };
-    channel.send(&done, &[]).await.map_err(late)?;
+    if let Err(error) = channel.send(&done, &[]).await {
+        let broke = Broke { error, unacknowledged: Vec::new() };
+        return Err(broke_off(state, &channel, moved, broke).await);
+    }
     Ok(report)
+}
+
+/// The take-over broke after the new process began accepting: if it lives, it goes on, and
+/// this one ends what it holds; if it is gone (or went silent and, not being this very
+/// process, was stopped), the sessions it had taken end, said gone, and this one serves on.
+async fn broke_off(
+    state: &AppState,
+    channel: &super::channel::Channel,
+    moved: Vec<(String, IdentityId)>,
+    broke: Broke,
+) -> Failed {
+    let peer = channel.peer();
+    let me = rustix::process::getpid();
+    if broke.error.kind() == std::io::ErrorKind::TimedOut && peer != me && alive(peer) {
+        warn!(pid = peer.as_raw_nonzero().get(), "the new process went silent: stopping it");
+        if let Err(e) = rustix::process::kill_process(peer, rustix::process::Signal::KILL) {
+            warn!(error = %e, "the new process could not be stopped");
+        }
+        let stopping = tokio::time::Instant::now() + STOP_WAIT;
+        while alive(peer) && tokio::time::Instant::now() < stopping {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // A process that broke the channel by dying may still be on its way out: it gets a
+    // moment to be gone.
+    let settling = tokio::time::Instant::now() + EXIT_WAIT;
+    while alive(peer) && tokio::time::Instant::now() < settling {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if alive(peer) {
+        return Failed::Abandoned(broke.error);
+    }
+    let lost = moved.len() + broke.unacknowledged.len();
+    for (id, owner) in moved.into_iter().chain(broke.unacknowledged) {
+        state.handover.unmark_moved(&id);
+        state.session_ended(&id, &owner, false);
+    }
+    state.handover.set_leaving(false);
+    warn!(lost, "the new process is gone: its sessions ended, this process serves on");
+    Failed::RolledBack(broke.error)
+}
+
+/// True while process `pid` runs (not a zombie waiting to be reaped).
+fn alive(pid: rustix::process::Pid) -> bool {
+    if rustix::process::test_kill_process(pid).is_err() {
+        return false;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()));
+    // The state follows the command's closing parenthesis: `Z` is a zombie.
+    stat.map_or(true, |s| s.rsplit_once(") ").is_none_or(|(_, rest)| !rest.starts_with('Z')))
 }

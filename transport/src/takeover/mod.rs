@@ -9,10 +9,12 @@
 //! process) and end as at a shutdown.
 //!
 //! What each side knows meanwhile is `crate::handover`'s. Layers, lowest first: `channel`
-//! (messages with descriptors) and `moved` (a session's state) → `leaving` (sessions sent in
-//! batches) → `give` (the old process) and `take` (the new one). Unix only.
+//! (messages with descriptors) and `moved` (a session's state) → `door` (where a new process
+//! knocks) and `leaving` (sessions sent in batches) → `give` (the old process) and `take` (the
+//! new one). Unix only.
 
 pub mod channel;
+pub mod door;
 pub mod give;
 pub mod leaving;
 pub mod moved;
@@ -30,16 +32,16 @@ pub fn door(
     path: Option<PathBuf>,
     taking: Option<take::Arrivals>,
     state: &Arc<AppState>,
-) -> std::io::Result<tokio::sync::mpsc::Receiver<channel::Channel>> {
+) -> std::io::Result<tokio::sync::mpsc::Receiver<door::Knock>> {
     let Some(path) = path else { return Ok(tokio::sync::mpsc::channel(1).1) };
-    let Some(taking) = taking else { return Ok(give::Door::open(&path, false)?.serve()) };
-    let mut received = give::Door::open(&path, true)?.serve();
+    let Some(taking) = taking else { return Ok(door::Door::open(&path, false)?.serve()) };
+    let mut received = door::Door::open(&path, true)?.serve();
     let (forward, knocks) = tokio::sync::mpsc::channel(1);
     let receiving = taking.receive(state.clone());
     tokio::spawn(async move {
         receiving.await;
-        while let Some(channel) = received.recv().await {
-            if forward.send(channel).await.is_err() {
+        while let Some(knock) = received.recv().await {
+            if forward.send(knock).await.is_err() {
                 return;
             }
         }

@@ -13,6 +13,10 @@ use super::channel::Channel;
 use super::{Message, VERSION};
 use crate::state::AppState;
 
+/// Silence of the old process, beyond `shutdown_grace`, after which no more sessions are
+/// awaited from it.
+const ARRIVAL_SILENCE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// What a new process takes before it serves.
 #[derive(Debug)]
 pub struct Inherited {
@@ -44,7 +48,8 @@ pub async fn knock(path: &Path) -> std::io::Result<Option<Inherited>> {
         }
         Err(e) => return Err(at(e)),
     };
-    let mut channel = Channel::new(socket);
+    // (The peer must be a process of this user: another user's socket at the path is refused.)
+    let mut channel = Channel::new(socket).map_err(at)?;
     channel.send(&Message::Hello { version: VERSION }, &[]).await?;
     let (message, _, fds) = channel.recv().await?.ok_or_else(|| at(eof()))?;
     let metrics = match message {
@@ -70,9 +75,13 @@ impl Arrivals {
         let mut channel = self.channel;
         async move {
             let (mut moved, mut failed) = (0u64, 0u64);
+            // The old process may wait `shutdown_grace` for turns between two sessions.
+            let silence = state.config().shutdown_grace + ARRIVAL_SILENCE;
             let mut outcome = channel.send(&Message::Serving, &[]).await.map(|()| None);
             while let Ok(None) = outcome {
-                outcome = match channel.recv::<Message>().await {
+                let next = tokio::time::timeout(silence, channel.recv::<Message>()).await;
+                let next = next.unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()));
+                outcome = match next {
                     Ok(Some((Message::Session(session), kept, fds))) => {
                         let id = session.id.clone();
                         let adopted = match fds.into_iter().next() {
