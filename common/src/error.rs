@@ -50,6 +50,29 @@ pub enum Error {
     /// A packet of the MySQL compressed protocol would inflate beyond what is accepted.
     #[error("a compressed packet of {0} bytes exceeds the limit")]
     CompressedTooLarge(usize),
+    /// A resumed answer does not say where it resumes from (or not readably).
+    #[error("the resumed answer does not say where it resumes from")]
+    ResumeUnstated,
+    /// A resumed answer starts elsewhere than where the answer broke.
+    #[error("the answer resumed from byte {from}, not from byte {broke_at} where it broke")]
+    ResumedElsewhere {
+        /// Where it says it resumes.
+        from: u64,
+        /// Where the answer broke: the bytes received.
+        broke_at: u64,
+    },
+    /// A resumed answer does not continue the bytes received: their checksums differ.
+    #[error(
+        "the resumed answer does not continue the {from} bytes received (checksum {stated:08x}, not {kept:08x})"
+    )]
+    ResumeDiffers {
+        /// Where it resumes.
+        from: u64,
+        /// The CRC-32 it states of the bytes before.
+        stated: u32,
+        /// The CRC-32 of the bytes received.
+        kept: u32,
+    },
     /// The logging subscriber could not be installed.
     #[error("cannot initialise logging: {0}")]
     Telemetry(String),

@@ -84,9 +84,9 @@ pub async fn resume(session: &Arc<Session>, step: u64, from: u64) -> Result<Repl
 /// A resumed answer states where it resumes and the digest of the bytes before, which the
 /// sidecar checks against its own.
 fn resumed_from(mut response: Reply, before: AnswerDigest) -> Reply {
-    let headers = response.headers_mut();
-    headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(before.len()));
-    if let Ok(crc) = HeaderValue::from_str(&before.crc_header()) {
+    let (headers, proof) = (response.headers_mut(), before.proof());
+    headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(proof.from));
+    if let Ok(crc) = HeaderValue::from_str(&proof.crc_header()) {
         headers.insert(ANSWER_CRC_HEADER, crc);
     }
     response

@@ -42,26 +42,50 @@ impl AnswerDigest {
 
     /// The CRC as its header value.
     pub fn crc_header(&self) -> String {
-        format!("{:08x}", self.crc)
+        self.proof().crc_header()
     }
 
-    /// Checks a resumed answer's headers against what was received: `Err` says how they
-    /// differ.
-    pub fn check_resumed(&self, from: Option<&str>, crc: Option<&str>) -> Result<(), String> {
-        let from: Option<u64> = from.and_then(|v| v.trim().parse().ok());
-        let crc = crc.and_then(|v| u32::from_str_radix(v.trim(), 16).ok());
-        match (from, crc) {
-            (Some(from), Some(crc)) if from == self.len && crc == self.crc => Ok(()),
-            (Some(from), Some(crc)) if from == self.len => Err(format!(
-                "the resumed answer does not continue the {from} bytes received (checksum {crc:08x}, not {:08x})",
-                self.crc
-            )),
-            (Some(from), Some(_)) => Err(format!(
-                "the answer resumed from byte {from}, not from byte {} where it broke",
-                self.len
-            )),
-            _ => Err("the resumed answer does not say where it resumes from".into()),
+    /// What a resumed answer starting after these bytes states: their length and CRC.
+    pub fn proof(&self) -> ResumeProof {
+        ResumeProof { from: self.len, crc: self.crc }
+    }
+
+    /// Checks the proof a resumed answer stated (`None`: it stated none, or not readably)
+    /// against what was received.
+    pub fn check_resumed(&self, stated: Option<ResumeProof>) -> Result<(), crate::Error> {
+        let Some(stated) = stated else { return Err(crate::Error::ResumeUnstated) };
+        if stated.from != self.len {
+            return Err(crate::Error::ResumedElsewhere { from: stated.from, broke_at: self.len });
         }
+        if stated.crc != self.crc {
+            let (from, stated, kept) = (stated.from, stated.crc, self.crc);
+            return Err(crate::Error::ResumeDiffers { from, stated, kept });
+        }
+        Ok(())
+    }
+}
+
+/// Where a resumed answer starts and the CRC-32 of the bytes before it: what the transport
+/// states ([`RESUMED_FROM_HEADER`], [`ANSWER_CRC_HEADER`]) and the sidecar checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumeProof {
+    /// The answer's byte it resumes from.
+    pub from: u64,
+    /// The CRC-32 of the bytes before it.
+    pub crc: u32,
+}
+
+impl ResumeProof {
+    /// The proof the two headers' values state, if both are there and readable.
+    pub fn parse(from: Option<&str>, crc: Option<&str>) -> Option<Self> {
+        let from = from?.trim().parse().ok()?;
+        let crc = u32::from_str_radix(crc?.trim(), 16).ok()?;
+        Some(Self { from, crc })
+    }
+
+    /// The CRC as its header's value: 8 hex digits.
+    pub fn crc_header(&self) -> String {
+        format!("{:08x}", self.crc)
     }
 }
 
@@ -174,11 +198,18 @@ mod tests {
     fn resumed_answers_are_checked_for_offset_and_content() {
         let got = AnswerDigest::default().then(b"hello ");
         let header = got.crc_header();
-        assert_eq!(got.check_resumed(Some("6"), Some(&header)), Ok(()));
+        let stated = |from, crc: &str| ResumeProof::parse(from, Some(crc));
+        assert_eq!(stated(Some("6"), &header), Some(got.proof()), "the headers read back");
+        assert!(got.check_resumed(stated(Some("6"), &header)).is_ok());
         let other = AnswerDigest::default().then(b"hellO ").crc_header();
-        assert!(got.check_resumed(Some("6"), Some(&other)).is_err_and(|e| e.contains("checksum")));
-        assert!(got.check_resumed(Some("5"), Some(&header)).is_err_and(|e| e.contains("byte 5")));
-        assert!(got.check_resumed(None, Some(&header)).is_err());
-        assert!(got.check_resumed(Some("6"), Some("zz")).is_err());
+        let differs = got.check_resumed(stated(Some("6"), &other));
+        assert!(matches!(differs, Err(crate::Error::ResumeDiffers { from: 6, .. })), "{differs:?}");
+        let elsewhere = got.check_resumed(stated(Some("5"), &header));
+        let at_5 = crate::Error::ResumedElsewhere { from: 5, broke_at: 6 };
+        assert_eq!(elsewhere.map_err(|e| e.to_string()), Err(at_5.to_string()));
+        for unstated in [stated(None, &header), stated(Some("6"), "zz"), stated(Some("x"), &header)]
+        {
+            assert!(matches!(got.check_resumed(unstated), Err(crate::Error::ResumeUnstated)));
+        }
     }
 }

@@ -19,7 +19,7 @@ pub use compression::{
 pub use control::{
     ApiError, ApiErrorKind, KeepAlive, KeepAliveAnswer, LoginAs, MysqlError, OpenRelay,
 };
-pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, HeldDigest, RESUMED_FROM_HEADER};
+pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, HeldDigest, RESUMED_FROM_HEADER, ResumeProof};
 pub use frame::{
     DEFAULT_MAX_FRAME, FRAMING_OVERHEAD, Frame, FrameDecoder, TurnEnd, encode_heartbeat,
     encode_packets, encode_turn,

@@ -167,9 +167,10 @@ impl FrameStream<'_> {
         } else {
             // Not a byte of an answer that does not continue what arrived reaches the client.
             let (from, crc) = &head.resumed;
-            self.received.settle().check_resumed(from.as_deref(), crc.as_deref()).map_err(|e| {
+            let stated = common::wire::ResumeProof::parse(from.as_deref(), crc.as_deref());
+            self.received.settle().check_resumed(stated).map_err(|e| {
                 tracing::warn!(session = %common::wire::session_label(&pending.session), error = %e, "a resumed answer was refused");
-                Error::NotResumed(e)
+                Error::NotResumed(e.to_string())
             })?;
         }
         self.inflate = inflater(&head, &self.tunnel.endpoint.url)?;
