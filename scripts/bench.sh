@@ -42,14 +42,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-if [[ "${1:-}" == "--wan" ]]; then
-    ensure_packages mariadb-server mariadb-client libmariadb-java
-    command -v javac >/dev/null || ensure_packages default-jdk-headless
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-wan.XXXXXX")
+# A scratch directory ($WORK, removed at exit) with a MariaDB on $db_port and $WORK/tmp, for
+# the benches that run their own.
+scratch_mariadb() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-$1.XXXXXX")
     trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
     db_port=$(free_port)
     start_mariadb "$WORK/mariadb" "$db_port"
     mkdir -p "$WORK/tmp"
+}
+
+if [[ "${1:-}" == "--wan" ]]; then
+    ensure_packages mariadb-server mariadb-client libmariadb-java
+    command -v javac >/dev/null || ensure_packages default-jdk-headless
+    scratch_mariadb wan
     install_test_clients "$PWD/target/test-clients"
     cargo build --release --locked -p transport -p sidecar
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench wan --locked -- "${2:-7}"
@@ -74,22 +80,14 @@ fi
 
 if [[ "${1:-}" == "--faults" ]]; then
     ensure_packages mariadb-server mariadb-client
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-faults.XXXXXX")
-    trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
-    db_port=$(free_port)
-    start_mariadb "$WORK/mariadb" "$db_port"
-    mkdir -p "$WORK/tmp"
+    scratch_mariadb faults
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench faults --locked -- "${2:-1500}" ${3:+"$3"}
     exit 0
 fi
 
 if [[ "${1:-}" == "--take-over" ]]; then
     ensure_packages mariadb-server mariadb-client
-    WORK=$(mktemp -d "${TMPDIR:-/tmp}/sqltunnel-take-over.XXXXXX")
-    trap 'stop_mariadb "$WORK/mariadb"; rm -rf "$WORK"' EXIT
-    db_port=$(free_port)
-    start_mariadb "$WORK/mariadb" "$db_port"
-    mkdir -p "$WORK/tmp"
+    scratch_mariadb take-over
     cargo build --release --locked -p transport -p sidecar
     TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port cargo bench -p e2e --bench take_over --locked -- "${2:-3}" "${3:-10}"
     exit 0

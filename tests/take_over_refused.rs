@@ -87,6 +87,18 @@ print(json.dumps(receive()))
     serde_json::from_slice(&out.stdout).expect("the message it read")
 }
 
+/// Five sessions, each with its variable `@kept`, and their upstream connections' ids.
+async fn open_sessions(port: u16) -> Vec<(Conn, u64)> {
+    let mut sessions = Vec::new();
+    for i in 0..5 {
+        let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("connect");
+        conn.query_drop(format!("SET @kept = {i}")).await.expect("variable");
+        let thread: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        sessions.push((conn, thread.unwrap_or(0)));
+    }
+    sessions
+}
+
 /// Each session still answers on its own upstream connection, with its variable.
 async fn all_work(sessions: &mut [(Conn, u64)], port: u16) {
     for (i, (conn, thread)) in sessions.iter_mut().enumerate() {
@@ -109,13 +121,7 @@ async fn a_failed_take_over_leaves_the_old_transport_serving(carrier: Carrier) {
     let mut tunnel =
         ProcTunnel::start_on(carrier, "refused", |t| format!("{t}{line}"), |s| s).await;
     let port = tunnel.sidecar_port;
-    let mut sessions = Vec::new();
-    for i in 0..5 {
-        let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("connect");
-        conn.query_drop(format!("SET @kept = {i}")).await.expect("variable");
-        let thread: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
-        sessions.push((conn, thread.unwrap_or(0)));
-    }
+    let mut sessions = open_sessions(port).await;
 
     // An older version is refused, and says why.
     let mut older = knock(&socket_path, 0).await;
@@ -148,13 +154,7 @@ async fn a_failed_take_over_leaves_the_old_transport_serving(carrier: Carrier) {
     if let Ok(conn) = Conn::new(opts(port, Some(DATABASE))).await {
         drop(conn.disconnect().await);
     }
-    let mut sessions = Vec::new();
-    for i in 0..5 {
-        let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("connect again");
-        conn.query_drop(format!("SET @kept = {i}")).await.expect("variable");
-        let thread: Option<u64> = conn.query_first("SELECT CONNECTION_ID()").await.expect("id");
-        sessions.push((conn, thread.unwrap_or(0)));
-    }
+    let mut sessions = open_sessions(port).await;
     all_work(&mut sessions, port).await;
     let log = std::fs::read_to_string(&tunnel.transport.log).unwrap_or_default();
     assert_eq!(log.matches("take-over failed: this process serves on").count(), 3, "{log}");
