@@ -8,6 +8,10 @@ pub enum Error {
     /// A frame or control message on the HTTP wire could not be decoded.
     #[error("malformed wire data: {0}")]
     Wire(&'static str),
+    /// A step's request says something no step can mean (a header's bad value, a field that
+    /// contradicts another).
+    #[error("{0}")]
+    BadStep(String),
     /// A frame announced a payload larger than the configured limit.
     #[error("frame of {size} bytes exceeds the limit of {limit} bytes")]
     FrameTooLarge {

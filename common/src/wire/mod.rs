@@ -10,6 +10,7 @@ mod digest;
 mod frame;
 mod message;
 mod route;
+mod step;
 mod stream;
 mod upload;
 
@@ -29,6 +30,7 @@ pub use message::{
     read_answer, read_request, request_from_text,
 };
 pub use route::{Route, SessionEnd};
+pub use step::{BodyEncoding, HttpStep, StepHead, StepKind, UploadAt, header_number};
 pub use stream::{
     LANE_HEADER, MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL,
 };

@@ -101,7 +101,7 @@ fn last_v1(path: &[u8]) -> Option<usize> {
     None
 }
 
-fn valid_id(id: &str) -> bool {
+pub(super) fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
