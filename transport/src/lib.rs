@@ -11,7 +11,7 @@
 //! → `shares` (each identity's share), `upload_held`, `session`, `handover` (what a take-over's
 //! two processes know while sessions move), `readiness`, `refusals`
 //! → `metrics`, `churn`, `state`
-//! → `incoming` (a request of either carrier), `request_body`, `body`, `reply`, `stream` (the
+//! → `step` (a step as either carrier brings it), `request_body`, `body`, `reply`, `stream` (the
 //! WebSocket carrier), `command_log`, `turn_reply` (a step answered with its turn), `steps`,
 //! `uploads`, `idle_watch`, `ending`, `probes`
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
@@ -35,7 +35,6 @@ pub mod handover;
 pub mod id_hash;
 pub mod identity;
 pub mod idle_watch;
-pub mod incoming;
 pub mod listening;
 pub mod metrics;
 pub mod probes;
@@ -48,6 +47,7 @@ pub mod request_body;
 pub mod resume;
 pub mod resume_budget;
 pub mod resume_kept;
+pub mod run;
 pub mod server;
 pub mod session;
 pub mod session_endpoints;
@@ -55,6 +55,7 @@ pub mod session_login;
 pub mod shares;
 pub mod slots;
 pub mod state;
+pub mod step;
 pub mod steps;
 pub mod stream;
 #[cfg(unix)]

@@ -4,19 +4,19 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::wire::{DECODED_LENGTH_HEADER, ZSTD, decompress_exact};
+use common::wire::{BodyEncoding, decompress_exact};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::Error;
 use crate::identity::Caller;
-use crate::incoming::{self, Incoming};
 pub use crate::shares::Room;
 use crate::shares::Share;
 use crate::state::AppState;
+use crate::step::{self, Step};
 
-pub use crate::incoming::RequestBody;
+pub use crate::step::RequestBody;
 
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
@@ -27,7 +27,7 @@ pub const MIN_BODY_RATE: u64 = 16 * 1024;
 
 /// Reads a request body of at most `limit` bytes; a pause longer than `stall`, or a body
 /// slower than [`MIN_BODY_RATE`] once `stall` has passed, fails it.
-pub async fn read_body(req: Incoming, limit: usize, stall: Duration) -> Result<Bytes, Error> {
+pub async fn read_body(req: Step, limit: usize, stall: Duration) -> Result<Bytes, Error> {
     read_body_within(req, limit, stall, None).await.map(|(body, _)| body)
 }
 
@@ -48,17 +48,14 @@ pub struct Budget<'a> {
 /// comes back with the body and is released when the caller drops it. Waiting for room is
 /// bounded by `stall` too ([`Error::Busy`]).
 pub async fn read_body_within(
-    req: Incoming,
+    req: Step,
     limit: usize,
     stall: Duration,
     budget: Option<Budget<'_>>,
 ) -> Result<(Bytes, Option<Room>), Error> {
     let started = tokio::time::Instant::now();
-    // A stream message's body has no Content-Length, but its size is known: it is here.
-    let declared = req
-        .header(&incoming::CONTENT_LENGTH)
-        .and_then(|v| usize::try_from(incoming::number(v)?).ok())
-        .or_else(|| req.body_len());
+    // An HTTP body's Content-Length, or a stream message's body, here whole.
+    let declared = req.body_len();
     if declared.is_some_and(|n| n > limit) {
         return Err(Error::TooLarge { limit });
     }
@@ -72,8 +69,8 @@ pub async fn read_body_within(
         None => None,
     };
     let mut body = match req.into_body() {
-        incoming::Body::Streamed(body) => body,
-        incoming::Body::Whole(all) => return finish_body(all, decoded, held),
+        step::Body::Streamed(body) => body,
+        step::Body::Whole(all) => return finish_body(all, decoded, held),
     };
     // Grown as data arrives: a declared length reserves at most 1 MiB up front. A body that
     // comes whole in one frame (a stream message's) is taken as it is, without a copy.
@@ -167,7 +164,7 @@ fn finish_body(
 /// within `budget`; the pace is bounded as [`read_body`]'s. What arrived stays in `into` when
 /// the body breaks off.
 pub async fn append_body(
-    req: Incoming,
+    req: Step,
     into: &mut BytesMut,
     room: &mut Option<Room>,
     total: usize,
@@ -176,8 +173,8 @@ pub async fn append_body(
 ) -> Result<(), Error> {
     let started = tokio::time::Instant::now();
     let mut body = match req.into_body() {
-        incoming::Body::Streamed(body) => body,
-        incoming::Body::Whole(all) => {
+        step::Body::Streamed(body) => body,
+        step::Body::Whole(all) => {
             return append_piece(&all, into, room, total, stall, budget).await;
         }
     };
@@ -244,16 +241,13 @@ pub async fn finish_upload(
 
 /// The decoded length of a zstd body (`None` for a plain one); an error for an encoding the
 /// transport does not take.
-pub fn decoded_length(req: &Incoming) -> Result<Option<usize>, Error> {
-    let Some(encoding) = req.header(&incoming::CONTENT_ENCODING) else { return Ok(None) };
-    if encoding != ZSTD.as_bytes() {
-        let encoding = String::from_utf8_lossy(encoding);
-        return Err(Error::BadRequest(format!("Content-Encoding {encoding:?} is not taken")));
+pub fn decoded_length(req: &Step) -> Result<Option<usize>, Error> {
+    match req.head.encoding {
+        BodyEncoding::Plain => Ok(None),
+        BodyEncoding::Zstd { decoded } => usize::try_from(decoded)
+            .map(Some)
+            .map_err(|_| Error::BadRequest("a zstd body's decoded length is too large".into())),
     }
-    req.header(&incoming::DECODED_LENGTH)
-        .and_then(|v| usize::try_from(incoming::number(v)?).ok())
-        .map(Some)
-        .ok_or_else(|| Error::BadRequest(format!("a zstd body needs {DECODED_LENGTH_HEADER}")))
 }
 
 /// Room for `n` bytes: the identity's share at once, else [`Error::IdentityLimit`]; the

@@ -21,9 +21,8 @@ use tracing::{debug, info, warn};
 
 use common::cli::Reloads;
 
-use crate::client_addr::client_ip;
 use crate::config::TransportConfig;
-use crate::identity::LastCaller;
+use crate::identity::{Caller, HeldCaller, LastCaller, Refusal};
 use crate::slots::Slot;
 use crate::state::AppState;
 use crate::write_stall::WriteStall;
@@ -139,20 +138,12 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
-                // A stream's messages carry no forwarding headers: the client its upgrade came
-                // from (as a trusted proxy says) stands for them.
-                let client = if req.headers().contains_key(http::header::UPGRADE) {
-                    let trusted = &state.config().trusted_proxies;
-                    SocketAddr::new(client_ip(peer.ip(), req.headers(), trusted), peer.port())
-                } else {
-                    peer
-                };
                 let mut response = api::handle(state.clone(), peer, req, &last).await;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
                     let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let placing = (shards, streams.clone());
                     let held = (slot, closing);
-                    streams.spawn(carry_stream(state, client, upgrading, held, last, placing));
+                    streams.spawn(carry_stream(state, peer, upgrading, held, placing));
                 }
                 // A step for a session that moved: the connection closes unanswered, and the
                 // sidecar sends it again on a new one.
@@ -232,11 +223,10 @@ async fn carry_stream(
     peer: SocketAddr,
     upgrading: stream::Upgrading,
     held: Held,
-    last: Arc<LastCaller>,
     (shards, tracker): (Arc<Shards>, TaskTracker),
 ) {
     // The stream's place in its identity's share, held until the stream ends.
-    let share = upgrading.share;
+    let (share, caller) = (upgrading.share, upgrading.caller);
     let held = (held.0.map(|slot| slot.with(share)), held.1);
     let upgraded = match upgrading.on_upgrade.await {
         Ok(upgraded) => upgraded,
@@ -249,26 +239,25 @@ async fn carry_stream(
     let parts = match upgraded.downcast::<TokioIo<WriteStall<TcpStream>>>() {
         Ok(parts) => parts,
         Err(upgraded) => {
-            return carry(state, peer, TokioIo::new(upgraded), held, last, seat).await;
+            return carry(state, caller, TokioIo::new(upgraded), held, seat).await;
         }
     };
     let (tcp, early) = (parts.io.into_inner().into_inner(), parts.read_buf);
     match elsewhere {
         Some(shard) => shards.spawn_on(shard, &tracker, tcp, move |tcp| {
-            carry(state, peer, Prefixed::new(early, tcp), held, last, seat)
+            carry(state, caller, Prefixed::new(early, tcp), held, seat)
         }),
-        None => carry(state, peer, Prefixed::new(early, tcp), held, last, seat).await,
+        None => carry(state, caller, Prefixed::new(early, tcp), held, seat).await,
     }
 }
 
-/// Carries a stream: each message is a request for [`api::handle_routed`] from `peer`, the
-/// client the upgrade came from.
+/// Carries a stream: each message is a step of the caller that opened it, run by
+/// [`crate::run`] while its token holds.
 async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
     state: Arc<AppState>,
-    peer: SocketAddr,
+    caller: Arc<std::sync::Mutex<HeldCaller>>,
     io: IO,
     (_slot, closing): Held,
-    last: Arc<LastCaller>,
     seat: Option<LaneSeat>,
 ) {
     if let Some(seat) = &seat {
@@ -281,15 +270,40 @@ async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
         idle: config.idle_timeout,
     };
     state.metrics.streams_open.inc();
-    let answer = |route, req| {
-        let (state, last) = (state.clone(), last.clone());
-        async move { api::handle_routed(state, peer, route, req, &last).await }
+    let answer = |step| {
+        let (state, caller) = (state.clone(), caller.clone());
+        async move {
+            match stream_caller(&state, &caller).await {
+                Ok(caller) => crate::run::run(&state, &caller, step).await,
+                Err(refusal) => {
+                    state.metrics.unauthorized.inc();
+                    crate::reply::error_response(&crate::Error::Unauthorized(refusal))
+                }
+            }
+        }
     };
     stream::serve(io, limits, closing, answer).await;
     state.metrics.streams_open.dec();
     if let Some(lanes_open) = seat.map(LaneSeat::leave) {
         state.metrics.stream_lanes.set(lanes_open as i64);
     }
+}
+
+/// The caller of a stream's next step: the one its upgrade was authenticated as, while the
+/// token holds (see [`HeldCaller`]).
+async fn stream_caller(
+    state: &AppState,
+    held: &std::sync::Mutex<HeldCaller>,
+) -> Result<Arc<Caller>, Refusal> {
+    let lock = || held.lock().unwrap_or_else(|p| p.into_inner());
+    let now = state.identities();
+    if let Some(caller) = lock().holding(&now) {
+        return Ok(caller);
+    }
+    let mut checked = lock().clone();
+    let caller = checked.current(&now).await;
+    *lock() = checked;
+    caller
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.

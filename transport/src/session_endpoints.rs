@@ -10,9 +10,9 @@ use bytes::BytesMut;
 use common::mysql::command_policy::may_ask_for_a_file;
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, INFILE_HEADER, MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER,
-    REQUEST_ENCODING_HEADER, SESSION_TIMEOUT_HEADER, TurnEnd, UPLOAD_HEADER, UPLOAD_PART, ZSTD,
-    encode_packets, encode_turn, session_label,
+    HEARTBEAT_HEADER, MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
+    SESSION_TIMEOUT_HEADER, StepKind, TurnEnd, UPLOAD_HEADER, UPLOAD_PART, ZSTD, encode_packets,
+    encode_turn, session_label,
 };
 use http::{HeaderValue, StatusCode};
 use tracing::{debug, info};
@@ -20,7 +20,6 @@ use tracing::{debug, info};
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::identity::Caller;
-use crate::incoming::{self, Incoming};
 use crate::relay::handshake::ClientLeg;
 use crate::relay::request::{check_file_piece, commands_asked};
 use crate::relay::{Framing, Phase, RelayLink};
@@ -29,17 +28,14 @@ use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;
 use crate::session::Session;
 use crate::state::AppState;
+use crate::step::Step;
 use crate::steps::{begin, remember, resume, step_request};
 use crate::turn_reply::{turn, turn_with, turn_without_answer, upstream_gone};
 use crate::uploads::{self, StepBody, read_step_body};
 use crate::{command_log, idle_watch, session_login};
 
 /// `POST …/v1/relay`: connects to the upstream and answers its greeting.
-pub async fn open(
-    state: &Arc<AppState>,
-    req: Incoming,
-    caller: &Arc<Caller>,
-) -> Result<Reply, Error> {
+pub async fn open(state: &Arc<AppState>, req: Step, caller: &Arc<Caller>) -> Result<Reply, Error> {
     state.refuse_if_draining()?;
     // One view of the configuration for the whole request (a reload may swap it).
     let config = state.config();
@@ -105,28 +101,12 @@ pub async fn open(
     Ok(response)
 }
 
-/// What a session request carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepKind {
-    /// `…/login`: a login packet, or a login the transport makes itself.
-    Login,
-    /// `…/command`: the client's packets for a command.
-    Command,
-    /// `…/infile`: a piece of a LOAD DATA LOCAL file.
-    Infile,
-}
-
-/// `POST …/v1/sessions/{id}/{login|command|infile}`: the session's next step, or its last one
-/// sent again after a broken connection, answered from what was kept.
-pub async fn step(
-    state: &Arc<AppState>,
-    kind: StepKind,
-    id: &str,
-    caller: &Caller,
-    req: Incoming,
-) -> Result<Reply, Error> {
+/// A session's step (a login, a command, a file piece): the next one, or its last one sent
+/// again after a broken connection, answered from what was kept.
+pub async fn step(state: &Arc<AppState>, caller: &Caller, req: Step) -> Result<Reply, Error> {
     let started = Instant::now();
     let owner = &caller.id;
+    let id = req.session();
     let session = match state.sessions.get(id, owner) {
         Ok(session) => Ok(session),
         Err(_) if state.handover.was_moved(id, owner) => return Err(Error::SessionMoved),
@@ -142,17 +122,22 @@ pub async fn step(
         return Err(state.session_gone(id, owner));
     };
     crate::ending::refuse_if_denied(state, caller, &session, false)?;
-    let step = match step_request(&req, &session)? {
+    let step = match step_request(&req, &session) {
         Some(StepRequest::Again { step, from }) => {
             return Box::pin(resume(&session, step, from)).await;
         }
         Some(StepRequest::Next(step)) => Some(step),
         None => None,
     };
-    match kind {
-        StepKind::Login => Box::pin(session_login::login(state, session, step, req)).await,
+    match req.head.kind {
+        StepKind::Login | StepKind::LoginAs => {
+            Box::pin(session_login::login(state, session, step, req)).await
+        }
         StepKind::Command => command(state, caller, session, step, req, started).await,
-        StepKind::Infile => Box::pin(infile(state, caller, session, step, req)).await,
+        StepKind::FilePiece { last } => {
+            Box::pin(infile(state, caller, session, step, req, last)).await
+        }
+        kind => Err(Error::BadRequest(format!("{kind:?} is not a step of a session"))),
     }
 }
 
@@ -163,7 +148,7 @@ async fn command(
     caller: &Caller,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Incoming,
+    req: Step,
     started: Instant,
 ) -> Result<Reply, Error> {
     let mut guard = session.lease().await?;
@@ -206,15 +191,11 @@ async fn infile(
     caller: &Caller,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Incoming,
+    req: Step,
+    last: bool,
 ) -> Result<Reply, Error> {
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    let last = match req.header(&incoming::INFILE) {
-        Some(b"end") => true,
-        Some(b"more") => false,
-        _ => return Err(Error::BadRequest(format!("{INFILE_HEADER} must be `more` or `end`"))),
-    };
     let awaits_file = |link: &RelayLink| {
         link.pending.as_ref().and_then(Framing::waiting_for) == Some(TurnEnd::AwaitFile)
     };

@@ -5,15 +5,12 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use common::mysql::packet;
-use common::wire::{
-    JSON_CONTENT_TYPE, LoginAs, TurnEnd, encode_packets, encode_turn, session_label,
-};
+use common::wire::{LoginAs, StepKind, TurnEnd, encode_packets, encode_turn, session_label};
 use http::StatusCode;
 use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::body::ResponseBody;
-use crate::incoming::{self, Incoming};
 use crate::relay::handshake::login_names;
 use crate::relay::link::LinkError;
 use crate::relay::turn::LinkGuard;
@@ -22,6 +19,7 @@ use crate::reply::{Reply, frames};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::session::{Session, Who, lock};
 use crate::state::AppState;
+use crate::step::Step;
 use crate::steps::{begin, remember};
 use crate::turn_reply::{turn, upstream_gone};
 
@@ -31,12 +29,12 @@ pub(crate) async fn login(
     state: &AppState,
     session: Arc<Session>,
     step: Option<u64>,
-    req: Incoming,
+    req: Step,
 ) -> Result<Reply, Error> {
     let id = session.id.as_str();
     let mut guard = session.lease().await?;
     state.refuse_if_draining()?;
-    let as_json = req.header(&incoming::CONTENT_TYPE) == Some(JSON_CONTENT_TYPE.as_bytes());
+    let as_json = req.head.kind == StepKind::LoginAs;
     let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
     let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     if as_json {

@@ -10,29 +10,20 @@ use tracing::debug;
 
 use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
-use crate::incoming::{self, Incoming, Known};
 use crate::reply::{Reply, frames, no_content};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
+use crate::step::Step;
 
 /// The step a request names, if any: the next one, or the last one again (a resume).
-pub fn step_request(req: &Incoming, session: &Session) -> Result<Option<StepRequest>, Error> {
-    // (Names made once, not parsed each request.)
-    let number = |header: &'static Known| -> Result<Option<u64>, Error> {
-        match req.header(header) {
-            None => Ok(None),
-            Some(v) => incoming::number(v)
-                .map(Some)
-                .ok_or_else(|| Error::BadRequest(format!("{} must be a number", header.name))),
-        }
-    };
-    let Some(step) = number(&incoming::STEP)? else { return Ok(None) };
-    Ok(Some(match number(&incoming::RESUME_FROM)? {
+pub fn step_request(req: &Step, session: &Session) -> Option<StepRequest> {
+    let step = req.head.step?;
+    Some(match req.head.resume_from {
         // Sent again, but it never began here: it runs now.
         Some(0) if step > session.resume.last_step() => StepRequest::Next(step),
         Some(from) => StepRequest::Again { step, from },
         None => StepRequest::Next(step),
-    }))
+    })
 }
 
 /// Step `step` begins, if the request named one.

@@ -1,6 +1,7 @@
 //! The stream carrier's transport half (`common::wire` describes it): the WebSocket upgrade of
-//! `GET …/v1/stream`, then each message taken as a request, answered by the same endpoints as
-//! HTTP, and the answer written back as messages.
+//! `GET …/v1/stream` (authenticated as any request: the stream holds its caller), then each
+//! message read as a step (`common::wire::StepHead` and the body after it), run as its caller,
+//! and its answer written back as messages.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::rare::RareWait;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
-use common::wire::{HeadWriter, LANE_HEADER, MAX_HEAD_BYTES, Route, STREAM_PROTOCOL};
+use common::wire::{HeadWriter, LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL, StepHead};
 use futures_util::FutureExt;
 use http::header::SEC_WEBSOCKET_VERSION;
 use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
@@ -26,10 +27,11 @@ use tracing::debug;
 
 use crate::Error;
 use crate::body::ResponseBody;
-use crate::incoming::Incoming;
+use crate::identity::HeldCaller;
 use crate::reply::Reply;
 use crate::request_body::RequestBody;
 use crate::shares::Taken;
+use crate::step::{self, Step};
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
@@ -42,6 +44,8 @@ const WRITE_ROOM: usize = 32 * 1024;
 /// which carries the stream once hyper hands the socket over.
 #[derive(Debug, Clone)]
 pub struct Upgrading {
+    /// Who opened the stream: its steps run as this caller while the token holds.
+    pub caller: Arc<std::sync::Mutex<HeldCaller>>,
     /// Resolves to the socket once the `101` is written.
     pub on_upgrade: OnUpgrade,
     /// The sidecar thread's lane key ([`LANE_HEADER`]), when it sent a valid one.
@@ -63,7 +67,11 @@ pub struct StreamLimits {
 /// Accepts `GET …/v1/stream` as a WebSocket upgrade: `101 Switching Protocols`, carrying
 /// [`Upgrading`]. A request that is not an upgrade (a proxy dropped its `Upgrade` header) or
 /// one that arrived over a stream already is refused with `426`.
-pub fn accept(mut req: Request<RequestBody>, share: Taken) -> Result<Reply, Error> {
+pub fn accept(
+    mut req: Request<RequestBody>,
+    share: Taken,
+    caller: HeldCaller,
+) -> Result<Reply, Error> {
     let headers = req.headers();
     if !lists(headers, &UPGRADE, "websocket") || !lists(headers, &CONNECTION, "upgrade") {
         return Err(Error::UpgradeRequired("the request lost its Upgrade header on the way"));
@@ -72,7 +80,9 @@ pub fn accept(mut req: Request<RequestBody>, share: Taken) -> Result<Reply, Erro
         return Err(Error::UpgradeRequired("only WebSocket version 13 is spoken"));
     }
     if !lists(headers, &SEC_WEBSOCKET_PROTOCOL, STREAM_PROTOCOL) {
-        return Err(Error::UpgradeRequired("the subprotocol must be sqltunnel.v2"));
+        return Err(Error::UpgradeRequired(
+            "this transport speaks stream version sqltunnel.v3 only; the sidecar offered another (upgrade the older of the two; until then its requests travel as plain HTTP)",
+        ));
     }
     let key = headers
         .get(SEC_WEBSOCKET_KEY)
@@ -93,6 +103,7 @@ pub fn accept(mut req: Request<RequestBody>, share: Taken) -> Result<Reply, Erro
     }
     let lane = lane_key(req.headers());
     response.extensions_mut().insert(Upgrading {
+        caller: Arc::new(std::sync::Mutex::new(caller)),
         on_upgrade: upgrading,
         lane,
         share: Arc::new(share),
@@ -115,9 +126,9 @@ fn lists(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
 }
 
 /// Carries a stream until the sidecar closes it, it idles for `limits.idle`, it breaks, or
-/// `closing` (the end of a shutdown, once the drain is over) finds it between requests: each
-/// request message is answered by `answer` (given its route, parsed once for a path that
-/// repeats), in order.
+/// `closing` (the end of a shutdown, once the drain is over) finds it between steps: each
+/// message is read as a step and answered by `answer`, in order. A message that is no step is
+/// answered `400`; an answer `401` (the stream's token no longer holds) ends the stream.
 pub async fn serve<IO, F, Fut>(
     io: IO,
     limits: StreamLimits,
@@ -125,7 +136,7 @@ pub async fn serve<IO, F, Fut>(
     mut answer: F,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin,
-    F: FnMut(Route, Incoming) -> Fut,
+    F: FnMut(Step) -> Fut,
     Fut: Future<Output = Reply>,
 {
     let largest = limits.max_body.saturating_add(MAX_HEAD_BYTES);
@@ -135,7 +146,6 @@ pub async fn serve<IO, F, Fut>(
     // The wait is polled only when woken.
     let mut closed = RareWait::new(closing.cancelled());
     let mut idle = std::pin::pin!(tokio::time::sleep(limits.idle));
-    let mut repeated = Repeated::default();
     loop {
         let waiting_since = Instant::now();
         // The read lives across the timer's resets: a read given up half-way loses its frame.
@@ -163,9 +173,9 @@ pub async fn serve<IO, F, Fut>(
             Some(Err(e)) => return debug!(error = %e, "a stream broke"),
             None => break,
         };
-        let response = match parse_request(data, &mut repeated) {
-            Ok((route, req)) => {
-                let answering = std::pin::pin!(answer(route, req));
+        let response = match read_step(data) {
+            Ok(step) => {
+                let answering = std::pin::pin!(answer(step));
                 match unless_gone(&mut ws, answering).await {
                     Ok(response) => response,
                     Err(e) => return debug!(error = %e, "a stream ended before its answer"),
@@ -178,8 +188,13 @@ pub async fn serve<IO, F, Fut>(
             // again on a new connection (messages answer in order: none other is pending).
             return debug!("a stream's step was for a session that moved: hung up");
         }
+        let refused = response.status() == http::StatusCode::UNAUTHORIZED;
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
             return debug!(error = %e, "a stream broke mid-answer");
+        }
+        if refused {
+            debug!("a stream's token no longer holds: closed");
+            break;
         }
     }
     close(ws).await;
@@ -193,26 +208,11 @@ where
     drop(tokio::time::timeout(Duration::from_secs(1), ws.close()).await);
 }
 
-/// The route of a stream's last request message, to be taken again without being parsed
-/// again: most of a session's requests repeat their method and path.
-#[derive(Default)]
-struct Repeated {
-    /// The last method and path (and query), copied (a slice would keep the whole last
-    /// message, a file piece's too, while the stream idles), and their route.
-    target: Option<(Vec<u8>, Route)>,
-}
-
-/// A request message, read in place, and its route.
-fn parse_request(data: Bytes, repeated: &mut Repeated) -> Result<(Route, Incoming), Error> {
-    let req = Incoming::from_message(data, MAX_HEAD_BYTES)?;
-    if let Some((last, route)) = &repeated.target
-        && last[..] == *req.target()
-    {
-        return Ok((route.clone(), req));
-    }
-    let route = Route::parse(req.method(), req.path());
-    repeated.target = Some((req.target().to_vec(), route.clone()));
-    Ok((route, req))
+/// A message read as a step: its head, then its body (the rest, without a copy).
+fn read_step(data: Bytes) -> Result<Step, Error> {
+    let (head, at) = StepHead::decode(&data)
+        .map_err(|e| Error::BadRequest(format!("a stream message is not a step ({e})")))?;
+    Ok(Step { head, body: step::Body::Whole(data.slice(at..)) })
 }
 
 /// Writes an answer: its head with as much of its body as is ready and fits in a message

@@ -18,39 +18,26 @@ fn upgrade_request() -> Request<RequestBody> {
     req
 }
 
-/// A message made from a text head, as the sidecar makes them.
-fn message(head: &[u8], body: &[u8]) -> Bytes {
-    Bytes::from(common::wire::request_from_text(head, body).expect("a head"))
-}
-
 #[test]
-fn a_repeated_path_is_routed_once_and_what_changes_is_read_anew() {
-    let mut repeated = Repeated::default();
-    let head = |method: &str, path: &str, step: &str| {
-        message(
-            format!("{method} {path} HTTP/1.1\r\nX-Tunnel-Step: {step}\r\n\r\n").as_bytes(),
-            b"",
-        )
-    };
-    let a = "/v1/sessions/aa/command";
-    let b = "/v1/sessions/bb/command";
-    for (method, path, step) in
-        [("POST", a, "1"), ("POST", a, "2"), ("POST", b, "2"), ("DELETE", b, "3")]
-    {
-        let (route, req) =
-            parse_request(head(method, path, step), &mut repeated).expect("a request");
-        assert_eq!(route, Route::parse(method, path), "{method} {path}");
-        assert_eq!(req.path(), path);
-        assert_eq!(req.header(&crate::incoming::STEP), Some(step.as_bytes()));
-    }
-    let refused =
-        parse_request(message(b"POST /v1/re\x7flay HTTP/1.1\r\n\r\n", b""), &mut repeated);
-    assert!(matches!(refused, Err(Error::BadRequest(_))));
+fn a_message_is_read_as_a_step_and_what_is_not_one_is_refused() {
+    let mut head = StepHead::new(common::wire::StepKind::Command);
+    head.session = Some("aa".into());
+    head.step = Some(2);
+    let mut message = Vec::new();
+    head.encode(&mut message);
+    message.extend_from_slice(b"\x01\0\0\0\x0e");
+    let step = read_step(Bytes::from(message)).expect("a step");
+    assert_eq!(step.head, head);
+    assert!(matches!(step.body, step::Body::Whole(ref b) if &b[..] == b"\x01\0\0\0\x0e"));
+    // A version 2 message (an HTTP head in a message) is no step.
+    let old = b"\0\x0c\x04POST\0\x05/v1/x\0";
+    let refused = read_step(Bytes::from_static(old)).expect_err("refused");
+    assert!(matches!(&refused, Error::BadRequest(m) if m.contains("not a step")), "{refused}");
 }
 
 #[test]
 fn an_upgrade_is_accepted_with_the_key_answered() {
-    let response = accept(upgrade_request(), a_share()).expect("accepted");
+    let response = accept(upgrade_request(), a_share(), a_caller()).expect("accepted");
     assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
     // RFC 6455's own example key and answer.
     assert_eq!(response.headers()[SEC_WEBSOCKET_ACCEPT], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
@@ -72,12 +59,27 @@ fn what_is_not_an_upgrade_is_refused_with_426() {
         strip(SEC_WEBSOCKET_PROTOCOL),
         strip(SEC_WEBSOCKET_VERSION),
     ] {
-        let refused = accept(req, a_share()).expect_err("refused");
+        let refused = accept(req, a_share(), a_caller()).expect_err("refused");
         assert_eq!(refused.to_api().0, StatusCode::UPGRADE_REQUIRED);
     }
     let mut inside = upgrade_request();
     inside.extensions_mut().remove::<OnUpgrade>();
-    assert!(matches!(accept(inside, a_share()), Err(Error::UpgradeRequired(_))));
+    assert!(matches!(accept(inside, a_share(), a_caller()), Err(Error::UpgradeRequired(_))));
+}
+
+#[test]
+fn an_upgrade_offering_another_version_only_is_refused_naming_this_one() {
+    let mut req = upgrade_request();
+    req.headers_mut().insert(SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static("sqltunnel.v2"));
+    let refused = accept(req, a_share(), a_caller()).expect_err("refused");
+    assert_eq!(refused.to_api().0, StatusCode::UPGRADE_REQUIRED);
+    assert!(refused.to_string().contains("sqltunnel.v3"), "{refused}");
+    // Offered among others, this version is taken.
+    let mut req = upgrade_request();
+    let both = HeaderValue::from_static("sqltunnel.v4, sqltunnel.v3");
+    req.headers_mut().insert(SEC_WEBSOCKET_PROTOCOL, both);
+    let response = accept(req, a_share(), a_caller()).expect("accepted");
+    assert_eq!(response.headers()[SEC_WEBSOCKET_PROTOCOL], STREAM_PROTOCOL);
 }
 
 #[test]
@@ -100,4 +102,17 @@ fn a_share() -> crate::shares::Taken {
     let shares = std::sync::Arc::new(crate::shares::Shares::default());
     let id = crate::identity::IdentityId::named("tester");
     shares.take(&id, crate::shares::Share::Streams, 1, 1).expect("room")
+}
+
+/// The caller of a static token, held as a stream's.
+fn a_caller() -> HeldCaller {
+    let token = common::config::Secret::new("stream-token-aaaaaaaaaaaa");
+    let identities = std::sync::Arc::new(
+        crate::identity::Identities::new(&[token], &[], None, None).expect("identities"),
+    );
+    let authorization = b"Bearer stream-token-aaaaaaaaaaaa";
+    let caller = futures_util::FutureExt::now_or_never(identities.authorize(Some(authorization)))
+        .expect("at once")
+        .expect("a caller");
+    HeldCaller::new(&identities, Some(authorization), caller)
 }

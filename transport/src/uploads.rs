@@ -3,18 +3,18 @@
 //! whole; until then the sidecar is told how much is here, and sends the rest from there.
 
 use bytes::Bytes;
-use common::wire::{UPLOAD_HAVE_HEADER, UploadRange, session_label};
+use common::wire::{UPLOAD_HAVE_HEADER, session_label};
 use http::{HeaderValue, StatusCode};
 use tracing::{debug, info};
 
 use crate::Error;
-use crate::incoming::{self, Incoming};
 use crate::reply::{Reply, no_content};
 use crate::request_body::{
     Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, hold_room,
     read_body_within,
 };
 use crate::session::Session;
+use crate::step::Step;
 use crate::upload_held::PartialUpload;
 
 /// The line an upload let go for its pace logs (the reaper's too).
@@ -37,11 +37,11 @@ pub async fn read_step_body(
     budget: Budget<'_>,
     session: &Session,
     step: Option<u64>,
-    req: Incoming,
+    req: Step,
 ) -> Result<StepBody, Error> {
     let config = budget.state.config();
     let (limit, stall) = (config.max_request_bytes, config.body_timeout);
-    let Some(range) = req.header(&incoming::UPLOAD) else {
+    let Some(part) = req.head.upload else {
         // A later step whole: an upload of an earlier one was given up.
         if let Some(step) = step {
             session.upload.forget_before(step);
@@ -49,9 +49,7 @@ pub async fn read_step_body(
         let (body, room) = read_body_within(req, limit, stall, Some(budget)).await?;
         return Ok(StepBody::Whole(body, room));
     };
-    let range = UploadRange::parse(range).ok_or_else(|| {
-        Error::BadRequest(format!("{} must be FROM/TOTAL", incoming::UPLOAD.name))
-    })?;
+    let range = part.range;
     let step = step.ok_or_else(|| Error::BadRequest("an upload needs a step number".into()))?;
     let total = usize::try_from(range.total).unwrap_or(usize::MAX);
     if total > limit {
@@ -67,9 +65,7 @@ pub async fn read_step_body(
     let held = session.upload.take().filter(|held| held.step == step && held.total == total);
     let mut upload = held.unwrap_or(PartialUpload::new(step, total));
     let have = upload.bytes.len() as u64;
-    let crc = req.header(&incoming::UPLOAD_CRC).and_then(|v| std::str::from_utf8(v).ok());
-    let continues = range.from == have
-        && (have == 0 || crc.is_some_and(|crc| crc.trim() == upload.digest().crc_header()));
+    let continues = range.from == have && (have == 0 || part.crc == upload.digest().proof().crc);
     if !continues {
         debug!(step, from = range.from, have, "an upload that does not continue what is held");
         session.upload.keep(upload);

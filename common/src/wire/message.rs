@@ -1,13 +1,10 @@
-//! The compact head of a stream message: a request's method, path and headers, or an answer's
-//! status and headers, in a few length-prefixed fields instead of HTTP/1.1 text, with the
-//! headers of this protocol named by number. The same requests and answers as over HTTP: a
-//! carrier turns them into its own types; nothing here does I/O.
+//! The compact head of an answer on a stream: its status and headers in a few length-prefixed
+//! fields instead of HTTP/1.1 text, with the headers of this protocol named by number (a
+//! step's own head is `step.rs`'s). Nothing here does I/O.
 //!
 //! A message is a big-endian `u16` head length, the head, then body bytes.
-//! - Request head: method (`u8` length, bytes), path and query (`u16` length, bytes),
-//!   headers.
-//! - Answer head: flags (`u8`, [`MORE`]: the body goes on in the next messages, up to an
-//!   empty one), status (`u16`), headers.
+//! - Head: flags (`u8`, [`MORE`]: the body goes on in the next messages, up to an empty one),
+//!   status (`u16`), headers.
 //! - Headers: a `u8` count, then for each a name (`u8` code of [`HEADER_NAMES`] plus one, or
 //!   `0`, a `u8` length and the name) and a value (`u16` length, bytes).
 
@@ -17,7 +14,7 @@ use crate::Error;
 
 /// A message that ends inside its head.
 const TRUNCATED: Error = Error::Wire("a stream message ends inside its head");
-/// A head over a field's limits (255 headers, 64 KiB a value, 255 bytes a name or method).
+/// A head over a field's limits (255 headers, 64 KiB a value, 255 bytes a name).
 const TOO_LARGE: Error = Error::Wire("a head too large for a stream message");
 
 /// Answer flag: the body continues in the messages that follow, up to an empty message.
@@ -61,19 +58,6 @@ pub enum NameAt {
 
 /// A header of a message: its name and where its value is.
 pub type HeaderAt = (NameAt, Range<usize>);
-
-/// A request message, read: where each part is in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestAt {
-    /// The method.
-    pub method: Range<usize>,
-    /// The path and query.
-    pub path: Range<usize>,
-    /// The headers, in order.
-    pub headers: Vec<HeaderAt>,
-    /// The body: the rest of the message.
-    pub body: Range<usize>,
-}
 
 /// An answer's first message, read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,20 +109,6 @@ pub struct HeadWriter {
 }
 
 impl HeadWriter {
-    /// A request head, in a buffer with room for `body` more bytes.
-    pub fn request(method: &str, path: &str, body: usize) -> Result<Self, Error> {
-        let method_len = u8::try_from(method.len()).map_err(|_| TOO_LARGE)?;
-        let path_len = u16::try_from(path.len()).map_err(|_| TOO_LARGE)?;
-        let mut buf = Vec::with_capacity(160 + path.len() + body);
-        buf.extend_from_slice(&[0, 0, method_len]);
-        buf.extend_from_slice(method.as_bytes());
-        buf.extend_from_slice(&path_len.to_be_bytes());
-        buf.extend_from_slice(path.as_bytes());
-        let count_at = buf.len();
-        buf.push(0);
-        Ok(Self { buf, count_at })
-    }
-
     /// An answer's first message, with room for `body` bytes.
     pub fn answer(status: u16, more: bool, body: usize) -> Self {
         let mut buf = Vec::with_capacity(128 + body);
@@ -243,20 +213,6 @@ fn head_of(data: &[u8]) -> Result<(Reader<'_>, usize), Error> {
     Ok((Reader { data, at: 2, end }, end))
 }
 
-/// Reads a request message.
-pub fn read_request(data: &[u8]) -> Result<RequestAt, Error> {
-    let (mut reader, end) = head_of(data)?;
-    let method_len = reader.u8()?;
-    let method = reader.take(method_len.into())?;
-    let path_len = reader.u16()?;
-    let path = reader.take(path_len.into())?;
-    let headers = reader.headers()?;
-    if reader.at != end {
-        return Err(Error::Wire("bytes left in the head"));
-    }
-    Ok(RequestAt { method, path, headers, body: end..data.len() })
-}
-
 /// Reads an answer's first message.
 pub fn read_answer(data: &[u8]) -> Result<AnswerAt, Error> {
     let (mut reader, end) = head_of(data)?;
@@ -273,27 +229,6 @@ pub fn read_answer(data: &[u8]) -> Result<AnswerAt, Error> {
         return Err(Error::Wire("bytes left in the head"));
     }
     Ok(AnswerAt { status, more: flags & MORE != 0, headers, body: end..data.len() })
-}
-
-/// A request written as HTTP/1.1 text (`head`, up to its empty line) and `body`, as one
-/// message: the sidecar's requests are made as text for either carrier.
-pub fn request_from_text(head: &[u8], body: &[u8]) -> Result<Vec<u8>, Error> {
-    let text = std::str::from_utf8(head).map_err(|_| Error::Wire("a request head not in UTF-8"))?;
-    let mut lines = text.split("\r\n");
-    let first = lines.next().unwrap_or_default();
-    let mut words = first.split(' ');
-    let (Some(method), Some(path)) = (words.next(), words.next()) else {
-        return Err(Error::Wire("a request line without a path"));
-    };
-    let mut writer = HeadWriter::request(method, path, body.len())?;
-    for line in lines.take_while(|l| !l.is_empty()) {
-        let (name, value) =
-            line.split_once(':').ok_or(Error::Wire("a header line without a colon"))?;
-        writer.header(name, value.trim().as_bytes())?;
-    }
-    let mut message = writer.finish()?;
-    message.extend_from_slice(body);
-    Ok(message)
 }
 
 #[cfg(test)]

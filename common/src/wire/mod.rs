@@ -26,8 +26,7 @@ pub use frame::{
     encode_packets, encode_turn,
 };
 pub use message::{
-    AnswerAt, HEADER_NAMES, HeadWriter, HeaderAt, MORE, NameAt, RequestAt, header_code,
-    read_answer, read_request, request_from_text,
+    AnswerAt, HEADER_NAMES, HeadWriter, HeaderAt, MORE, NameAt, header_code, read_answer,
 };
 pub use route::{Route, SessionEnd};
 pub use step::{BodyEncoding, HttpStep, StepHead, StepKind, UploadAt, header_number};

@@ -1,14 +1,15 @@
-//! The stream carrier: the same requests and answers as over HTTP/1.1, carried as WebSocket
+//! The stream carrier: the same steps and answers as over HTTP/1.1, carried as WebSocket
 //! messages on one upgraded connection (`GET …/v1/stream`), so a command costs no HTTP
 //! parsing at either end.
 //!
-//! - A request is one binary message: its method, path and headers in a compact head (the
-//!   same headers as over HTTP, `Authorization` included: every request is authenticated;
-//!   see `message.rs`), followed by its body.
+//! - The upgrade is an HTTP request like any: its `Authorization` is checked once, and every
+//!   step on the stream runs as that caller while the token holds (a reload that takes it
+//!   away, or its expiry, ends the stream with `401`: the sidecar opens another).
+//! - A step is one binary message: its [`super::StepHead`] (a few bytes), then its body.
 //! - Its answer is a binary message holding the status, the headers and the body, whole
 //!   when it fits in one message; otherwise the head says more follows, then one binary
 //!   message per piece of the body, then an empty binary message: the body's end. The next
-//!   request may follow.
+//!   step may follow.
 //! - Steps, resumes, frames, heartbeats and zstd are those of HTTP: a broken stream is a
 //!   broken connection, and its step is sent again on a new one.
 //!
@@ -16,9 +17,11 @@
 //! Protocols`; the sidecar then uses plain requests.
 
 /// The WebSocket subprotocol both ends name (`Sec-WebSocket-Protocol`). Version 1 carried
-/// HTTP/1.1 text heads; an end that speaks only one version refuses the other, and the
-/// sidecar then sends plain requests.
-pub const STREAM_PROTOCOL: &str = "sqltunnel.v2";
+/// HTTP/1.1 text heads, version 2 compact HTTP heads with every request authenticated; version
+/// 3 carries typed steps on a stream authenticated at its upgrade. A transport refuses an
+/// upgrade that does not offer its version (`426`, naming it), and the sidecar then sends
+/// plain requests, which every version takes.
+pub const STREAM_PROTOCOL: &str = "sqltunnel.v3";
 
 /// Header of a stream's upgrade: the sidecar thread's lane key (16 hex digits), so that the
 /// transport serves the streams of one sidecar thread on one of its own threads

@@ -13,7 +13,6 @@ use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::body::{BodyDecoder, Decoded};
-use super::head::RequestHead;
 pub use super::head::ResponseHead;
 use super::silence::Silence;
 
@@ -54,6 +53,8 @@ pub struct HttpConn {
     pub(super) silence: Silence,
     /// The thread that made it: its socket's readiness is seen there (its shard).
     pub home: std::thread::ThreadId,
+    /// A stream's: the `Authorization` its upgrade carried, which its steps run as.
+    pub opened_as: Option<std::sync::Arc<str>>,
 }
 
 impl HttpConn {
@@ -111,6 +112,7 @@ impl HttpConn {
             keep_alive: false,
             silence: Silence::new(DEFAULT_SILENCE_LIMIT),
             home: std::thread::current().id(),
+            opened_as: None,
         })
     }
 
@@ -133,22 +135,6 @@ impl HttpConn {
         matches!(self.carrier, Carrier::Messages(_))
     }
 
-    /// Sends a request written by its carrier (HTTP/1.1 text, or a stream message without
-    /// text in between) and reads the response head, as [`Self::request`].
-    pub async fn send(
-        &mut self,
-        head: &RequestHead<'_>,
-        body: &[u8],
-    ) -> io::Result<Box<ResponseHead>> {
-        match &self.carrier {
-            Carrier::Messages(_) => {
-                let message = head.message(body)?;
-                self.message_exchange(message).await
-            }
-            _ => self.request(head.text(body.len()).as_bytes(), body).await,
-        }
-    }
-
     /// Sends a request (head and body in one write when small) and reads the response head.
     /// `Err` with kind `ConnectionAborted` means nothing at all came back: the caller may retry
     /// on a fresh connection when this one was reused.
@@ -157,7 +143,7 @@ impl HttpConn {
         self.body = BodyDecoder::empty();
         let stream = match &mut self.carrier {
             Carrier::Http(stream) => stream,
-            Carrier::Messages(_) => return self.message_request(head, body).await,
+            Carrier::Messages(_) => return Err(io::Error::other("an HTTP request on a stream")),
             Carrier::Lost => return Err(io::Error::other("the connection was lost")),
         };
         let write = async {

@@ -1,15 +1,13 @@
-//! A request's head as either carrier writes it (HTTP/1.1 text, or the compact head of a
-//! stream message, `common::wire::HeadWriter`, made from the same parts without text in
-//! between), and a response's head as the sidecar reads it, from either.
+//! A request's head as HTTP/1.1 text, and a response's head as the sidecar reads it, from
+//! either carrier.
 
 use std::borrow::Cow;
 use std::fmt::Write;
-use std::io;
 
 use common::wire::{
-    AFFINITY_HEADER, ANSWER_CRC_HEADER, HEARTBEAT_HEADER, HeadWriter, PIPELINE_HEADER,
-    REQUEST_ENCODING_HEADER, RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER,
-    UPLOAD_HAVE_HEADER, UPLOAD_HEADER, ZSTD,
+    ANSWER_CRC_HEADER, HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
+    RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER, UPLOAD_HAVE_HEADER, UPLOAD_HEADER,
+    ZSTD,
 };
 
 /// A request's method, path and headers.
@@ -50,24 +48,6 @@ impl RequestHead<'_> {
         let mut text = self.text_lines(content_length);
         text.push_str("\r\n");
         text
-    }
-
-    /// The request and `body` as one stream message.
-    pub fn message(&self, body: &[u8]) -> io::Result<Vec<u8>> {
-        let invalid = |e: common::Error| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
-        let mut path = String::with_capacity(self.prefix.len() + self.path.len());
-        path.push_str(self.prefix);
-        path.push_str(self.path);
-        let mut writer = HeadWriter::request(self.method, &path, body.len()).map_err(invalid)?;
-        // Headers for the proxies on the way (to route by, to log) stay off: no proxy reads a
-        // stream's messages.
-        let for_proxies = |name: &str| name == AFFINITY_HEADER || name == SESSION_HEADER;
-        for (name, value) in self.headers.iter().filter(|(name, _)| !for_proxies(name)) {
-            writer.header(name, value.as_bytes()).map_err(invalid)?;
-        }
-        let mut message = writer.finish().map_err(invalid)?;
-        message.extend_from_slice(body);
-        Ok(message)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The stream carrier's sidecar half (`common::wire` describes it): the WebSocket upgrade of a
-//! connection, and requests and answers as messages on it, under the same [`HttpConn`]
-//! interface as plain HTTP, so everything above is carrier-blind.
+//! connection, and steps and their answers as messages on it; an answer is read through the
+//! same [`HttpConn`] interface as over plain HTTP.
 
 use std::io;
 
@@ -10,7 +10,6 @@ use common::stream::Prefixed;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
 use common::wire::{
     HEADER_NAMES, LANE_HEADER, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_answer,
-    request_from_text,
 };
 
 use super::body::BodyDecoder;
@@ -68,27 +67,12 @@ impl HttpConn {
         Ok(None)
     }
 
-    /// Over a stream: sends a request as one message and reads the message holding the
-    /// answer's head and the start of its body (the whole answer, when small; the rest
-    /// follows in messages, [`Self::message_body_chunk`]). A stream
-    /// that ends before anything came back is `ConnectionAborted`, as over HTTP (a kept
-    /// stream the transport or a proxy closed while idle: another may be tried).
-    pub(super) async fn message_request(
-        &mut self,
-        head: &[u8],
-        body: &[u8],
-    ) -> io::Result<Box<ResponseHead>> {
-        let message = request_from_text(head, body)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        self.message_exchange(message).await
-    }
-
-    /// Over a stream: sends a request message and reads the answer's head, as
-    /// [`Self::message_request`].
-    pub(super) async fn message_exchange(
-        &mut self,
-        message: Vec<u8>,
-    ) -> io::Result<Box<ResponseHead>> {
+    /// Over a stream: sends a step as one message and reads the message holding the answer's
+    /// head and the start of its body (the whole answer, when small; the rest follows in
+    /// messages, [`Self::message_body_chunk`]). A stream that ends before anything came back
+    /// is `ConnectionAborted`, as over HTTP (a kept stream the transport or a proxy closed
+    /// while idle: another may be tried).
+    pub async fn message_exchange(&mut self, message: Vec<u8>) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         self.send_message(message, true).await?;
         self.read_answer_head().await

@@ -158,7 +158,7 @@ impl FrameStream<'_> {
     async fn resume(&mut self) -> Result<(), Error> {
         let Some(pending) = self.pending.take() else { return Ok(()) };
         let received = self.received.len();
-        tracing::info!(session = %common::wire::session_label(&pending.session), received, "the connection to the transport broke mid-answer: resuming");
+        tracing::info!(session = %common::wire::session_label(pending.session()), received, "the connection to the transport broke mid-answer: resuming");
         let head = self.tunnel.resend(&pending, received).await?;
         if head.status == 204 {
             self.ended = true;
@@ -169,7 +169,7 @@ impl FrameStream<'_> {
             let (from, crc) = &head.resumed;
             let stated = common::wire::ResumeProof::parse(from.as_deref(), crc.as_deref());
             self.received.settle().check_resumed(stated).map_err(|e| {
-                tracing::warn!(session = %common::wire::session_label(&pending.session), error = %e, "a resumed answer was refused");
+                tracing::warn!(session = %common::wire::session_label(pending.session()), error = %e, "a resumed answer was refused");
                 Error::NotResumed(e.to_string())
             })?;
         }

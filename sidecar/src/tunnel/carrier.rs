@@ -134,7 +134,7 @@ impl TunnelConn {
     pub(super) async fn open_connection(
         &self,
         plain: bool,
-        authorization: &str,
+        authorization: &std::sync::Arc<str>,
     ) -> Result<HttpConn, Error> {
         let ep = &self.endpoint;
         let mut conn = match self.connect().await {
@@ -155,7 +155,10 @@ impl TunnelConn {
         let head = ep.target().request_head("GET", &Route::Stream.path(), 0, &headers);
         let url = ep.url.clone();
         let (refusal, body) = match (conn.upgrade(head.as_bytes(), &key).await, ep.streams.mode) {
-            (Ok(None), _) => return Ok(conn),
+            (Ok(None), _) => {
+                conn.opened_as = Some(authorization.clone());
+                return Ok(conn);
+            }
             (Ok(Some(refusal)), _) => refusal,
             (Err(e), StreamMode::On) => return Err(self.failed(&e)),
             // Under `auto`: a middlebox that answers 101 without the upgrade is a refusal; an

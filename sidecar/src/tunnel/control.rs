@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::wire::{
-    KeepAlive, KeepAliveAnswer, MAX_PIPELINED_COMMANDS, OpenRelay, Route, SessionEnd,
+    KeepAlive, KeepAliveAnswer, MAX_PIPELINED_COMMANDS, OpenRelay, SessionEnd, StepHead, StepKind,
 };
 
 use super::{
@@ -19,12 +19,11 @@ use crate::error::Broken;
 impl TunnelConn {
     async fn json<T: serde::de::DeserializeOwned>(
         &mut self,
-        method: &str,
-        path: &str,
+        head: &StepHead,
         body: &[u8],
     ) -> Result<T, Error> {
         let url = self.endpoint.url.clone();
-        let (_, conn) = self.send(Outgoing::control(method, path, None, body)).await?;
+        let (_, conn) = self.send(Outgoing::control(head, body)).await?;
         let body = conn.body_to_end(MAX_CONTROL_BODY).await.map_err(Broken::ControlBody)?;
         serde_json::from_slice(&body).map_err(|e| Error::BadAnswer {
             url,
@@ -42,7 +41,8 @@ impl TunnelConn {
     ) -> Result<KeepAliveAnswer, Error> {
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
         let body = to_json(&KeepAlive { sessions, wait_ms });
-        self.json("POST", &Route::KeepAlive.path(), &body).await
+        let head = self.step_head(StepKind::KeepAlive, None);
+        self.json(&head, &body).await
     }
 
     /// Opens a relayed session: returns its id (empty when the upstream refused at once), the
@@ -52,11 +52,11 @@ impl TunnelConn {
         req: &OpenRelay,
     ) -> Result<(String, Option<Duration>, FrameStream<'_>), Error> {
         let body = to_json(req);
-        let (path, mut pause) = (Route::OpenRelay.path(), OPEN_PAUSE);
+        let (head, mut pause) = (self.step_head(StepKind::Open, None), OPEN_PAUSE);
         let (head, greeting) = loop {
             // The greeting is small: read whole, so a connection that breaks inside it is
             // tried again (the session it opened expires unused on the transport).
-            let opened = match self.send(Outgoing::control("POST", &path, None, &body)).await {
+            let opened = match self.send(Outgoing::control(&head, &body)).await {
                 Ok((head, conn)) => match conn.body_to_end(MAX_CONTROL_BODY).await {
                     Ok(greeting) => Ok((head, greeting)),
                     Err(e) => Err(Error::ConnectionBroken {
@@ -104,8 +104,8 @@ impl TunnelConn {
     /// Closes the session on the transport as `end` says (a quit, a hang-up, a shutdown that
     /// kills a running statement first).
     pub async fn end_session(&mut self, session: &str, end: SessionEnd) {
-        let path = format!("{}{}", Route::CloseSession(session.to_owned()).path(), end.query());
-        let result = match self.send(Outgoing::control("DELETE", &path, Some(session), b"")).await {
+        let head = self.step_head(StepKind::Close(end), Some(session));
+        let result = match self.send(Outgoing::control(&head, b"")).await {
             Ok((_, conn)) => conn
                 .body_to_end(MAX_CONTROL_BODY)
                 .await

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::wire::{
-    DECODED_LENGTH_HEADER, FRAMES_CONTENT_TYPE, FrameDecoder, INFILE_HEADER, JSON_CONTENT_TYPE,
-    LoginAs, PACKETS_CONTENT_TYPE, RESUMABLE_FROM, Route, STEP_HEADER, StreamDecompressor, ZSTD,
+    BodyEncoding, FRAMES_CONTENT_TYPE, FrameDecoder, LoginAs, RESUMABLE_FROM, StepHead, StepKind,
+    StreamDecompressor,
 };
 
 use crate::Error;
@@ -73,34 +73,26 @@ pub struct TunnelConn {
     steps: Steps,
 }
 
-/// A session's steps: its id, the number of its last step, and the path of its commands, made
-/// once for the session (shared, not copied, by each step kept for a resend).
+/// A session's steps: its id and the number of its last step.
 #[derive(Debug)]
 struct Steps {
     session: Arc<str>,
     number: u64,
-    command_path: Arc<str>,
     /// The most the transport said it holds of the last step's body (a resumable upload).
     uploaded: usize,
 }
 
 impl Steps {
     fn of(session: &str) -> Self {
-        let command_path = Route::Command(session.to_owned()).path().into();
-        Self { session: session.into(), number: 0, command_path, uploaded: 0 }
+        Self { session: session.into(), number: 0, uploaded: 0 }
     }
 }
 
-/// A request to the transport.
+/// A step to send to the transport, and how.
 #[derive(Clone, Copy)]
 struct Outgoing<'a> {
-    method: &'a str,
-    path: &'a str,
-    content_type: &'a str,
-    session: Option<&'a str>,
+    head: &'a StepHead,
     body: &'a [u8],
-    /// Extra headers.
-    extra_headers: &'a [(&'static str, String)],
     /// Connections tried: a second when a kept-alive one turns out closed.
     tries: usize,
     /// A resumable upload (`common::wire::UploadRange`): `body` is the step's whole body.
@@ -110,49 +102,33 @@ struct Outgoing<'a> {
 }
 
 impl<'a> Outgoing<'a> {
-    /// A JSON control request (tried again on a fresh connection when a kept-alive one was
-    /// closed).
-    fn control(method: &'a str, path: &'a str, session: Option<&'a str>, body: &'a [u8]) -> Self {
-        let content_type = JSON_CONTENT_TYPE;
-        let (upload, upload_from) = (None, None);
-        Self {
-            method,
-            path,
-            content_type,
-            session,
-            body,
-            extra_headers: &[],
-            tries: 2,
-            upload,
-            upload_from,
-        }
+    /// A control step (tried again on a fresh connection when a kept-alive one was closed).
+    fn control(head: &'a StepHead, body: &'a [u8]) -> Self {
+        Self { head, body, tries: 2, upload: None, upload_from: None }
     }
 }
 
-/// A step's request, kept to be sent again if its connection breaks.
+/// A session's step, kept to be sent again if its connection breaks.
 #[derive(Debug)]
 struct Pending {
-    path: Arc<str>,
-    content_type: &'static str,
-    session: Arc<str>,
+    head: StepHead,
     body: bytes::Bytes,
-    /// Extra headers, the step number's included.
-    extra: Vec<(&'static str, String)>,
     /// Sent as a resumable upload (`common::wire::UploadRange`).
     upload: bool,
 }
 
 impl Pending {
-    /// The request, with `extra` headers; tried once (a broken connection is the resume's to
-    /// retry, saying how much of the answer arrived).
-    fn outgoing<'a>(&'a self, extra: &'a [(&'static str, String)]) -> Outgoing<'a> {
+    /// Its session's id.
+    fn session(&self) -> &str {
+        self.head.session.as_deref().unwrap_or_default()
+    }
+
+    /// The step with `head` (its own, or one that says where its answer resumes); tried once
+    /// (a broken connection is the resume's to retry, saying how much of the answer arrived).
+    fn outgoing<'a>(&'a self, head: &'a StepHead) -> Outgoing<'a> {
         Outgoing {
-            method: "POST",
-            path: &self.path,
-            content_type: self.content_type,
-            session: Some(&self.session),
+            head,
             body: &self.body,
-            extra_headers: extra,
             tries: 1,
             upload: self.upload.then_some(&self.body[..]),
             upload_from: Some(0),
@@ -161,6 +137,14 @@ impl Pending {
 }
 
 impl TunnelConn {
+    /// A step of `kind` (of `session`), taking zstd answers when the sidecar does.
+    fn step_head(&self, kind: StepKind, session: Option<&str>) -> StepHead {
+        let mut head = StepHead::new(kind);
+        head.session = session.map(str::to_owned);
+        head.accept_zstd = self.endpoint.compress;
+        head
+    }
+
     /// How many commands with an answer one command request may carry: the client's
     /// pipelined commands go together (1 until a session was opened, or for a transport that
     /// takes one at a time).
@@ -185,46 +169,33 @@ impl TunnelConn {
         }
         self.steps.number += 1;
         self.steps.uploaded = 0;
-        let mut content_type = PACKETS_CONTENT_TYPE;
-        let other_path = |route: Route| Arc::<str>::from(route.path());
         // A command's or a file piece's body may be resumed (login steps are small, and read
         // whole by the transport).
         let resumable = matches!(step, RelayStep::Command(_) | RelayStep::File { .. });
-        let (path, body, mut extra) = match step {
-            RelayStep::Login(payload) => {
-                (other_path(Route::Login(session.into())), payload, vec![])
-            }
-            RelayStep::LoginAs(login) => {
-                let json = control::to_json(login);
-                content_type = JSON_CONTENT_TYPE;
-                (other_path(Route::Login(session.into())), Bytes::from(json), vec![])
-            }
-            RelayStep::Command(packets) => (self.steps.command_path.clone(), packets, vec![]),
-            RelayStep::File { packets, last } => (
-                other_path(Route::Infile(session.into())),
-                packets,
-                vec![(INFILE_HEADER, if last { "end" } else { "more" }.to_owned())],
-            ),
+        let (kind, body) = match step {
+            RelayStep::Login(payload) => (StepKind::Login, payload),
+            RelayStep::LoginAs(login) => (StepKind::LoginAs, Bytes::from(control::to_json(login))),
+            RelayStep::Command(packets) => (StepKind::Command, packets),
+            RelayStep::File { packets, last } => (StepKind::FilePiece { last }, packets),
         };
-        extra.push((STEP_HEADER, self.steps.number.to_string()));
+        let mut head = self.step_head(kind, Some(session));
+        head.step = Some(self.steps.number);
         let body = match self.compressed(&body) {
             Some(packed) => {
-                extra.push(("content-encoding", ZSTD.to_owned()));
-                extra.push((DECODED_LENGTH_HEADER, body.len().to_string()));
+                head.encoding = BodyEncoding::Zstd { decoded: body.len() as u64 };
                 packed
             }
             None => body,
         };
-        let session = self.steps.session.clone();
         let upload = resumable
             && body.len() >= RESUMABLE_FROM
             && self.endpoint.upload_part.load(Ordering::Relaxed) > 0;
-        let pending = Pending { extra, path, content_type, session, body, upload };
+        let pending = Pending { head, body, upload };
         // A broken connection (a stale kept-alive one too) is the resume's to send again; so
         // is a proxy's 502, whose own connection to the transport broke (its kept-alive one
         // closed by a transport that was taken over, or restarted): the step's number makes
         // sending it again safe.
-        let sent = self.send_step(pending.outgoing(&pending.extra), false).await;
+        let sent = self.send_step(pending.outgoing(&pending.head), false).await;
         let mut head = match sent {
             Ok(head) => head,
             Err(

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::wire::{RESUME_FROM_HEADER, compress_whole};
+use common::wire::compress_whole;
 
 use super::endpoint::RESUME_FOR;
 use super::{Outgoing, Pending, TunnelConn};
@@ -42,8 +42,8 @@ impl TunnelConn {
         let session_timeout = self.endpoint.session_timeout_ms.load(Ordering::Relaxed);
         let window = RESUME_FOR.min(Duration::from_millis(session_timeout));
         let mut deadline = tokio::time::Instant::now() + window;
-        let mut extra = pending.extra.clone();
-        extra.push((RESUME_FROM_HEADER, from.to_string()));
+        let mut head = pending.head.clone();
+        head.resume_from = Some(from);
         let mut pause = Duration::from_millis(50);
         let mut last: String;
         loop {
@@ -55,7 +55,7 @@ impl TunnelConn {
             // a resend is safe to send twice (it carries its step number and where its answer
             // stands). Under cuts every 2-400 KB, the pauses after idle connections that
             // turned out dead (1,749 in one run of tests/faults.rs) stretched a blob past 30 s.
-            let outgoing = Outgoing { tries: 2, ..pending.outgoing(&extra) };
+            let outgoing = Outgoing { tries: 2, ..pending.outgoing(&head) };
             let sent = self.send_step(outgoing, true).await;
             if self.steps.uploaded > uploaded {
                 // An upload that moves on is not stuck: its time starts again.
@@ -64,7 +64,7 @@ impl TunnelConn {
             }
             match sent {
                 Ok(head) => {
-                    tracing::debug!(session = %common::wire::session_label(&pending.session), from, "a step sent again was answered");
+                    tracing::debug!(session = %common::wire::session_label(pending.session()), from, "a step sent again was answered");
                     return Ok(head);
                 }
                 Err(

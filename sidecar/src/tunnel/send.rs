@@ -6,15 +6,18 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use common::wire::{
-    AFFINITY_HEADER, ANSWER_CRC_HEADER, AnswerDigest, ApiError, ApiErrorKind, JSON_CONTENT_TYPE,
-    MAX_STREAM_BODY, SESSION_HEADER, UPLOAD_HEADER, UploadRange, ZSTD, parts,
+    AFFINITY_HEADER, AnswerDigest, ApiError, ApiErrorKind, JSON_CONTENT_TYPE, MAX_STREAM_BODY,
+    SESSION_HEADER, StepHead, UploadAt, UploadRange, parts,
 };
 
 use super::{MAX_CONTROL_BODY, Outgoing, TunnelConn, is_break};
 use crate::Error;
 use crate::error::Broken;
-use crate::http::{HttpConn, RequestHead, ResponseHead};
+use crate::http::{HttpConn, ResponseHead};
+use crate::tunnel::Target;
 
 /// Most answers in a row that take none of an upload before it is given up.
 const UPLOAD_STALLS: usize = 4;
@@ -52,26 +55,12 @@ impl TunnelConn {
     async fn send_once(
         &mut self,
         req: Outgoing<'_>,
-        authorization: &str,
+        authorization: &Arc<str>,
     ) -> Result<Box<ResponseHead>, Error> {
-        let Outgoing { method, path, content_type, session, body, extra_headers, tries, .. } = req;
+        let Outgoing { head, body, tries, .. } = req;
         let upload = req.upload.map(|_| req.upload_from);
         let ep = self.endpoint.clone();
         let affinity = self.affinity.clone();
-        let mut head = ep.target().head(method, path);
-        head.headers.extend([
-            // Lower case, as the stream's message codes are found first.
-            ("authorization", authorization),
-            ("content-type", content_type),
-            (AFFINITY_HEADER, &*affinity),
-        ]);
-        if let Some(id) = session {
-            head.headers.push((SESSION_HEADER, id));
-        }
-        if ep.compress {
-            head.headers.push(("accept-encoding", ZSTD));
-        }
-        head.headers.extend(extra_headers.iter().map(|(name, value)| (*name, value.as_str())));
         // A body too large for a stream message travels as a plain request: the stream waits
         // in the idle pool for the next session.
         let plain = body.len() > MAX_STREAM_BODY && upload.is_none();
@@ -82,6 +71,12 @@ impl TunnelConn {
         if self.http.is_none() {
             self.http = self.idle_connection(plain);
         }
+        // A stream runs its steps as the token its upgrade carried: another token (a refreshed
+        // one) needs a stream of its own.
+        if self.http.as_ref().is_some_and(|c| c.is_stream() && !opened_as(c, authorization)) {
+            self.http = None;
+        }
+        let sender = Sender { target: ep.target(), authorization, affinity: &affinity };
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
@@ -93,10 +88,14 @@ impl TunnelConn {
             conn.set_silence_limit(Duration::from_millis(
                 ep.silence_limit_ms.load(Ordering::Relaxed),
             ));
-            match dispatch(conn, &head, body, (upload, part)).await {
+            match dispatch(conn, &sender, head, body, (upload, part)).await {
                 Ok(response) if (200..300).contains(&response.status) => return Ok(response),
                 Ok(response) => {
                     let err = Box::pin(self.error_from(&response, body.len())).await;
+                    // A stream whose token was refused is closed by the transport.
+                    if matches!(err, Error::TokenRefused { .. }) {
+                        self.http = None;
+                    }
                     return Err(err);
                 }
                 // A kept-alive connection the other side had already closed: try a fresh one.
@@ -198,30 +197,70 @@ impl TunnelConn {
     }
 }
 
-/// Sends `head` and `body` on `conn`; a resumable upload's from `from` (`None`: an empty
+/// What a step's HTTP request carries besides the step: where it goes and who sends it.
+struct Sender<'a> {
+    target: Target<'a>,
+    authorization: &'a str,
+    affinity: &'a str,
+}
+
+/// True when stream `conn` runs its steps as `authorization`.
+fn opened_as(conn: &HttpConn, authorization: &Arc<str>) -> bool {
+    conn.opened_as.as_ref().is_some_and(|a| Arc::ptr_eq(a, authorization) || a == authorization)
+}
+
+/// Sends `step` and `body` on `conn`; a resumable upload's from `from` (`None`: an empty
 /// probe), over a stream in parts of `part` bytes (the transport's), sent without waiting.
 async fn dispatch(
     conn: &mut HttpConn,
-    head: &RequestHead<'_>,
+    sender: &Sender<'_>,
+    step: &StepHead,
     body: &[u8],
     (upload, part): (Option<Option<usize>>, usize),
 ) -> std::io::Result<Box<ResponseHead>> {
-    let Some(from) = upload else { return conn.send(head, body).await };
+    let Some(from) = upload else { return exchange(conn, sender, step, body).await };
     let (start, end) = from.map_or((0, 0), |from| (from.min(body.len()), body.len()));
     let ranges = parts(start, end, if conn.is_stream() { part } else { usize::MAX });
     let mut digest = AnswerDigest::default().then(&body[..ranges[0].start]);
-    let mut requests = Vec::with_capacity(ranges.len());
+    let mut messages = Vec::with_capacity(ranges.len());
     for range in ranges {
-        let at = UploadRange { from: range.start as u64, total: body.len() as u64 }.header();
-        let crc = digest.crc_header();
-        let mut head = head.clone();
-        head.headers.push((UPLOAD_HEADER, &at));
-        head.headers.push((ANSWER_CRC_HEADER, &crc));
+        let mut piece = step.clone();
+        let at = UploadRange { from: range.start as u64, total: body.len() as u64 };
+        piece.upload = Some(UploadAt { range: at, crc: digest.proof().crc });
         digest.update(&body[range.clone()]);
         if !conn.is_stream() {
-            return conn.send(&head, &body[range]).await;
+            return exchange(conn, sender, &piece, &body[range]).await;
         }
-        requests.push(head.message(&body[range])?);
+        messages.push(message(&piece, &body[range]));
     }
-    conn.send_parts(requests).await
+    conn.send_parts(messages).await
+}
+
+/// Sends one step: a stream message, or an HTTP request with the headers each carries.
+async fn exchange(
+    conn: &mut HttpConn,
+    sender: &Sender<'_>,
+    step: &StepHead,
+    body: &[u8],
+) -> std::io::Result<Box<ResponseHead>> {
+    if conn.is_stream() {
+        return conn.message_exchange(message(step, body)).await;
+    }
+    let http = step.to_http();
+    let mut head = sender.target.head(http.method, &http.path);
+    head.headers
+        .extend([("authorization", sender.authorization), (AFFINITY_HEADER, sender.affinity)]);
+    if let Some(id) = &step.session {
+        head.headers.push((SESSION_HEADER, id));
+    }
+    head.headers.extend(http.headers.iter().map(|(name, value)| (*name, value.as_str())));
+    conn.request(head.text(body.len()).as_bytes(), body).await
+}
+
+/// A step as a stream message: its head, then its body.
+fn message(step: &StepHead, body: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(48 + body.len());
+    step.encode(&mut message);
+    message.extend_from_slice(body);
+    message
 }

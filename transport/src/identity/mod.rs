@@ -4,6 +4,7 @@
 //! bytes, so a refreshed token of the same person goes on using its sessions.
 
 pub mod config;
+mod held;
 mod jwks;
 mod oidc;
 #[cfg(test)]
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use common::config::Secret;
 
 pub use self::config::{ALL_UPSTREAMS, IdentityConfig, OidcConfig};
+pub use self::held::HeldCaller;
 pub use self::refusal::Refusal;
 pub use self::remembered::LastCaller;
 
@@ -167,6 +169,17 @@ impl Identities {
                 .filter(|oidc| oidc.issuer() == &**issuer && !oidc.is_revoked(&caller.name))
                 .is_some_and(|oidc| oidc.access(groups).allows(upstream)),
         }
+    }
+
+    /// How long the caller of `presented`, an OIDC token verified by these identities, holds
+    /// without being verified again: until (Unix seconds) and under which keys.
+    fn oidc_holds(&self, presented: &str) -> Option<(u64, u64)> {
+        self.oidc.as_ref()?.holds(presented)
+    }
+
+    /// The generation of the issuer's keys now (0 without an issuer).
+    fn oidc_generation(&self) -> u64 {
+        self.oidc.as_ref().map_or(0, oidc::Oidc::generation)
     }
 
     /// How many identities are configured (an issuer counts one).

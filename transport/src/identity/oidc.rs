@@ -79,6 +79,21 @@ impl Oidc {
         Access::from_names(self.config.upstreams.iter().chain(by_group))
     }
 
+    /// How long a verified `token` holds: until its `exp` (the leeway included, in Unix
+    /// seconds) and while the keys are those it was verified with (a refresh may withdraw
+    /// one). `None` when it is not remembered.
+    pub fn holds(&self, token: &str) -> Option<(u64, u64)> {
+        let leeway = self.config.leeway.as_secs();
+        let remembered = self.remembered();
+        let (_, exp, generation) = remembered.get(&sha256(token.as_bytes()))?;
+        Some((exp.saturating_add(leeway), *generation))
+    }
+
+    /// The generation of the keys now.
+    pub fn generation(&self) -> u64 {
+        self.keys.generation()
+    }
+
     /// Who `token` says the caller is, or why it is refused.
     pub async fn verify(&self, token: &str) -> Result<Arc<Caller>, Refusal> {
         let hash = sha256(token.as_bytes());
