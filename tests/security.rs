@@ -81,7 +81,7 @@ async fn unauthenticated_callers_learn_nothing_about_upstreams() {
         let (status, text) = raw_request(transport_port, "GET /v1/ready HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
         assert!(status == 200 || status == 503, "{text}");
         assert!(!text.contains("main") && !text.contains("upstreams") && !text.contains("parked"), "/v1/ready leaks: {text}");
-        let upgrade = "GET /v1/stream HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: sqltunnel.v2\r\n\r\n";
+        let upgrade = "GET /v1/stream HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: sqltunnel.v3\r\n\r\n";
         assert_eq!(raw_request(transport_port, upgrade).await.0, 401, "a stream without a token");
     })
     .await;

@@ -1,12 +1,12 @@
 //! The session stream (WebSocket): sessions ride streams where the path passes the upgrade
 //! and answer as directly; `stream: off` keeps to requests; a client that connects in a loop
 //! opens no new connection to the transport once warm; and whatever arrives on a stream
-//! (garbage, a wrong token, another token's session, an oversized message) is refused
-//! clearly while the other sessions carry on. Each sidecar thread's streams share a lane.
+//! (garbage, an older version's message, a contradicting step, another token's session, an
+//! oversized message) is refused clearly while the other sessions carry on. Each sidecar thread's streams share a lane.
 
 use std::time::Duration;
 
-use common::wire::{HEADER_NAMES, NameAt, STREAM_PROTOCOL, read_answer, request_from_text};
+use common::wire::{HEADER_NAMES, NameAt, STREAM_PROTOCOL, StepHead, StepKind, read_answer};
 use e2e::http::metric;
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
 use e2e::{
@@ -177,13 +177,14 @@ async fn ask(
     (head, String::from_utf8_lossy(&body).into_owned())
 }
 
-/// A request message, made from its HTTP/1.1 text as the sidecar makes them.
-fn request(method: &str, path: &str, token: &str, body: &str) -> Vec<u8> {
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    request_from_text(head.as_bytes(), body.as_bytes()).expect("a request message")
+/// A step message of `kind` in `session`, as the sidecar makes them.
+fn step(kind: StepKind, session: Option<&str>, body: &str) -> Vec<u8> {
+    let mut head = StepHead::new(kind);
+    head.session = session.map(str::to_owned);
+    let mut message = Vec::new();
+    head.encode(&mut message);
+    message.extend_from_slice(body.as_bytes());
+    message
 }
 
 #[tokio::test]
@@ -204,18 +205,19 @@ async fn bad_input_on_a_stream_is_refused_and_other_sessions_carry_on() {
         assert!(refused.to_string().contains("401"), "{refused}");
 
         let mut ws = raw_stream(port, TOKEN).await;
-        // Garbage, a lying length, a wrong token, a stream inside the stream: each answered.
-        let (status, _) = ask(&mut ws, b"\x00\x01 not a request".to_vec()).await;
+        // Garbage, a version 2 message (an HTTP head), a step that contradicts itself, one
+        // of a session never opened: each answered.
+        let (status, _) = ask(&mut ws, b"\x00\x01 not a step".to_vec()).await;
         assert!(status.starts_with("HTTP/1.1 400"), "{status}");
-        let mut lying = request("POST", "/v1/keepalive", TOKEN, "{}");
-        lying.extend_from_slice(b"more");
-        assert!(ask(&mut ws, lying).await.0.starts_with("HTTP/1.1 400"));
-        let (status, _) = ask(&mut ws, request("POST", "/v1/keepalive", "wrong", "{}")).await;
-        assert!(status.starts_with("HTTP/1.1 401"), "{status}");
-        let (status, _) = ask(&mut ws, request("GET", "/v1/stream", TOKEN, "")).await;
-        assert!(status.starts_with("HTTP/1.1 426"), "{status}");
-        // A session opened on the stream answers only its own token.
-        let (head, body) = ask(&mut ws, request("POST", "/v1/relay", TOKEN, "{}")).await;
+        let old = b"\0\x0c\x04POST\0\x05/v1/x\0".to_vec();
+        let (status, body) = ask(&mut ws, old).await;
+        assert!(status.starts_with("HTTP/1.1 400") && body.contains("not a step"), "{body}");
+        let (status, _) = ask(&mut ws, step(StepKind::Command, None, "")).await;
+        assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+        let (status, _) = ask(&mut ws, step(StepKind::Command, Some("nosuchsession"), "")).await;
+        assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+        // A session opened on the stream answers only its own token's streams.
+        let (head, body) = ask(&mut ws, step(StepKind::Open, None, "{}")).await;
         assert!(head.starts_with("HTTP/1.1 201"), "{head} {body}");
         let session = head
             .lines()
@@ -224,16 +226,15 @@ async fn bad_input_on_a_stream_is_refused_and_other_sessions_carry_on() {
             .to_owned();
         let mut other = raw_stream(port, "other-T0ken-8Ru5Ei2Oy7Tw4Qa1").await;
         let ping = "\x01\x00\x00\x00\x0e";
-        let command = format!("/v1/sessions/{session}/command");
-        let (status, _) =
-            ask(&mut other, request("POST", &command, "other-T0ken-8Ru5Ei2Oy7Tw4Qa1", ping)).await;
+        let (status, _) = ask(&mut other, step(StepKind::Command, Some(&session), ping)).await;
         assert!(status.starts_with("HTTP/1.1 404"), "{status}");
-        let (status, _) =
-            ask(&mut ws, request("DELETE", &format!("/v1/sessions/{session}"), TOKEN, "")).await;
+        let close = StepKind::Close(common::wire::SessionEnd::Quit);
+        let (status, _) = ask(&mut ws, step(close, Some(&session), "")).await;
         assert!(status.starts_with("HTTP/1.1 204"), "{status}");
         // Still answering after all that.
-        let (status, body) = ask(&mut ws, request("GET", "/v1/health", TOKEN, "")).await;
-        assert!(status.starts_with("HTTP/1.1 200") && body.contains("ok"), "{status} {body}");
+        let keep_alive = step(StepKind::KeepAlive, None, r#"{"sessions":[],"wait_ms":0}"#);
+        let (status, body) = ask(&mut ws, keep_alive).await;
+        assert!(status.starts_with("HTTP/1.1 200") && body.contains("gone"), "{status} {body}");
         // A text message, or one over max_request_bytes and a head, closes the stream.
         ws.send(Message::Text("hello".into())).await.expect("send");
         assert!(matches!(ws.next().await, None | Some(Ok(Message::Close(_))) | Some(Err(_))));

@@ -1,12 +1,12 @@
 //! Behind nginx, with `trusted_proxies`, the transport knows each client by the address nginx
 //! forwards: one client guessing tokens is slowed down, another is not, and the log names
-//! each, over plain requests and over streams. Without it, everyone behind nginx is nginx's
+//! each, over plain requests and at streams' upgrades (a stream's steps carry no token). Without it, everyone behind nginx is nginx's
 //! address.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::wire::{STREAM_PROTOCOL, read_answer, request_from_text};
+use common::wire::{STREAM_PROTOCOL, StepHead, StepKind, read_answer};
 use e2e::nginx::{Nginx, example_config};
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{TOKEN, mysql_port, within};
@@ -86,27 +86,37 @@ async fn without_trusted_proxies_everyone_is_nginx() {
     .await;
 }
 
-/// A stream opened through nginx from source address `from` with the right token.
-async fn stream_from(from: &str, nginx: u16) -> WebSocketStream<tokio::net::TcpStream> {
+/// An upgrade to a stream through nginx from source address `from` with `token`: the stream
+/// when it opened, else the status; and how long the answer took.
+async fn upgrade_from(
+    from: &str,
+    nginx: u16,
+    token: &str,
+) -> (Result<WebSocketStream<tokio::net::TcpStream>, u16>, Duration) {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.bind(format!("{from}:0").parse::<SocketAddr>().expect("addr")).expect("bind");
     let tcp = socket.connect(([127, 0, 0, 1], nginx).into()).await.expect("connect");
     let url = format!("ws://127.0.0.1:{nginx}/db-tunnel/v1/stream");
     let mut request = url.into_client_request().expect("request");
     let headers = request.headers_mut();
-    headers.insert("authorization", format!("Bearer {TOKEN}").parse().expect("header"));
+    headers.insert("authorization", format!("Bearer {token}").parse().expect("header"));
     headers.insert("sec-websocket-protocol", STREAM_PROTOCOL.parse().expect("header"));
-    let (ws, response) = tokio_tungstenite::client_async(request, tcp).await.expect("upgrade");
-    assert_eq!(response.status(), 101);
-    ws
+    let started = Instant::now();
+    let upgraded = match tokio_tungstenite::client_async(request, tcp).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            Err(response.status().as_u16())
+        }
+        Err(e) => panic!("the upgrade failed: {e}"),
+    };
+    (upgraded, started.elapsed())
 }
 
-/// A message with a wrong token on `ws`; its status and how long its answer took.
-async fn guess_on(ws: &mut WebSocketStream<tokio::net::TcpStream>) -> (u16, Duration) {
-    let head =
-        b"POST /db-tunnel/v1/keepalive HTTP/1.1\r\nAuthorization: Bearer wrong-guess\r\n\r\n";
-    let message = request_from_text(head, b"{}").expect("a message");
-    let started = Instant::now();
+/// A keep-alive step on `ws` (no token: the stream's upgrade had it); its status.
+async fn keep_alive_on(ws: &mut WebSocketStream<tokio::net::TcpStream>) -> u16 {
+    let mut message = Vec::new();
+    StepHead::new(StepKind::KeepAlive).encode(&mut message);
+    message.extend_from_slice(br#"{"sessions":[],"wait_ms":0}"#);
     ws.send(Message::Binary(message.into())).await.expect("send");
     let first = match ws.next().await {
         Some(Ok(Message::Binary(first))) => first,
@@ -117,27 +127,31 @@ async fn guess_on(ws: &mut WebSocketStream<tokio::net::TcpStream>) -> (u16, Dura
     while more {
         more = matches!(ws.next().await, Some(Ok(Message::Binary(piece))) if !piece.is_empty());
     }
-    (answer.status, started.elapsed())
+    answer.status
 }
 
+/// A stream's steps carry no token (they run as its upgrade's caller), so tokens are guessed
+/// on upgrades only, and those are known by the client nginx forwards.
 #[tokio::test]
-async fn a_stream_is_known_by_the_client_its_upgrade_came_from() {
+async fn a_stream_is_guessed_at_its_upgrade_and_known_by_its_client() {
     within(90, async {
         let (transport, _nginx, port) =
             behind_nginx("trusted_proxies: [127.0.0.1]\n", "trusted-stream").await;
-        // A stream's messages carry no forwarding headers: its upgrade's stand for them.
-        let mut guesser = stream_from("127.0.0.2", port).await;
         let mut last = Duration::ZERO;
         for _ in 0..12 {
-            let (status, took) = guess_on(&mut guesser).await;
-            assert_eq!(status, 401);
+            let (refused, took) = upgrade_from("127.0.0.2", port, "wrong-guess").await;
+            assert_eq!(refused.err(), Some(401));
             last = took;
         }
         assert!(last >= Duration::from_millis(300), "the guesser is slowed down: {last:?}");
-        let mut other = stream_from("127.0.0.3", port).await;
-        let (status, took) = guess_on(&mut other).await;
-        assert_eq!(status, 401);
-        assert!(took < last / 2, "another client's stream waited {took:?} (the guesser {last:?})");
+        let (refused, took) = upgrade_from("127.0.0.3", port, "wrong-guess").await;
+        assert_eq!(refused.err(), Some(401));
+        assert!(took < last / 2, "another client's upgrade waited {took:?} (the guesser {last:?})");
+        let (opened, _) = upgrade_from("127.0.0.3", port, TOKEN).await;
+        let mut ws = opened.expect("the right token's stream");
+        for _ in 0..3 {
+            assert_eq!(keep_alive_on(&mut ws).await, 200, "a step runs as the stream's caller");
+        }
         let log = std::fs::read_to_string(&transport.log).unwrap_or_default();
         assert!(log.contains("127.0.0.2"), "the log names the guesser: {log}");
     })

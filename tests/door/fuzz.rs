@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::seeded::Draw;
-use common::wire::request_from_text;
+use common::wire::{
+    BodyEncoding, STREAM_PROTOCOL, SessionEnd, StepHead, StepKind, UploadAt, UploadRange,
+};
 use e2e::door::{Legit, transport_with};
 use e2e::http::metric;
 use e2e::{TOKEN, within};
@@ -150,7 +152,7 @@ fn random_request(draw: &mut Draw) -> Fuzzed {
         format!("X-Forwarded-For: 10.{}.{}.{}\r\n", draw.below(256), draw.below(256), draw.below(256)),
         format!("X-Junk: {}\r\n", "j".repeat(draw.below(20_000))),
         "Connection: close\r\n".into(),
-        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: sqltunnel.v2\r\n".into(),
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: sqltunnel.v3\r\n".into(),
         "Transfer-Encoding: gzip\r\n".into(),
         "\x01bad header\r\n".into(),
     ];
@@ -228,14 +230,14 @@ async fn over_http(port: u16, request: &Fuzzed, draw: &mut Draw) {
     );
 }
 
-/// Sends it as a message on a stream opened with the valid token (as made from its text, or
-/// with bytes flipped), and reads an answer (bounded).
+/// Sends its body as a message on a stream opened with the valid token, after a random step
+/// head (with bytes flipped, at times), and reads an answer (bounded).
 async fn over_a_stream(port: u16, request: &Fuzzed, draw: &mut Draw) {
     let Ok(mut upgrade) = format!("ws://127.0.0.1:{port}/v1/stream").into_client_request() else {
         return;
     };
     let headers = upgrade.headers_mut();
-    let (Ok(token), Ok(protocol)) = (format!("Bearer {TOKEN}").parse(), "sqltunnel.v2".parse())
+    let (Ok(token), Ok(protocol)) = (format!("Bearer {TOKEN}").parse(), STREAM_PROTOCOL.parse())
     else {
         return;
     };
@@ -248,8 +250,8 @@ async fn over_a_stream(port: u16, request: &Fuzzed, draw: &mut Draw) {
     else {
         return;
     };
-    let mut message = request_from_text(request.head.as_bytes(), &request.body)
-        .unwrap_or_else(|_| request.body.clone());
+    let mut message = random_step(draw);
+    message.extend_from_slice(&request.body);
     for _ in 0..draw.below(3) {
         if !message.is_empty() {
             let at = draw.below(message.len());
@@ -264,4 +266,35 @@ async fn over_a_stream(port: u16, request: &Fuzzed, draw: &mut Draw) {
     drop(
         tokio::time::timeout(deadline, async { while let Some(Ok(_)) = ws.next().await {} }).await,
     );
+}
+
+/// A random step's message head: any kind, a session or none (another's, or none such), a
+/// step number, a resume offset, a zstd length, an upload part, each or not.
+fn random_step(draw: &mut Draw) -> Vec<u8> {
+    let kinds = [
+        StepKind::Open,
+        StepKind::KeepAlive,
+        StepKind::Login,
+        StepKind::LoginAs,
+        StepKind::Command,
+        StepKind::FilePiece { last: draw.below(2) == 0 },
+        StepKind::Close(SessionEnd::KillQuery),
+    ];
+    let mut head = StepHead::new(kinds[draw.below(kinds.len())]);
+    head.session = (draw.below(4) > 0).then(|| format!("{:032x}", draw.bits()));
+    let (step, resume_from) = (draw.bits() % 5, draw.bits() % 100_000);
+    head.step = (draw.below(2) == 0).then_some(step);
+    head.resume_from = (draw.below(2) == 0).then_some(resume_from);
+    if draw.below(4) == 0 {
+        head.encoding = BodyEncoding::Zstd { decoded: draw.bits() % (1 << 31) };
+    }
+    if draw.below(4) == 0 {
+        let (a, b) = (draw.bits() % 1_000_000, draw.bits() % 1_000_000);
+        let range = UploadRange { from: a.min(b), total: a.max(b) };
+        head.upload = Some(UploadAt { range, crc: draw.bits() as u32 });
+    }
+    head.accept_zstd = draw.below(2) == 0;
+    let mut message = Vec::new();
+    head.encode(&mut message);
+    message
 }

@@ -13,7 +13,7 @@ use crate::Error;
 use crate::config::{SidecarConfig, StreamMode};
 use crate::error::Broken;
 use crate::http::{HttpConn, ResponseHead, upgrade_request};
-use crate::tunnel::{Target, TunnelClient, refuses_streams};
+use crate::tunnel::{Target, TunnelClient, other_version, refuses_streams};
 
 /// Longest wait for the answer to the body-limit request's head.
 const BODY_LIMIT_WAIT: Duration = Duration::from_secs(5);
@@ -191,7 +191,19 @@ pub async fn carrier(tunnel: &TunnelClient, target: &Target<'_>, mode: StreamMod
             let text = format!("the upgrade to a stream was answered {status}, as any request");
             return fail("stream", format!("{text}. Fix: as for the steps above"));
         }
-        Ok(Some((refusal, _))) => refusal.status_line(),
+        Ok(Some((refusal, body))) => match other_version(&body) {
+            Some(said) => {
+                let text = format!(
+                    "the transport speaks another stream version ({said}): one HTTP request per command until sidecar and transport are of one release"
+                );
+                return if mode == StreamMode::On {
+                    fail("stream", text)
+                } else {
+                    warn("stream", text)
+                };
+            }
+            None => refusal.status_line(),
+        },
         Err(e) => e.to_string(),
     };
     let text = format!(

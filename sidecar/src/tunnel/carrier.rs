@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::wire::{AFFINITY_HEADER, NGINX_STREAM_LINES, Route};
+use common::wire::{AFFINITY_HEADER, ApiError, NGINX_STREAM_LINES, Route, STREAM_PROTOCOL};
 use tracing::{debug, warn};
 
 use super::{Credential, TunnelClient, TunnelConn};
@@ -60,12 +60,19 @@ impl Streams {
         }
     }
 
-    /// The path refused the upgrade (`answer`: what it said): plain requests for a while.
-    fn refused(&self, url: &str, answer: &str) {
+    /// The path refused the upgrade (`answer`: what it said; `version`: the transport's own
+    /// words when it speaks another stream version): plain requests for a while.
+    fn refused(&self, url: &str, answer: &str, version: Option<&str>) {
         let until = Instant::now() + REFUSAL_REMEMBERED;
         *self.refused_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
         if self.logged.swap(true, Ordering::Relaxed) {
             debug!(%url, %answer, "the path still refuses streams: requests are used");
+        } else if let Some(said) = version {
+            warn!(
+                %url,
+                transport_said = %said,
+                "the transport speaks another stream version than this sidecar ({STREAM_PROTOCOL}), so each command is one HTTP request (slower) until both are of one release"
+            );
         } else {
             warn!(
                 %url,
@@ -81,6 +88,15 @@ impl Streams {
 /// what any request would have met: an error.
 pub fn refuses_streams(status: u16) -> bool {
     (400..500).contains(&status) && status != 401
+}
+
+/// The transport's words, when its refusal of an upgrade says it speaks another stream version
+/// (a transport of version 2 says "the subprotocol must be sqltunnel.v2"; later ones name
+/// their "stream version").
+pub fn other_version(body: &[u8]) -> Option<String> {
+    let said: ApiError = serde_json::from_slice(body).ok()?;
+    let names = ["subprotocol", "stream version"];
+    names.iter().any(|n| said.message.contains(n)).then_some(said.message)
 }
 
 impl TunnelClient {
@@ -167,7 +183,9 @@ impl TunnelConn {
             (Err(e), StreamMode::Auto | StreamMode::Off) => {
                 match e.kind() {
                     std::io::ErrorKind::TimedOut => return Err(self.failed(&e)),
-                    std::io::ErrorKind::InvalidData => ep.streams.refused(&url, &e.to_string()),
+                    std::io::ErrorKind::InvalidData => {
+                        ep.streams.refused(&url, &e.to_string(), None);
+                    }
                     _ => debug!(error = %e, "an upgrade to a stream failed: a plain connection"),
                 }
                 return self.connect().await;
@@ -176,13 +194,19 @@ impl TunnelConn {
         if !refuses_streams(refusal.status) {
             return Err(self.error_of(&refusal, &body, 0));
         }
+        let version = other_version(&body);
         if ep.streams.mode == StreamMode::On {
-            let detail = format!(
-                ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
-            );
+            let detail = match &version {
+                Some(said) => format!(
+                    ": transport.stream is on and the transport speaks another stream version ({said})"
+                ),
+                None => format!(
+                    ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
+                ),
+            };
             return Err(Error::BadAnswer { url, status: refusal.status_line(), detail });
         }
-        ep.streams.refused(&url, &refusal.status_line());
+        ep.streams.refused(&url, &refusal.status_line(), version.as_deref());
         if conn.reusable() { Ok(conn) } else { self.connect().await }
     }
 

@@ -26,7 +26,7 @@ mod send;
 pub(crate) use credential::jwt_claims;
 pub use credential::{Credential, TokenCommand};
 
-pub use carrier::refuses_streams;
+pub use carrier::{other_version, refuses_streams};
 use endpoint::Endpoint;
 pub(crate) use endpoint::is_loopback;
 pub use endpoint::{Target, TunnelClient};
