@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use common::wire::{ApiError, ApiErrorKind, STREAM_PROTOCOL, StepHead, StepKind, read_answer};
+use common::wire::{AnswerHead, ApiError, ApiErrorKind, STREAM_PROTOCOL, StepHead, StepKind};
 use e2e::http::metric;
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{TOKEN, mysql_port, opts, sidecar_yaml, within};
@@ -162,7 +162,7 @@ async fn keep_alive_on(ws: &mut WebSocketStream<TcpStream>) -> Option<u16> {
     message.extend_from_slice(br#"{"sessions":[],"wait_ms":0}"#);
     ws.send(Message::Binary(message.into())).await.ok()?;
     let Some(Ok(Message::Binary(first))) = ws.next().await else { return None };
-    let answer = read_answer(&first).expect("an answer head");
+    let (answer, _) = AnswerHead::decode(&first).expect("an answer head");
     let mut more = answer.more;
     while more {
         more = matches!(ws.next().await, Some(Ok(Message::Binary(piece))) if !piece.is_empty());

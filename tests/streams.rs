@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use common::wire::{HEADER_NAMES, NameAt, STREAM_PROTOCOL, StepHead, StepKind, read_answer};
+use common::wire::{AnswerHead, STREAM_PROTOCOL, StepHead, StepKind};
 use e2e::http::metric;
 use e2e::scripts::{DML_SCRIPT, ERROR_SCRIPT, TYPES_SCRIPT};
 use e2e::{
@@ -154,16 +154,12 @@ async fn ask(
         Some(Ok(Message::Binary(first))) => first,
         other => panic!("no answer head: {other:?}"),
     };
-    let answer = read_answer(&first).expect("an answer head");
+    let (answer, at) = AnswerHead::decode(&first).expect("an answer head");
     let mut head = format!("HTTP/1.1 {}\r\n", answer.status);
-    for (name, value) in &answer.headers {
-        let name = match name {
-            NameAt::Known(i) => HEADER_NAMES[*i].to_owned(),
-            NameAt::Spelled(at) => String::from_utf8_lossy(&first[at.clone()]).into_owned(),
-        };
-        head.push_str(&format!("{name}: {}\r\n", String::from_utf8_lossy(&first[value.clone()])));
+    for (name, value) in answer.to_http() {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
-    let mut body = first[answer.body].to_vec();
+    let mut body = first[at..].to_vec();
     if !answer.more {
         return (head, String::from_utf8_lossy(&body).into_owned());
     }

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::wire::{STREAM_PROTOCOL, StepHead, StepKind, read_answer};
+use common::wire::{AnswerHead, STREAM_PROTOCOL, StepHead, StepKind};
 use e2e::nginx::{Nginx, example_config};
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{TOKEN, mysql_port, within};
@@ -122,7 +122,7 @@ async fn keep_alive_on(ws: &mut WebSocketStream<tokio::net::TcpStream>) -> u16 {
         Some(Ok(Message::Binary(first))) => first,
         other => panic!("no answer: {other:?}"),
     };
-    let answer = read_answer(&first).expect("an answer head");
+    let (answer, _) = AnswerHead::decode(&first).expect("an answer head");
     let mut more = answer.more;
     while more {
         more = matches!(ws.next().await, Some(Ok(Message::Binary(piece))) if !piece.is_empty());

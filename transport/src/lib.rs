@@ -15,7 +15,8 @@
 //! WebSocket carrier), `command_log`, `turn_reply` (a step answered with its turn), `steps`,
 //! `uploads`, `idle_watch`, `ending`, `probes`
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
-//! → `api` (routing, control endpoints)
+//! → `run` (a step's one entry point, whichever carrier brought it)
+//! → `api` (the HTTP carrier: routing, the token, what only HTTP has)
 //! → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`,
 //! `takeover` (a new process takes the listeners and sessions over; Unix)
 //! → `listening` (the listeners given or taken over, and the door), `server`.

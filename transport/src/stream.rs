@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::rare::RareWait;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
-use common::wire::{HeadWriter, LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL, StepHead};
+use common::wire::{AnswerHead, LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL, StepHead};
 use futures_util::FutureExt;
 use http::header::SEC_WEBSOCKET_VERSION;
 use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
@@ -236,11 +236,11 @@ where
     };
     let whole = body.is_end_stream() && data.len() <= MAX_MESSAGE_DATA;
     let first = data.split_to(data.len().min(MAX_MESSAGE_DATA));
-    let mut head = HeadWriter::answer(response.status().as_u16(), !whole, first.len());
-    for (name, value) in response.headers() {
-        head.header(name.as_str(), value.as_bytes()).map_err(io_error)?;
-    }
-    let mut message = head.finish().map_err(io_error)?;
+    let headers = response.headers().iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
+    let mut head = AnswerHead::from_http(response.status().as_u16(), headers);
+    head.more = !whole;
+    let mut message = Vec::with_capacity(32 + first.len());
+    head.encode(&mut message);
     message.extend_from_slice(&first);
     feed(ws, Payload::Owned(message), idle).await?;
     if whole {
@@ -286,11 +286,6 @@ where
         end = ws.watch_end() => end?,
     }
     Ok(work.await)
-}
-
-/// A head the message format cannot carry (a header of over 64 KiB): the answer is lost.
-fn io_error(e: common::Error) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }
 
 /// Queues a message; waits (at most `idle`) only when the socket takes nothing.

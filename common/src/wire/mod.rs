@@ -4,16 +4,17 @@
 //! in a session carries the client's MySQL packets as they are, and its answer is the
 //! upstream's packets in binary frames, streamed. This module does no I/O.
 
+mod answer;
 mod compression;
 mod control;
 mod digest;
 mod frame;
-mod message;
 mod route;
 mod step;
 mod stream;
 mod upload;
 
+pub use answer::{AnswerHead, Content};
 pub use compression::{
     ChunkCompressor, StreamDecompressor, ZSTD, compress_whole, decompress_exact,
 };
@@ -24,9 +25,6 @@ pub use digest::{ANSWER_CRC_HEADER, AnswerDigest, HeldDigest, RESUMED_FROM_HEADE
 pub use frame::{
     DEFAULT_MAX_FRAME, FRAMING_OVERHEAD, Frame, FrameDecoder, TurnEnd, encode_heartbeat,
     encode_packets, encode_turn,
-};
-pub use message::{
-    AnswerAt, HEADER_NAMES, HeadWriter, HeaderAt, MORE, NameAt, header_code, read_answer,
 };
 pub use route::{Route, SessionEnd};
 pub use step::{BodyEncoding, HttpStep, StepHead, StepKind, UploadAt, header_number};

@@ -152,7 +152,7 @@ const HAS_UPLOAD: u8 = 16;
 const ACCEPTS_ZSTD: u8 = 32;
 const ALL_FLAGS: u8 = 63;
 
-const TRUNCATED: Error = Error::Wire("a step message ends inside its head");
+const TRUNCATED: Error = Error::Wire("a message ends inside its head");
 
 impl StepHead {
     /// A step of `kind`, without a session or number.
@@ -200,7 +200,7 @@ impl StepHead {
     /// Reads a message head; returns it and where the body begins. A head that ends early,
     /// has an unknown kind or flag, a bad session id, or contradicts itself is refused.
     pub fn decode(message: &[u8]) -> Result<(Self, usize), Error> {
-        let mut at = Reader { bytes: message, at: 0 };
+        let mut at = Reader::new(message);
         let kind = at.byte()?;
         let kind = StepKind::from_code(kind).ok_or(Error::Wire("an unknown step kind"))?;
         let flags = at.byte()?;
@@ -232,7 +232,7 @@ impl StepHead {
             Error::BadStep(_) => Error::Wire("a step message contradicts itself"),
             e => e,
         })?;
-        Ok((head, at.at))
+        Ok((head, at.at()))
     }
 
     /// The checks every step passes, whichever carrier brought it.
@@ -369,7 +369,7 @@ pub fn header_number(value: &[u8]) -> Option<u64> {
 }
 
 /// Appends `n` as an unsigned LEB128.
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
         n >>= 7;
@@ -378,24 +378,33 @@ fn put_varint(out: &mut Vec<u8>, mut n: u64) {
 }
 
 /// Reads a message head from its start.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn byte(&mut self) -> Result<u8, Error> {
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, at: 0 }
+    }
+
+    /// Where the next field begins.
+    pub(super) fn at(&self) -> usize {
+        self.at
+    }
+
+    pub(super) fn byte(&mut self) -> Result<u8, Error> {
         Ok(self.take(1)?[0])
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         let taken = self.bytes.get(self.at..self.at + n).ok_or(TRUNCATED)?;
         self.at += n;
         Ok(taken)
     }
 
     /// An unsigned LEB128 of at most 10 bytes that fits in a `u64`.
-    fn varint(&mut self) -> Result<u64, Error> {
+    pub(super) fn varint(&mut self) -> Result<u64, Error> {
         let mut n = 0u64;
         for shift in (0..70).step_by(7) {
             let b = self.byte()?;

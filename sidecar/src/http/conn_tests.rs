@@ -33,7 +33,8 @@ fn each_header_the_sidecar_reads_lands_in_its_own_field_in_any_case() {
     assert_eq!(head.heartbeat_ms, Some(5_000));
     assert!(head.takes_zstd);
     assert_eq!(head.pipeline, Some(16));
-    assert_eq!(head.resumed, (Some("42".into()), Some("deadbeef".into())));
+    let proof = common::wire::ResumeProof { from: 42, crc: 0xdead_beef };
+    assert_eq!(head.resumed, Some(proof));
     assert_eq!(head.upgrade, ("key".into(), "proto".into()));
     let none = ResponseHead::from_headers(204, "No Content", std::iter::empty());
     assert!(none.content_type.is_empty() && none.pipeline.is_none() && !none.takes_zstd);

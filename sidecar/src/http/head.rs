@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 use common::wire::{
-    ANSWER_CRC_HEADER, HEARTBEAT_HEADER, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
-    RESUMED_FROM_HEADER, SESSION_HEADER, SESSION_TIMEOUT_HEADER, UPLOAD_HAVE_HEADER, UPLOAD_HEADER,
-    ZSTD,
+    ANSWER_CRC_HEADER, AnswerHead, Content, HEARTBEAT_HEADER, PIPELINE_HEADER,
+    REQUEST_ENCODING_HEADER, RESUMED_FROM_HEADER, ResumeProof, SESSION_HEADER,
+    SESSION_TIMEOUT_HEADER, UPLOAD_HAVE_HEADER, UPLOAD_HEADER, ZSTD,
 };
 
 /// A request's method, path and headers.
@@ -97,8 +97,8 @@ pub struct ResponseHead {
     pub takes_zstd: bool,
     /// How many commands with an answer a command request may carry (pipelined), if said.
     pub pipeline: Option<usize>,
-    /// A resumed answer: the byte it starts at and the CRC of the bytes before, as sent.
-    pub resumed: (Option<String>, Option<String>),
+    /// A resumed answer: the byte it starts at and the CRC of the bytes before.
+    pub resumed: Option<ResumeProof>,
     /// An accepted upgrade's `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol`.
     pub upgrade: (String, String),
     /// A new session's: the largest part of an upload a stream message may carry (the
@@ -128,13 +128,14 @@ impl ResponseHead {
             heartbeat_ms: None,
             takes_zstd: false,
             pipeline: None,
-            resumed: (None, None),
+            resumed: None,
             upgrade: (String::new(), String::new()),
             upload_part: None,
             upload_have: None,
         });
         // A bit for each name of KNOWN already read.
         let mut seen = 0u16;
+        let (mut resumed_from, mut crc) = (None, None);
         for (name, value) in headers {
             // Names in any case; the length decides most comparisons.
             let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
@@ -152,19 +153,68 @@ impl ResponseHead {
                 4 => head.heartbeat_ms = value.parse().ok(),
                 5 => head.takes_zstd = value.split(',').any(|c| c.trim() == ZSTD),
                 6 => head.pipeline = value.parse().ok(),
-                7 => head.resumed.0 = Some(value.to_owned()),
-                8 => head.resumed.1 = Some(value.to_owned()),
+                7 => resumed_from = Some(value),
+                8 => crc = Some(value),
                 9 => head.upgrade.0 = value.to_owned(),
                 10 => head.upgrade.1 = value.to_owned(),
                 11 => head.upload_part = value.parse().ok(),
                 _ => head.upload_have = value.parse().ok(),
             }
         }
+        head.resumed = ResumeProof::parse(resumed_from, crc);
         head
+    }
+
+    /// The head of a stream's answer (no reason phrase: the status's own is said).
+    pub(super) fn from_answer(answer: &AnswerHead) -> Box<Self> {
+        let content_type = match &answer.content {
+            Content::None => Cow::Borrowed(""),
+            Content::Frames => Cow::Borrowed(common::wire::FRAMES_CONTENT_TYPE),
+            Content::Json => Cow::Borrowed(common::wire::JSON_CONTENT_TYPE),
+            Content::Other(other) => Cow::Owned(other.clone()),
+        };
+        let reason = http_reason(answer.status);
+        Box::new(Self {
+            status: answer.status,
+            reason: reason.to_owned(),
+            content_type,
+            content_encoding: if answer.zstd { ZSTD.to_owned() } else { String::new() },
+            session: answer.session.clone().unwrap_or_default(),
+            session_timeout_ms: answer.session_timeout_ms,
+            heartbeat_ms: answer.heartbeat_ms,
+            takes_zstd: answer.takes_zstd,
+            pipeline: answer.pipeline.and_then(|n| usize::try_from(n).ok()),
+            resumed: answer.resumed,
+            upgrade: (String::new(), String::new()),
+            upload_part: answer.upload_part.and_then(|n| usize::try_from(n).ok()),
+            upload_have: answer.upload_have,
+        })
     }
 
     /// The status code and reason, as errors quote them (`502 Bad Gateway`).
     pub fn status_line(&self) -> String {
         format!("{} {}", self.status, self.reason)
+    }
+}
+
+/// The reason phrase of a status, for a stream's answer (which carries none).
+fn http_reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        409 => "Conflict",
+        413 => "Payload Too Large",
+        426 => "Upgrade Required",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "",
     }
 }

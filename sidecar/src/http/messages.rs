@@ -8,9 +8,7 @@ use base64::Engine;
 use bytes::Bytes;
 use common::stream::Prefixed;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
-use common::wire::{
-    HEADER_NAMES, LANE_HEADER, MAX_HEAD_BYTES, NameAt, STREAM_PROTOCOL, read_answer,
-};
+use common::wire::{AnswerHead, LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL};
 
 use super::body::BodyDecoder;
 use super::conn::{Carrier, HttpConn, ResponseHead, Stream};
@@ -127,23 +125,16 @@ impl HttpConn {
                 }
                 _ => e,
             })?;
-        let answer = read_answer(&message).map_err(|e| {
+        let (answer, body_at) = AnswerHead::decode(&message).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a stream answer without a head: {e}"),
             )
         })?;
-        let headers = answer.headers.iter().filter_map(|(at, value)| {
-            let name = match at {
-                NameAt::Known(i) => HEADER_NAMES[*i],
-                NameAt::Spelled(at) => std::str::from_utf8(&message[at.clone()]).ok()?,
-            };
-            Some((name, std::str::from_utf8(&message[value.clone()]).ok()?))
-        });
-        let head = ResponseHead::from_headers(answer.status, "", headers);
+        let head = ResponseHead::from_answer(&answer);
         self.body = BodyDecoder::empty();
         self.message_body = answer.more;
-        self.first_piece = Some(message.slice(answer.body)).filter(|piece| !piece.is_empty());
+        self.first_piece = Some(message.slice(body_at..)).filter(|piece| !piece.is_empty());
         self.keep_alive = true;
         Ok(head)
     }

@@ -166,9 +166,7 @@ impl FrameStream<'_> {
             return Err(Error::NotResumed(format!("answered {}", head.status_line())));
         } else {
             // Not a byte of an answer that does not continue what arrived reaches the client.
-            let (from, crc) = &head.resumed;
-            let stated = common::wire::ResumeProof::parse(from.as_deref(), crc.as_deref());
-            self.received.settle().check_resumed(stated).map_err(|e| {
+            self.received.settle().check_resumed(head.resumed).map_err(|e| {
                 tracing::warn!(session = %common::wire::session_label(pending.session()), error = %e, "a resumed answer was refused");
                 Error::NotResumed(e.to_string())
             })?;
