@@ -6,7 +6,7 @@
 //!   step on the stream runs as that caller while the token holds (a reload that takes it
 //!   away, or its expiry, ends the stream with `401`: the sidecar opens another).
 //! - A step is one binary message: its [`super::StepHead`] (a few bytes), then its body.
-//! - Its answer is a binary message holding the status, the headers and the body, whole
+//! - Its answer is a binary message holding its [`super::AnswerHead`] and the body, whole
 //!   when it fits in one message; otherwise the head says more follows, then one binary
 //!   message per piece of the body, then an empty binary message: the body's end. The next
 //!   step may follow.
