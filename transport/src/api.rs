@@ -13,13 +13,13 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
-use crate::identity::{Caller, HeldCaller, LastCaller, Refusal};
+use crate::identity::{Caller, HeldCaller, Identities, LastCaller, Refusal};
 use crate::refusals::Answer;
 use crate::reply::{Reply, error_response, json, text};
 use crate::request_body::RequestBody;
 use crate::shares::Share;
 use crate::state::AppState;
-use crate::step::{self, Step};
+use crate::steps::{self, Step};
 use crate::{run, stream};
 
 /// Answers one HTTP request of a connection whose last accepted token is in `last`.
@@ -37,7 +37,10 @@ pub async fn handle(
         Route::Ready if authorization.is_none() => return *ready(&state, None),
         _ => {}
     }
-    let caller = match state.identities().authorize_on(authorization, last).await {
+    // One view of the identities for the request: a stream holds its caller under the same
+    // identities that accepted its token (a reload meanwhile makes its first step check again).
+    let identities = state.identities();
+    let caller = match identities.authorize_on(authorization, last).await {
         Ok(caller) => caller,
         Err(refusal) => return *refused(&state, peer, req.headers(), refusal).await,
     };
@@ -58,11 +61,12 @@ pub async fn handle(
         Ok(Some(head)) => head,
         Ok(None) => {
             let req = Request::from_parts(parts, body);
-            return *run::answer_of(&state, not_a_step(&state, route, req, &caller));
+            let answer = not_a_step(&state, route, req, (&identities, &caller));
+            return *run::answer_of(&state, answer);
         }
         Err(e) => return *run::answer_of(&state, Err(Error::BadRequest(e.to_string()))),
     };
-    *run::run(&state, &caller, Step { head, body: step::Body::Streamed(body) }).await
+    *run::run(&state, &caller, Step { head, body: steps::Body::Streamed(body) }).await
 }
 
 /// Answers an authorized request that is not a step: the upgrade to a stream, the metrics,
@@ -71,14 +75,14 @@ fn not_a_step(
     state: &AppState,
     route: Route,
     req: Request<RequestBody>,
-    caller: &Arc<Caller>,
+    (identities, caller): (&Arc<Identities>, &Arc<Caller>),
 ) -> Result<Reply, Error> {
     match route {
         Route::Stream => {
             state.refuse_if_draining()?;
             let share = state.take_share(caller, Share::Streams, 1)?;
             let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-            let held = HeldCaller::new(&state.identities(), authorization, caller.clone());
+            let held = HeldCaller::new(identities, authorization, caller.clone());
             stream::accept(req, share, held)
         }
         Route::Metrics => Ok(metrics(state)),

@@ -11,9 +11,9 @@
 //! → `shares` (each identity's share), `upload_held`, `session`, `handover` (what a take-over's
 //! two processes know while sessions move), `readiness`, `refusals`
 //! → `metrics`, `churn`, `state`
-//! → `step` (a step as either carrier brings it), `request_body`, `body`, `reply`, `stream` (the
-//! WebSocket carrier), `command_log`, `turn_reply` (a step answered with its turn), `steps`,
-//! `uploads`, `idle_watch`, `ending`, `probes`
+//! → `steps` (a step as either carrier brings it, run once, resumed), `request_body`, `body`,
+//! `reply`, `stream` (the WebSocket carrier), `command_log`, `turn_reply` (a step answered with
+//! its turn), `uploads`, `idle_watch`, `ending`, `probes`
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
 //! → `run` (a step's one entry point, whichever carrier brought it)
 //! → `api` (the HTTP carrier: routing, the token, what only HTTP has)
@@ -56,7 +56,6 @@ pub mod session_login;
 pub mod shares;
 pub mod slots;
 pub mod state;
-pub mod step;
 pub mod steps;
 pub mod stream;
 #[cfg(unix)]

@@ -14,9 +14,9 @@ use crate::identity::Caller;
 pub use crate::shares::Room;
 use crate::shares::Share;
 use crate::state::AppState;
-use crate::step::{self, Step};
+use crate::steps::{self, Step};
 
-pub use crate::step::RequestBody;
+pub use crate::steps::RequestBody;
 
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
@@ -69,8 +69,8 @@ pub async fn read_body_within(
         None => None,
     };
     let mut body = match req.into_body() {
-        step::Body::Streamed(body) => body,
-        step::Body::Whole(all) => return finish_body(all, decoded, held),
+        steps::Body::Streamed(body) => body,
+        steps::Body::Whole(all) => return finish_body(all, decoded, held),
     };
     // Grown as data arrives: a declared length reserves at most 1 MiB up front. A body that
     // comes whole in one frame (a stream message's) is taken as it is, without a copy.
@@ -173,8 +173,8 @@ pub async fn append_body(
 ) -> Result<(), Error> {
     let started = tokio::time::Instant::now();
     let mut body = match req.into_body() {
-        step::Body::Streamed(body) => body,
-        step::Body::Whole(all) => {
+        steps::Body::Streamed(body) => body,
+        steps::Body::Whole(all) => {
             return append_piece(&all, into, room, total, stall, budget).await;
         }
     };

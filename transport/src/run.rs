@@ -21,7 +21,7 @@ use crate::reply::{Reply, error_response, json, no_content};
 use crate::request_body::read_body;
 use crate::session_endpoints;
 use crate::state::AppState;
-use crate::step::Step;
+use crate::steps::Step;
 
 /// Largest keepalive body (about 7,000 session ids).
 const MAX_KEEPALIVE_BODY: usize = 256 << 10;

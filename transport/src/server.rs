@@ -275,9 +275,13 @@ async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
         async move {
             match stream_caller(&state, &caller).await {
                 Ok(caller) => crate::run::run(&state, &caller, step).await,
-                Err(refusal) => {
+                Err((refusal, identity)) => {
                     state.metrics.unauthorized.inc();
-                    crate::reply::error_response(&crate::Error::Unauthorized(refusal))
+                    info!(%identity, ?refusal, "a stream's token no longer holds: the stream ends");
+                    let mut reply =
+                        crate::reply::error_response(&crate::Error::Unauthorized(refusal));
+                    reply.extensions_mut().insert(stream::TokenGone);
+                    reply
                 }
             }
         }
@@ -290,11 +294,11 @@ async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The caller of a stream's next step: the one its upgrade was authenticated as, while the
-/// token holds (see [`HeldCaller`]).
+/// token holds (see [`HeldCaller`]); else why not, and whose stream it is.
 async fn stream_caller(
     state: &AppState,
     held: &std::sync::Mutex<HeldCaller>,
-) -> Result<Arc<Caller>, Refusal> {
+) -> Result<Arc<Caller>, (Refusal, String)> {
     let lock = || held.lock().unwrap_or_else(|p| p.into_inner());
     let now = state.identities();
     if let Some(caller) = lock().holding(&now) {
@@ -302,8 +306,9 @@ async fn stream_caller(
     }
     let mut checked = lock().clone();
     let caller = checked.current(&now).await;
+    let identity = checked.name().to_owned();
     *lock() = checked;
-    caller
+    caller.map_err(|refusal| (refusal, identity))
 }
 
 /// Serves `GET /metrics` (and nothing else) on `listener`, without a token, until `shutdown`.

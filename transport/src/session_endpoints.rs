@@ -28,7 +28,7 @@ use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;
 use crate::session::Session;
 use crate::state::AppState;
-use crate::step::Step;
+use crate::steps::Step;
 use crate::steps::{begin, remember, resume, step_request};
 use crate::turn_reply::{turn, turn_with, turn_without_answer, upstream_gone};
 use crate::uploads::{self, StepBody, read_step_body};

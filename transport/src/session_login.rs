@@ -19,7 +19,7 @@ use crate::reply::{Reply, frames};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::session::{Session, Who, lock};
 use crate::state::AppState;
-use crate::step::Step;
+use crate::steps::Step;
 use crate::steps::{begin, remember};
 use crate::turn_reply::{turn, upstream_gone};
 

@@ -1,10 +1,13 @@
-//! A session request's step: the next one runs once (it begins where its packets are about to
-//! go upstream), and the last one sent again after a broken connection is answered from what
-//! was kept, saying where it resumes and the digest of what came before.
+//! A step, as either carrier brings it: its typed head (`common::wire::StepHead`, read from a
+//! stream message's first bytes or from an HTTP request's path and headers) and its body. The
+//! next step of a session runs once (it begins where its packets are about to go upstream),
+//! and the last one sent again after a broken connection is answered from what was kept,
+//! saying where it resumes and the digest of what came before.
 
 use std::sync::Arc;
 
-use common::wire::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER, session_label};
+use bytes::Bytes;
+use common::wire::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER, StepHead, session_label};
 use http::{HeaderValue, StatusCode};
 use tracing::debug;
 
@@ -13,7 +16,55 @@ use crate::body::{ResponseBody, StreamedTurn};
 use crate::reply::{Reply, frames, no_content};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
-use crate::step::Step;
+
+/// An HTTP request's body, as hyper reads it (boxed: the tests make their own).
+pub type RequestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
+/// A step, read. (Its `Debug` shows the head and the body's length only: a body may hold a
+/// password.)
+pub struct Step {
+    /// What it asks.
+    pub head: StepHead,
+    /// Its body.
+    pub body: Body,
+}
+
+/// A step's body.
+pub enum Body {
+    /// As it arrives (HTTP).
+    Streamed(RequestBody),
+    /// Here whole (a stream message's).
+    Whole(Bytes),
+}
+
+impl std::fmt::Debug for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body = self.body_len().map_or_else(|| "streamed".into(), |n| format!("{n} bytes"));
+        f.debug_struct("Step").field("head", &self.head).field("body", &body).finish()
+    }
+}
+
+impl Step {
+    /// The session it names (empty for a step of none).
+    pub fn session(&self) -> &str {
+        self.head.session.as_deref().unwrap_or_default()
+    }
+
+    /// The body's length, when known before it is read (an HTTP body's Content-Length).
+    pub fn body_len(&self) -> Option<usize> {
+        match &self.body {
+            Body::Whole(body) => Some(body.len()),
+            Body::Streamed(body) => {
+                usize::try_from(hyper::body::Body::size_hint(body).exact()?).ok()
+            }
+        }
+    }
+
+    /// The body.
+    pub fn into_body(self) -> Body {
+        self.body
+    }
+}
 
 /// The step a request names, if any: the next one, or the last one again (a resume).
 pub fn step_request(req: &Step, session: &Session) -> Option<StepRequest> {

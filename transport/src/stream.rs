@@ -31,7 +31,7 @@ use crate::identity::HeldCaller;
 use crate::reply::Reply;
 use crate::request_body::RequestBody;
 use crate::shares::Taken;
-use crate::step::{self, Step};
+use crate::steps::{self, Step};
 
 /// Most bytes of an answer's body in one message.
 const MAX_MESSAGE_DATA: usize = 4 * 1024;
@@ -53,6 +53,11 @@ pub struct Upgrading {
     /// The stream's place in its identity's `max_streams_per_token`, held while it is open.
     pub share: Arc<Taken>,
 }
+
+/// Marks the answer to a step whose stream's token no longer holds: written, then the stream
+/// ends (the sidecar opens another with its current token).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenGone;
 
 /// The bounds of one stream.
 #[derive(Debug, Clone, Copy)]
@@ -128,7 +133,7 @@ fn lists(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
 /// Carries a stream until the sidecar closes it, it idles for `limits.idle`, it breaks, or
 /// `closing` (the end of a shutdown, once the drain is over) finds it between steps: each
 /// message is read as a step and answered by `answer`, in order. A message that is no step is
-/// answered `400`; an answer `401` (the stream's token no longer holds) ends the stream.
+/// answered `400`; an answer marked [`TokenGone`] ends the stream.
 pub async fn serve<IO, F, Fut>(
     io: IO,
     limits: StreamLimits,
@@ -188,7 +193,7 @@ pub async fn serve<IO, F, Fut>(
             // again on a new connection (messages answer in order: none other is pending).
             return debug!("a stream's step was for a session that moved: hung up");
         }
-        let refused = response.status() == http::StatusCode::UNAUTHORIZED;
+        let refused = response.extensions().get::<TokenGone>().is_some();
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
             return debug!(error = %e, "a stream broke mid-answer");
         }
@@ -212,7 +217,7 @@ where
 fn read_step(data: Bytes) -> Result<Step, Error> {
     let (head, at) = StepHead::decode(&data)
         .map_err(|e| Error::BadRequest(format!("a stream message is not a step ({e})")))?;
-    Ok(Step { head, body: step::Body::Whole(data.slice(at..)) })
+    Ok(Step { head, body: steps::Body::Whole(data.slice(at..)) })
 }
 
 /// Writes an answer: its head with as much of its body as is ready and fits in a message

@@ -28,7 +28,8 @@ fn a_message_is_read_as_a_step_and_what_is_not_one_is_refused() {
     message.extend_from_slice(b"\x01\0\0\0\x0e");
     let step = read_step(Bytes::from(message)).expect("a step");
     assert_eq!(step.head, head);
-    assert!(matches!(step.body, step::Body::Whole(ref b) if &b[..] == b"\x01\0\0\0\x0e"));
+    assert!(matches!(step.body, steps::Body::Whole(ref b) if &b[..] == b"\x01\0\0\0\x0e"));
+    assert!(format!("{step:?}").contains("body: \"5 bytes\""), "a body is never printed");
     // A version 2 message (an HTTP head in a message) is no step.
     let old = b"\0\x0c\x04POST\0\x05/v1/x\0";
     let refused = read_step(Bytes::from_static(old)).expect_err("refused");

@@ -14,7 +14,7 @@ use crate::request_body::{
     read_body_within,
 };
 use crate::session::Session;
-use crate::step::Step;
+use crate::steps::Step;
 use crate::upload_held::PartialUpload;
 
 /// The line an upload let go for its pace logs (the reaper's too).

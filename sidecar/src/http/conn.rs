@@ -38,6 +38,16 @@ const MAX_HEAD: usize = common::wire::MAX_HEAD_BYTES;
 /// default.
 pub const DEFAULT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
 
+/// The `Authorization` a stream was opened with (its `Debug` never shows it).
+#[derive(Clone)]
+pub struct OpenedAs(pub std::sync::Arc<str>);
+
+impl std::fmt::Debug for OpenedAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpenedAs(…)")
+    }
+}
+
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]
 pub struct HttpConn {
@@ -54,7 +64,7 @@ pub struct HttpConn {
     /// The thread that made it: its socket's readiness is seen there (its shard).
     pub home: std::thread::ThreadId,
     /// A stream's: the `Authorization` its upgrade carried, which its steps run as.
-    pub opened_as: Option<std::sync::Arc<str>>,
+    pub opened_as: Option<OpenedAs>,
 }
 
 impl HttpConn {

@@ -9,7 +9,7 @@ mod proxy;
 mod silence;
 
 pub use body::{BodyDecoder, Decoded};
-pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, ResponseHead};
+pub use conn::{DEFAULT_SILENCE_LIMIT, HttpConn, OpenedAs, ResponseHead};
 pub use head::RequestHead;
 pub use messages::upgrade_request;
 pub use proxy::Proxy;

@@ -172,7 +172,7 @@ impl TunnelConn {
         let url = ep.url.clone();
         let (refusal, body) = match (conn.upgrade(head.as_bytes(), &key).await, ep.streams.mode) {
             (Ok(None), _) => {
-                conn.opened_as = Some(authorization.clone());
+                conn.opened_as = Some(crate::http::OpenedAs(authorization.clone()));
                 return Ok(conn);
             }
             (Ok(Some(refusal)), _) => refusal,

@@ -108,13 +108,20 @@ impl<'a> Outgoing<'a> {
     }
 }
 
-/// A session's step, kept to be sent again if its connection breaks.
-#[derive(Debug)]
+/// A session's step, kept to be sent again if its connection breaks. (Its `Debug` shows the
+/// body's length only: a login's holds a password.)
 struct Pending {
     head: StepHead,
     body: bytes::Bytes,
     /// Sent as a resumable upload (`common::wire::UploadRange`).
     upload: bool,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body = self.body.len();
+        f.debug_struct("Pending").field("head", &self.head).field("body_len", &body).finish()
+    }
 }
 
 impl Pending {

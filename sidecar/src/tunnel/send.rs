@@ -13,11 +13,11 @@ use common::wire::{
     SESSION_HEADER, StepHead, UploadAt, UploadRange, parts,
 };
 
+use super::endpoint::Endpoint;
 use super::{MAX_CONTROL_BODY, Outgoing, TunnelConn, is_break};
 use crate::Error;
 use crate::error::Broken;
 use crate::http::{HttpConn, ResponseHead};
-use crate::tunnel::Target;
 
 /// Most answers in a row that take none of an upload before it is given up.
 const UPLOAD_STALLS: usize = 4;
@@ -76,7 +76,7 @@ impl TunnelConn {
         if self.http.as_ref().is_some_and(|c| c.is_stream() && !opened_as(c, authorization)) {
             self.http = None;
         }
-        let sender = Sender { target: ep.target(), authorization, affinity: &affinity };
+        let sender = Sender { endpoint: &ep, authorization, affinity: &affinity };
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
             if !reused {
@@ -199,14 +199,16 @@ impl TunnelConn {
 
 /// What a step's HTTP request carries besides the step: where it goes and who sends it.
 struct Sender<'a> {
-    target: Target<'a>,
+    endpoint: &'a Endpoint,
     authorization: &'a str,
     affinity: &'a str,
 }
 
 /// True when stream `conn` runs its steps as `authorization`.
 fn opened_as(conn: &HttpConn, authorization: &Arc<str>) -> bool {
-    conn.opened_as.as_ref().is_some_and(|a| Arc::ptr_eq(a, authorization) || a == authorization)
+    conn.opened_as
+        .as_ref()
+        .is_some_and(|a| Arc::ptr_eq(&a.0, authorization) || a.0 == *authorization)
 }
 
 /// Sends `step` and `body` on `conn`; a resumable upload's from `from` (`None`: an empty
@@ -247,7 +249,7 @@ async fn exchange(
         return conn.message_exchange(message(step, body)).await;
     }
     let http = step.to_http();
-    let mut head = sender.target.head(http.method, &http.path);
+    let mut head = sender.endpoint.target().head(http.method, &http.path);
     head.headers
         .extend([("authorization", sender.authorization), (AFFINITY_HEADER, sender.affinity)]);
     if let Some(id) = &step.session {

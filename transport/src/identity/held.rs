@@ -32,6 +32,11 @@ impl HeldCaller {
         caller: Arc<Caller>,
     ) -> Self {
         let token: Box<str> = bearer(authorization).unwrap_or_default().into();
+        Self::holding_token(identities, token, caller)
+    }
+
+    /// The caller `identities` found for `token`.
+    fn holding_token(identities: &Arc<Identities>, token: Box<str>, caller: Arc<Caller>) -> Self {
         let oidc = match caller.origin {
             // A token not remembered is checked again at the first step.
             Origin::Oidc { .. } => Some(identities.oidc_holds(&token).unwrap_or((0, 0))),
@@ -40,12 +45,19 @@ impl HeldCaller {
         Self { caller, token, by: Arc::downgrade(identities), oidc }
     }
 
+    /// Who the stream was opened by, for people (log lines).
+    pub fn name(&self) -> &str {
+        &self.caller.name
+    }
+
     /// The held caller, while its token holds under the identities `now` (they are those
     /// that accepted it, and an OIDC token is neither past its `exp` nor verified under keys
     /// since replaced).
     pub fn holding(&self, now: &Arc<Identities>) -> Option<Arc<Caller>> {
         let same = std::ptr::eq(self.by.as_ptr(), Arc::as_ptr(now));
         let holds = self.oidc.is_none_or(|(until, generation)| {
+            // The issuer's keys are fetched again when old, as a verification would.
+            now.refresh_keys_if_old();
             unix_now() <= until && generation == now.oidc_generation()
         });
         (same && holds).then(|| self.caller.clone())
@@ -61,7 +73,8 @@ impl HeldCaller {
         if caller.id != self.caller.id {
             return Err(Refusal::Unknown);
         }
-        *self = Self::new(now, Some(format!("Bearer {}", self.token).as_bytes()), caller);
+        let token = std::mem::take(&mut self.token);
+        *self = Self::holding_token(now, token, caller);
         Ok(self.caller.clone())
     }
 }

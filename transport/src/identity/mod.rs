@@ -177,6 +177,13 @@ impl Identities {
         self.oidc.as_ref()?.holds(presented)
     }
 
+    /// Fetches the issuer's keys again in the background when they are old.
+    fn refresh_keys_if_old(&self) {
+        if let Some(oidc) = &self.oidc {
+            oidc.refresh_keys_if_old();
+        }
+    }
+
     /// The generation of the issuer's keys now (0 without an issuer).
     fn oidc_generation(&self) -> u64 {
         self.oidc.as_ref().map_or(0, oidc::Oidc::generation)

@@ -89,6 +89,11 @@ impl Oidc {
         Some((exp.saturating_add(leeway), *generation))
     }
 
+    /// Fetches the keys again in the background when they are old.
+    pub fn refresh_keys_if_old(&self) {
+        self.keys.refresh_if_old();
+    }
+
     /// The generation of the keys now.
     pub fn generation(&self) -> u64 {
         self.keys.generation()
