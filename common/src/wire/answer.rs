@@ -11,7 +11,7 @@
 //! heartbeat interval, the pipeline depth, the upload part (each LEB128).
 
 use super::digest::{ANSWER_CRC_HEADER, RESUMED_FROM_HEADER, ResumeProof};
-use super::step::{Reader, put_varint};
+use super::fields::{Reader, put_varint};
 use super::upload::{UPLOAD_HAVE_HEADER, UPLOAD_HEADER};
 use super::{
     FRAMES_CONTENT_TYPE, HEARTBEAT_HEADER, JSON_CONTENT_TYPE, PIPELINE_HEADER,
@@ -148,11 +148,7 @@ impl AnswerHead {
         }
         if flags & HAS_RESUMED != 0 {
             let from = at.varint()?;
-            let crc = at.take(4)?;
-            head.resumed = Some(ResumeProof {
-                from,
-                crc: u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]),
-            });
+            head.resumed = Some(ResumeProof { from, crc: at.u32_be()? });
         }
         let mut number = |bit: u16| (flags & bit != 0).then(|| at.varint()).transpose();
         head.upload_have = number(HAS_UPLOAD_HAVE)?;

@@ -8,6 +8,7 @@ mod answer;
 mod compression;
 mod control;
 mod digest;
+mod fields;
 mod frame;
 mod route;
 mod step;

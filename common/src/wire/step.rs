@@ -12,6 +12,7 @@
 //! The body is the rest of the message.
 
 use super::digest::ANSWER_CRC_HEADER;
+use super::fields::{Reader, put_varint};
 use super::route::{Route, SessionEnd, valid_id};
 use super::upload::{UPLOAD_HEADER, UploadRange};
 use super::{
@@ -152,8 +153,6 @@ const HAS_UPLOAD: u8 = 16;
 const ACCEPTS_ZSTD: u8 = 32;
 const ALL_FLAGS: u8 = 63;
 
-const TRUNCATED: Error = Error::Wire("a message ends inside its head");
-
 impl StepHead {
     /// A step of `kind`, without a session or number.
     pub fn new(kind: StepKind) -> Self {
@@ -224,7 +223,7 @@ impl StepHead {
         }
         if flags & HAS_UPLOAD != 0 {
             let range = UploadRange { from: at.varint()?, total: at.varint()? };
-            let crc = u32::from_be_bytes(at.take(4)?.try_into().map_err(|_| TRUNCATED)?);
+            let crc = at.u32_be()?;
             head.upload = Some(UploadAt { range, crc });
         }
         head.accept_zstd = flags & ACCEPTS_ZSTD != 0;
@@ -366,59 +365,6 @@ pub fn header_number(value: &[u8]) -> Option<u64> {
         (digit < 10).then_some(())?;
         n.checked_mul(10)?.checked_add(u64::from(digit))
     })
-}
-
-/// Appends `n` as an unsigned LEB128.
-pub(super) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-/// Reads a message head from its start.
-pub(super) struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, at: 0 }
-    }
-
-    /// Where the next field begins.
-    pub(super) fn at(&self) -> usize {
-        self.at
-    }
-
-    pub(super) fn byte(&mut self) -> Result<u8, Error> {
-        Ok(self.take(1)?[0])
-    }
-
-    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        let taken = self.bytes.get(self.at..self.at + n).ok_or(TRUNCATED)?;
-        self.at += n;
-        Ok(taken)
-    }
-
-    /// An unsigned LEB128 of at most 10 bytes that fits in a `u64`.
-    pub(super) fn varint(&mut self) -> Result<u64, Error> {
-        let mut n = 0u64;
-        for shift in (0..70).step_by(7) {
-            let b = self.byte()?;
-            let bits = u64::from(b & 0x7f);
-            if shift == 63 && bits > 1 {
-                return Err(Error::Wire("a step number over 64 bits"));
-            }
-            n |= bits << shift;
-            if b & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(Error::Wire("a step number over 64 bits"))
-    }
 }
 
 #[cfg(test)]
