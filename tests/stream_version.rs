@@ -148,6 +148,13 @@ async fn a_sidecar_meeting_an_older_transport_sends_requests_and_says_why() {
             let log = std::fs::read_to_string(&sidecar.log).unwrap_or_default();
             assert!(log.contains("the subprotocol must be sqltunnel.v2"), "{log}");
         }
+        let exposition = e2e::http::raw_request(
+            transport_port,
+            &format!("GET /metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"),
+        )
+        .await
+        .1;
+        assert!(exposition.contains("sqltunnel_streams_opened_total"), "{exposition}");
         let opened = metric(transport_port, Some(TOKEN), "sqltunnel_streams_opened_total").await;
         assert_eq!(opened, 0, "no stream was opened");
         drop(transport);

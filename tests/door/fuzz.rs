@@ -291,7 +291,8 @@ fn random_step(draw: &mut Draw) -> Vec<u8> {
     if draw.below(4) == 0 {
         let (a, b) = (draw.bits() % 1_000_000, draw.bits() % 1_000_000);
         let range = UploadRange { from: a.min(b), total: a.max(b) };
-        head.upload = Some(UploadAt { range, crc: draw.bits() as u32 });
+        let crc = (draw.below(4) > 0).then(|| draw.bits() as u32);
+        head.upload = Some(UploadAt { range, crc });
     }
     head.accept_zstd = draw.below(2) == 0;
     let mut message = Vec::new();

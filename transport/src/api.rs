@@ -56,8 +56,8 @@ pub async fn handle(
         return *run::answer_of(&state, Err(Error::TooLarge { limit }));
     }
     let (parts, body) = req.into_parts();
-    let header = |name: &'static str| parts.headers.get(name).map(HeaderValue::as_bytes);
-    let head = match StepHead::from_http(&route, parts.uri.query(), header) {
+    let values = |name: &'static str| parts.headers.get_all(name).iter().map(HeaderValue::as_bytes);
+    let head = match StepHead::from_http(&route, parts.uri.query(), values) {
         Ok(Some(head)) => head,
         Ok(None) => {
             let req = Request::from_parts(parts, body);

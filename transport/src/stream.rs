@@ -70,8 +70,8 @@ pub struct StreamLimits {
 }
 
 /// Accepts `GET …/v1/stream` as a WebSocket upgrade: `101 Switching Protocols`, carrying
-/// [`Upgrading`]. A request that is not an upgrade (a proxy dropped its `Upgrade` header) or
-/// one that arrived over a stream already is refused with `426`.
+/// [`Upgrading`]. A request that is not an upgrade (a proxy dropped its `Upgrade` header),
+/// offers another stream version, or whose connection cannot be upgraded is refused with `426`.
 pub fn accept(
     mut req: Request<RequestBody>,
     share: Taken,
@@ -96,7 +96,7 @@ pub fn accept(
     let upgrading = req
         .extensions_mut()
         .remove::<OnUpgrade>()
-        .ok_or(Error::UpgradeRequired("a stream cannot be opened inside a stream"))?;
+        .ok_or(Error::UpgradeRequired("this connection cannot be upgraded to a stream"))?;
     let mut response = Box::new(Response::new(ResponseBody::from(Bytes::new())));
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = response.headers_mut();

@@ -65,7 +65,8 @@ pub async fn read_step_body(
     let held = session.upload.take().filter(|held| held.step == step && held.total == total);
     let mut upload = held.unwrap_or(PartialUpload::new(step, total));
     let have = upload.bytes.len() as u64;
-    let continues = range.from == have && (have == 0 || part.crc == upload.digest().proof().crc);
+    let continues =
+        range.from == have && (have == 0 || part.crc == Some(upload.digest().proof().crc));
     if !continues {
         debug!(step, from = range.from, have, "an upload that does not continue what is held");
         session.upload.keep(upload);

@@ -74,6 +74,21 @@ const HAS_UPLOAD_PART: u16 = 1 << 8;
 const TAKES_ZSTD: u16 = 1 << 9;
 const ALL_FLAGS: u16 = (1 << 10) - 1;
 
+/// The headers an answer's fields come from over HTTP, by their number in `from_http`.
+const HTTP_NAMES: [&str; 11] = [
+    "content-type",
+    "content-encoding",
+    SESSION_HEADER,
+    RESUMED_FROM_HEADER,
+    ANSWER_CRC_HEADER,
+    UPLOAD_HAVE_HEADER,
+    SESSION_TIMEOUT_HEADER,
+    HEARTBEAT_HEADER,
+    PIPELINE_HEADER,
+    UPLOAD_HEADER,
+    REQUEST_ENCODING_HEADER,
+];
+
 impl AnswerHead {
     /// Appends the message head to `out` (the body follows it).
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -192,8 +207,8 @@ impl AnswerHead {
         headers
     }
 
-    /// The head of an HTTP answer with `status`, from its headers (lower-case names, as
-    /// `http::HeaderName`s are), read in one pass; of a header given twice, the first counts.
+    /// The head of an HTTP answer with `status`, from its headers (names in any case), read in
+    /// one pass; of a header given twice, the first counts.
     /// A value that does not read is left out.
     pub fn from_http<'a>(
         status: u16,
@@ -203,20 +218,9 @@ impl AnswerHead {
         let (mut resumed_from, mut crc) = (None, None);
         let mut seen = 0u16;
         for (name, value) in headers {
-            let field = match name {
-                "content-type" => 0,
-                "content-encoding" => 1,
-                SESSION_HEADER => 2,
-                RESUMED_FROM_HEADER => 3,
-                ANSWER_CRC_HEADER => 4,
-                UPLOAD_HAVE_HEADER => 5,
-                SESSION_TIMEOUT_HEADER => 6,
-                HEARTBEAT_HEADER => 7,
-                PIPELINE_HEADER => 8,
-                UPLOAD_HEADER => 9,
-                REQUEST_ENCODING_HEADER => 10,
-                _ => continue,
-            };
+            // Names in any case (a proxy may change it); the length decides most comparisons.
+            let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
+            let Some(field) = HTTP_NAMES.iter().position(|known| is(known)) else { continue };
             if seen & (1 << field) != 0 {
                 continue;
             }

@@ -57,13 +57,13 @@ impl<'a> Reader<'a> {
             let b = self.byte()?;
             let bits = u64::from(b & 0x7f);
             if shift == 63 && bits > 1 {
-                return Err(Error::Wire("a step number over 64 bits"));
+                return Err(Error::Wire("a number over 64 bits"));
             }
             n |= bits << shift;
             if b & 0x80 == 0 {
                 return Ok(n);
             }
         }
-        Err(Error::Wire("a step number over 64 bits"))
+        Err(Error::Wire("a number over 64 bits"))
     }
 }

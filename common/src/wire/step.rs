@@ -111,8 +111,9 @@ pub enum BodyEncoding {
 pub struct UploadAt {
     /// Its range.
     pub range: UploadRange,
-    /// The CRC-32 of the whole body's bytes before `range.from`.
-    pub crc: u32,
+    /// The CRC-32 of the whole body's bytes before `range.from`, when stated (an upload from
+    /// a byte past 0 that states none, or another, continues nothing the transport holds).
+    pub crc: Option<u32>,
 }
 
 /// A step, as either carrier brings it.
@@ -151,7 +152,8 @@ const HAS_RESUME: u8 = 4;
 const ZSTD_BODY: u8 = 8;
 const HAS_UPLOAD: u8 = 16;
 const ACCEPTS_ZSTD: u8 = 32;
-const ALL_FLAGS: u8 = 63;
+const HAS_UPLOAD_CRC: u8 = 64;
+const ALL_FLAGS: u8 = 127;
 
 impl StepHead {
     /// A step of `kind`, without a session or number.
@@ -176,7 +178,8 @@ impl StepHead {
             | flag(self.resume_from.is_some(), HAS_RESUME)
             | flag(zstd, ZSTD_BODY)
             | flag(self.upload.is_some(), HAS_UPLOAD)
-            | flag(self.accept_zstd, ACCEPTS_ZSTD);
+            | flag(self.accept_zstd, ACCEPTS_ZSTD)
+            | flag(self.upload.is_some_and(|u| u.crc.is_some()), HAS_UPLOAD_CRC);
         out.extend_from_slice(&[self.kind.code(), flags]);
         if let Some(id) = &self.session {
             // A session id is at most 64 bytes (checked where it is made and read).
@@ -192,7 +195,9 @@ impl StepHead {
         if let Some(upload) = self.upload {
             put_varint(out, upload.range.from);
             put_varint(out, upload.range.total);
-            out.extend_from_slice(&upload.crc.to_be_bytes());
+            if let Some(crc) = upload.crc {
+                out.extend_from_slice(&crc.to_be_bytes());
+            }
         }
     }
 
@@ -223,8 +228,10 @@ impl StepHead {
         }
         if flags & HAS_UPLOAD != 0 {
             let range = UploadRange { from: at.varint()?, total: at.varint()? };
-            let crc = at.u32_be()?;
+            let crc = (flags & HAS_UPLOAD_CRC != 0).then(|| at.u32_be()).transpose()?;
             head.upload = Some(UploadAt { range, crc });
+        } else if flags & HAS_UPLOAD_CRC != 0 {
+            return Err(Error::Wire("a step message contradicts itself"));
         }
         head.accept_zstd = flags & ACCEPTS_ZSTD != 0;
         head.check().map_err(|e| match e {
@@ -273,7 +280,9 @@ impl StepHead {
         }
         if let Some(upload) = self.upload {
             headers.push((UPLOAD_HEADER, upload.range.header()));
-            headers.push((ANSWER_CRC_HEADER, format!("{:08x}", upload.crc)));
+            if let Some(crc) = upload.crc {
+                headers.push((ANSWER_CRC_HEADER, format!("{crc:08x}")));
+            }
         }
         if self.accept_zstd {
             headers.push(("accept-encoding", ZSTD.to_owned()));
@@ -281,13 +290,15 @@ impl StepHead {
         HttpStep { method, path: path + query, headers }
     }
 
-    /// The step an HTTP request to `route` asks, from its query and headers (`header` gives
-    /// a header's first value by its lower-case name); `None` for a route that is no step.
-    pub fn from_http<'a>(
+    /// The step an HTTP request to `route` asks, from its query and headers (`values` gives
+    /// every value of a header, in order, by its lower-case name; of most, the first counts);
+    /// `None` for a route that is no step.
+    pub fn from_http<'a, V: Iterator<Item = &'a [u8]>>(
         route: &Route,
         query: Option<&str>,
-        header: impl Fn(&'static str) -> Option<&'a [u8]>,
+        values: impl Fn(&'static str) -> V,
     ) -> Result<Option<Self>, Error> {
+        let header = |name| values(name).next();
         let json = header("content-type") == Some(JSON_CONTENT_TYPE.as_bytes());
         let (kind, session) = match route {
             Route::OpenRelay => (StepKind::Open, None),
@@ -330,16 +341,12 @@ impl StepHead {
         if let Some(range) = header(UPLOAD_HEADER) {
             let range = UploadRange::parse(range)
                 .ok_or_else(|| bad_header(UPLOAD_HEADER, "must be FROM/TOTAL"))?;
+            // A CRC that does not read is none: the upload continues nothing, as before.
             let crc = header(ANSWER_CRC_HEADER).and_then(|v| std::str::from_utf8(v).ok());
             let crc = crc.and_then(|crc| u32::from_str_radix(crc.trim(), 16).ok());
-            let crc = match (crc, range.from) {
-                (Some(crc), _) => crc,
-                (None, 0) => 0,
-                (None, _) => return Err(bad_header(ANSWER_CRC_HEADER, "must be 8 hex digits")),
-            };
             head.upload = Some(UploadAt { range, crc });
         }
-        head.accept_zstd = header("accept-encoding").is_some_and(|v| {
+        head.accept_zstd = values("accept-encoding").any(|v| {
             std::str::from_utf8(v)
                 .is_ok_and(|v| v.split(',').any(|c| c.trim().split(';').next() == Some(ZSTD)))
         });

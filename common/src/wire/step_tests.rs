@@ -11,7 +11,7 @@ fn kinds() -> impl Strategy<Value = StepKind> {
 
 fn heads() -> impl Strategy<Value = StepHead> {
     let numbers = (any::<Option<u64>>(), any::<Option<u64>>(), any::<Option<u64>>());
-    let upload = any::<Option<(u64, u64, u32)>>();
+    let upload = any::<Option<(u64, u64, Option<u32>)>>();
     (kinds(), "[a-zA-Z0-9]{1,64}", numbers, upload, any::<bool>()).prop_map(
         |(kind, id, (step, resume_from, decoded), upload, accept_zstd)| {
             let mut head = StepHead::new(kind);
@@ -57,10 +57,10 @@ proptest! {
         let http = head.to_http();
         let (path, query) = http.path.split_once('?').map_or((&*http.path, None), |(p, q)| (p, Some(q)));
         let route = Route::parse(http.method, &format!("/prefix/{path}"));
-        let header = |name: &'static str| {
-            http.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_bytes())
+        let values = |name: &'static str| {
+            http.headers.iter().filter(move |(n, _)| *n == name).map(|(_, v)| v.as_bytes())
         };
-        let read = StepHead::from_http(&route, query, header).expect("valid").expect("a step");
+        let read = StepHead::from_http(&route, query, values).expect("valid").expect("a step");
         prop_assert_eq!(read, head);
     }
 
@@ -86,10 +86,12 @@ fn a_command_head_is_a_few_bytes() {
 
 #[test]
 fn contradictions_and_unknowns_are_refused() {
-    let cases: [(&[u8], &str); 6] = [
+    let cases: [(&[u8], &str); 7] = [
         (&[0, 0], "an unknown step kind"),
         (&[11, 0], "an unknown step kind"),
-        (&[5, 64], "an unknown step flag"),
+        (&[5, 128], "an unknown step flag"),
+        // An upload's CRC without an upload.
+        (&[5, 1 | 64, 1, b'a'], "a step message contradicts itself"),
         // A command without its session.
         (&[5, 0], "a step message contradicts itself"),
         // An open with a session.
@@ -123,8 +125,9 @@ fn contradictions_and_unknowns_are_refused() {
 fn bad_http_headers_say_which() {
     let route = Route::Command("abc".into());
     let said = |headers: &[(&'static str, &'static [u8])]| {
-        let header = |name: &'static str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
-        match StepHead::from_http(&route, None, header) {
+        let values =
+            |name: &'static str| headers.iter().filter(move |(n, _)| *n == name).map(|(_, v)| *v);
+        match StepHead::from_http(&route, None, values) {
             Err(e) => e.to_string(),
             Ok(head) => format!("accepted: {head:?}"),
         }
@@ -144,8 +147,26 @@ fn bad_http_headers_say_which() {
         "a resumed step or an upload needs a step number"
     );
     let infile = Route::Infile("abc".into());
-    let none = |_: &'static str| None;
+    let none = |_: &'static str| std::iter::empty();
     let e = StepHead::from_http(&infile, None, none).expect_err("no infile header");
     assert_eq!(e.to_string(), "x-tunnel-infile must be `more` or `end`");
     assert_eq!(StepHead::from_http(&Route::Health, None, none).expect("no step"), None);
+}
+
+#[test]
+fn zstd_answers_are_taken_from_any_accept_encoding_value_and_an_upload_without_a_crc_continues_nothing()
+ {
+    let route = Route::Command("abc".into());
+    let headers: [(&str, &[u8]); 4] = [
+        ("accept-encoding", b"gzip"),
+        ("accept-encoding", b"br, zstd;q=0.5"),
+        (STEP_HEADER, b"3"),
+        (UPLOAD_HEADER, b"10/20"),
+    ];
+    let values =
+        |name: &'static str| headers.iter().filter(move |(n, _)| *n == name).map(|(_, v)| *v);
+    let head = StepHead::from_http(&route, None, values).expect("valid").expect("a step");
+    assert!(head.accept_zstd, "the second value names zstd");
+    let upload = head.upload.expect("an upload");
+    assert_eq!((upload.range.from, upload.range.total, upload.crc), (10, 20, None));
 }

@@ -33,7 +33,8 @@ pub const LANE_HEADER: &str = "x-tunnel-lane";
 /// `max_inflight_bytes`. A stream thus holds at most one message of this and a head.
 pub const MAX_STREAM_BODY: usize = 1 << 20;
 
-/// Largest head a stream message may have.
+/// Room a stream message has beyond its body for its head (a step's or an answer's is a few
+/// hundred bytes at most), and the largest HTTP response head the sidecar reads.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// The nginx lines that let the upgrade through, as logs and `sidecar check` quote them.

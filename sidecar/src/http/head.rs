@@ -4,11 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use common::wire::{
-    ANSWER_CRC_HEADER, AnswerHead, Content, HEARTBEAT_HEADER, PIPELINE_HEADER,
-    REQUEST_ENCODING_HEADER, RESUMED_FROM_HEADER, ResumeProof, SESSION_HEADER,
-    SESSION_TIMEOUT_HEADER, UPLOAD_HAVE_HEADER, UPLOAD_HEADER, ZSTD,
-};
+use common::wire::{AnswerHead, Content, ResumeProof, ZSTD};
 
 /// A request's method, path and headers.
 #[derive(Debug, Clone)]
@@ -51,31 +47,6 @@ impl RequestHead<'_> {
     }
 }
 
-/// An answer's `Content-Type`: one of the protocol's own without a copy, any other copied.
-pub(super) fn content_type(value: &str) -> std::borrow::Cow<'static, str> {
-    let own = [common::wire::FRAMES_CONTENT_TYPE, common::wire::JSON_CONTENT_TYPE];
-    own.into_iter()
-        .find(|known| *known == value)
-        .map_or_else(|| value.to_owned().into(), Into::into)
-}
-
-/// The response headers the sidecar reads (lower case).
-const KNOWN: [&str; 13] = [
-    "content-type",
-    "content-encoding",
-    SESSION_HEADER,
-    SESSION_TIMEOUT_HEADER,
-    HEARTBEAT_HEADER,
-    REQUEST_ENCODING_HEADER,
-    PIPELINE_HEADER,
-    RESUMED_FROM_HEADER,
-    ANSWER_CRC_HEADER,
-    "sec-websocket-accept",
-    "sec-websocket-protocol",
-    UPLOAD_HEADER,
-    UPLOAD_HAVE_HEADER,
-];
-
 /// The status line and headers of a response.
 #[derive(Debug, Clone)]
 pub struct ResponseHead {
@@ -109,59 +80,33 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
-    /// The head of an answer with `status` and `headers` (any carrier's: HTTP/1.1 text or a
-    /// stream message), read in one pass; of a header given twice, the first counts. Boxed:
-    /// it moves out through several layers of futures and results (250 bytes a move
-    /// otherwise).
+    /// The head of an HTTP answer with `status` and `headers`, read in one pass: the
+    /// protocol's own fields as `common::wire::AnswerHead::from_http` reads them (the one
+    /// reader of those headers), and what only HTTP says beside them (the reason phrase, an
+    /// upgrade's answer, any content encoding as it was named). Boxed: it moves out through
+    /// several layers of futures and results (250 bytes a move otherwise).
     pub(super) fn from_headers<'a>(
         status: u16,
         reason: &str,
         headers: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Box<Self> {
-        let mut head = Box::new(Self {
-            status,
-            reason: reason.to_owned(),
-            content_type: Cow::Borrowed(""),
-            content_encoding: String::new(),
-            session: String::new(),
-            session_timeout_ms: None,
-            heartbeat_ms: None,
-            takes_zstd: false,
-            pipeline: None,
-            resumed: None,
-            upgrade: (String::new(), String::new()),
-            upload_part: None,
-            upload_have: None,
-        });
-        // A bit for each name of KNOWN already read.
-        let mut seen = 0u16;
-        let (mut resumed_from, mut crc) = (None, None);
-        for (name, value) in headers {
-            // Names in any case; the length decides most comparisons.
+        let (mut accept, mut protocol, mut encoding) = (None, None, None);
+        let headers = headers.inspect(|(name, value)| {
             let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
-            let Some(known) = KNOWN.iter().position(|known| is(known)) else { continue };
-            if seen & (1 << known) != 0 {
-                continue;
+            if is("sec-websocket-accept") {
+                accept.get_or_insert(*value);
+            } else if is("sec-websocket-protocol") {
+                protocol.get_or_insert(*value);
+            } else if is("content-encoding") {
+                encoding.get_or_insert(*value);
             }
-            seen |= 1 << known;
-            // By position in KNOWN (a match on the names would compare them again).
-            match known {
-                0 => head.content_type = content_type(value),
-                1 => head.content_encoding = value.to_owned(),
-                2 => head.session = value.to_owned(),
-                3 => head.session_timeout_ms = value.parse().ok(),
-                4 => head.heartbeat_ms = value.parse().ok(),
-                5 => head.takes_zstd = value.split(',').any(|c| c.trim() == ZSTD),
-                6 => head.pipeline = value.parse().ok(),
-                7 => resumed_from = Some(value),
-                8 => crc = Some(value),
-                9 => head.upgrade.0 = value.to_owned(),
-                10 => head.upgrade.1 = value.to_owned(),
-                11 => head.upload_part = value.parse().ok(),
-                _ => head.upload_have = value.parse().ok(),
-            }
-        }
-        head.resumed = ResumeProof::parse(resumed_from, crc);
+        });
+        let answer = AnswerHead::from_http(status, headers.map(|(n, v)| (n, v.as_bytes())));
+        let mut head = Self::from_answer(&answer);
+        head.reason = reason.to_owned();
+        head.content_encoding = encoding.unwrap_or_default().to_owned();
+        let owned = |v: Option<&str>| v.unwrap_or_default().to_owned();
+        head.upgrade = (owned(accept), owned(protocol));
         head
     }
 
@@ -208,6 +153,9 @@ fn http_reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        410 => "Gone",
         409 => "Conflict",
         413 => "Payload Too Large",
         426 => "Upgrade Required",
@@ -215,6 +163,7 @@ fn http_reason(status: u16) -> &'static str {
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         _ => "",
     }
 }

@@ -228,7 +228,7 @@ async fn dispatch(
     for range in ranges {
         let mut piece = step.clone();
         let at = UploadRange { from: range.start as u64, total: body.len() as u64 };
-        piece.upload = Some(UploadAt { range: at, crc: digest.proof().crc });
+        piece.upload = Some(UploadAt { range: at, crc: Some(digest.proof().crc) });
         digest.update(&body[range.clone()]);
         if !conn.is_stream() {
             return exchange(conn, sender, &piece, &body[range]).await;

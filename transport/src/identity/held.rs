@@ -118,4 +118,21 @@ mod tests {
         assert_eq!(now(held.current(&gone)).expect_err("taken away"), Refusal::Unknown);
         assert!(format!("{held:?}").find(one).is_none(), "the token is never printed");
     }
+
+    #[test]
+    fn an_oidc_token_is_held_until_its_exp_and_while_the_keys_stay() {
+        let ids = identities(&["token-one-aaaaaaaaaaaaaaaa"]);
+        let caller = now(ids.authorize(Some(b"Bearer token-one-aaaaaaaaaaaaaaaa"))).expect("one");
+        let held = |oidc| HeldCaller {
+            caller: caller.clone(),
+            token: "a.jwt.token".into(),
+            by: Arc::downgrade(&ids),
+            oidc: Some(oidc),
+        };
+        // Without an issuer the keys' generation is 0.
+        let soon = unix_now() + 60;
+        assert!(held((soon, 0)).holding(&ids).is_some(), "before its exp, under the same keys");
+        assert!(held((unix_now() - 1, 0)).holding(&ids).is_none(), "past its exp (and leeway)");
+        assert!(held((soon, 1)).holding(&ids).is_none(), "verified under keys since replaced");
+    }
 }
