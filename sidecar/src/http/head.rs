@@ -118,7 +118,9 @@ impl ResponseHead {
             Content::Json => Cow::Borrowed(common::wire::JSON_CONTENT_TYPE),
             Content::Other(other) => Cow::Owned(other.clone()),
         };
-        let reason = http_reason(answer.status);
+        // A stream's answer carries no reason phrase: the status's own is said.
+        let status = http::StatusCode::from_u16(answer.status).ok();
+        let reason = status.and_then(|s| s.canonical_reason()).unwrap_or_default();
         Box::new(Self {
             status: answer.status,
             reason: reason.to_owned(),
@@ -139,31 +141,5 @@ impl ResponseHead {
     /// The status code and reason, as errors quote them (`502 Bad Gateway`).
     pub fn status_line(&self) -> String {
         format!("{} {}", self.status, self.reason)
-    }
-}
-
-/// The reason phrase of a status, for a stream's answer (which carries none).
-fn http_reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        410 => "Gone",
-        409 => "Conflict",
-        413 => "Payload Too Large",
-        426 => "Upgrade Required",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "",
     }
 }
