@@ -213,6 +213,9 @@ impl TunnelConn {
             Err(Error::BadAnswer { status, .. }) if status.starts_with("502") => {
                 Box::pin(self.resend(&pending, 0)).await?
             }
+            // The session was still busy (a turn finishing, a take-over moving it): the step
+            // never began, and is sent again until its session takes it.
+            Err(Error::SessionBusy) => Box::pin(self.resend(&pending, 0)).await?,
             Err(e) => return Err(e),
         };
         if head.status == 204 {
