@@ -97,6 +97,42 @@ async fn a_cut_mid_command_neither_loses_nor_repeats_it(carrier: Carrier) {
     .await;
 }
 
+on_both_carriers!(a_cut_while_a_command_is_written_upstream_neither_loses_nor_repeats_it);
+async fn a_cut_while_a_command_is_written_upstream_neither_loses_nor_repeats_it(carrier: Carrier) {
+    within(90, async {
+        // The transport reaches MariaDB at 16 Mbit/s: a 12 MB statement takes 6 s to go upstream
+        // (socket buffers take a few MB at once), and the cut comes while the transport writes it.
+        let mysql = format!("127.0.0.1:{}", mysql_port()).parse().expect("addr");
+        let slow = Shape { bits_per_second: Some(16_000_000), ..Shape::default() };
+        let upstream = Shaper::start(mysql, slow).await;
+        let transport = transport_yaml(upstream.port).replace("session_timeout: 30s\n", TIMEOUTS);
+        let (tunnel, shaper) =
+            tunnel_through(Shape::default(), &transport, carrier.setting()).await;
+        let mut conn = tunnel.connect().await;
+        let thread = prepare_state(&mut conn).await;
+        let inserts = session_counter(&mut conn, "Com_insert_select").await;
+        let filler = "x".repeat(12_000_000);
+        let big = format!("INSERT INTO kept SELECT 2 FROM DUAL WHERE LENGTH('{filler}') > 0");
+        let written_before = upstream.bytes_up();
+        let insert = conn.query_drop(big);
+        let cut = async {
+            while upstream.bytes_up() < written_before + 1_000_000 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            shaper.cut();
+        };
+        let (outcome, ()) = tokio::join!(insert, cut);
+        outcome.expect("the command's answer arrived after the cut");
+        let written = upstream.bytes_up() - written_before;
+        assert_state(&mut conn, thread, 2).await;
+        let after = session_counter(&mut conn, "Com_insert_select").await;
+        assert_eq!(after - inserts, 1, "the statement ran once upstream");
+        assert!(written < 16_000_000, "the statement was written upstream once: {written} bytes");
+        conn.query_drop("COMMIT").await.expect("commit");
+    })
+    .await;
+}
+
 on_both_carriers!(a_cut_mid_answer_resumes_the_answer_where_it_broke);
 async fn a_cut_mid_answer_resumes_the_answer_where_it_broke(carrier: Carrier) {
     within(90, async {

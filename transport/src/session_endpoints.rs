@@ -15,7 +15,7 @@ use common::wire::{
     encode_turn, session_label,
 };
 use http::{HeaderValue, StatusCode};
-use tracing::{debug, info};
+use tracing::info;
 
 use crate::Error;
 use crate::body::ResponseBody;
@@ -29,8 +29,8 @@ use crate::resume::StepRequest;
 use crate::session::Session;
 use crate::state::AppState;
 use crate::steps::Step;
-use crate::steps::{begin, remember, resume, step_request};
-use crate::turn_reply::{turn, turn_with, turn_without_answer, upstream_gone};
+use crate::steps::{begin, resume, step_request};
+use crate::turn_reply::{Then, broken_turn_hook, send_step, turn_without_answer, upstream_gone};
 use crate::uploads::{self, StepBody, read_step_body};
 use crate::{command_log, idle_watch, session_login};
 
@@ -165,23 +165,22 @@ async fn command(
     };
     state.metrics.request_bytes.inc_by(body.len() as u64);
     let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
-    let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
+    let Some(shape) = guard.as_ref().map(|link| link.shape) else { return Ok(upstream_gone()) };
     begin(&session, step)?;
     state.metrics.commands.inc_by(asked.len().max(1) as u64);
     state.metrics.pipelined.inc_by(asked.len().saturating_sub(1) as u64);
-    if let Err(e) = link.write_raw(&body).await {
-        debug!(session = %session_label(&session.id), error = %e, "upstream lost");
-        *guard = None;
-        return Ok(remember(&session, step, upstream_gone()));
-    }
-    let Some(mut framing) = Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) else {
-        return Ok(remember(&session, step, turn_without_answer(TurnEnd::Done)));
+    let then = match Framing::pipelined(asked.iter().map(|a| a.expect), shape) {
+        Some(mut framing) => {
+            framing.allow_files(files_named(&asked));
+            let on_end =
+                asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
+            Then::Turn(framing, on_end.collect())
+        }
+        None => Then::Reply(turn_without_answer(TurnEnd::Done)),
     };
-    framing.allow_files(files_named(&asked));
-    let on_end = asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
-    let response = turn_with(state, guard, framing, &session, on_end, step).await;
+    let response = send_step(state, guard, &session, step, body, |_| then).await;
     state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
-    Ok(remember(&session, step, response))
+    response
 }
 
 /// `POST …/v1/sessions/{id}/infile` of a relayed session: packets of the file a LOAD DATA
@@ -215,20 +214,17 @@ async fn infile(
         .map_err(|e| Error::BadRequest(e.to_string()))?;
     begin(&session, step)?;
     framing.set_last_seq(last_seq);
-    if let Err(e) = link.write_raw(&body).await {
-        debug!(session = %session_label(&session.id), error = %e, "upstream lost during a file");
-        *guard = None;
-        return Ok(remember(&session, step, upstream_gone()));
-    }
-    if !last {
-        return Ok(remember(&session, step, no_content()));
-    }
-    let Some(mut framing) = link.pending.take() else {
-        return Ok(remember(&session, step, upstream_gone()));
+    let hook = broken_turn_hook(&session, "login or file");
+    // A piece before the last is answered at once; the last gets the rest of the turn.
+    let then = move |link: &mut RelayLink| match link.pending.take_if(|_| last) {
+        Some(mut framing) => {
+            framing.resume();
+            Then::Turn(framing, vec![hook])
+        }
+        None if last => Then::Reply(upstream_gone()),
+        None => Then::Reply(no_content()),
     };
-    framing.resume();
-    let response = turn(state, guard, framing, &session, step).await;
-    Ok(remember(&session, step, response))
+    send_step(state, guard, &session, step, body, then).await
 }
 
 /// The files the statements of a request name for LOAD DATA LOCAL (a quick look for the word

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use common::mysql::packet;
 use common::wire::{LoginAs, StepKind, TurnEnd, encode_packets, encode_turn, session_label};
 use http::StatusCode;
@@ -21,21 +21,34 @@ use crate::session::{Session, Who, lock};
 use crate::state::AppState;
 use crate::steps::Step;
 use crate::steps::{begin, remember};
-use crate::turn_reply::{turn, upstream_gone};
+use crate::turn_reply::{turn, uncancelled, upstream_gone};
 
 /// `POST …/v1/sessions/{id}/login`: the client's handshake response or its next auth packet
 /// (at login or in COM_CHANGE_USER).
 pub(crate) async fn login(
-    state: &AppState,
+    state: &Arc<AppState>,
     session: Arc<Session>,
     step: Option<u64>,
     req: Step,
 ) -> Result<Reply, Error> {
-    let id = session.id.as_str();
-    let mut guard = session.lease().await?;
+    let guard = session.lease().await?;
     state.refuse_if_draining()?;
     let as_json = req.head.kind == StepKind::LoginAs;
     let body = read_body(req, MAX_CONTROL_BODY, state.config().body_timeout).await?;
+    // Once a byte goes upstream the login runs to its end, even if this request goes away.
+    uncancelled(login_steps(state.clone(), guard, session, step, body, as_json)).await?
+}
+
+/// The login step once its body is in: sent upstream, then answered with the upstream's turn.
+async fn login_steps(
+    state: Arc<AppState>,
+    mut guard: LinkGuard,
+    session: Arc<Session>,
+    step: Option<u64>,
+    body: Bytes,
+    as_json: bool,
+) -> Result<Reply, Error> {
+    let (state, id) = (state.as_ref(), session.id.as_str());
     let Some(link) = guard.as_mut() else { return Ok(upstream_gone()) };
     if as_json {
         let login: LoginAs = serde_json::from_slice(&body)

@@ -1,17 +1,95 @@
-//! A session step's answer: its turn, whole when it ends within its first chunk (one write
-//! with a Content-Length), else streamed; or a `Turn` frame alone.
+//! A session step's answer: its packets written upstream, then its turn, whole when it ends
+//! within its first chunk (one write with a Content-Length), else streamed; or a `Turn` frame
+//! alone.
+
+use std::future::{Future, poll_fn};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{TurnEnd, encode_turn, session_label};
 use http::{HeaderValue, StatusCode};
+use tracing::debug;
 
+use crate::Error;
 use crate::body::{ResponseBody, StreamedTurn};
 use crate::command_log;
 use crate::relay::turn::{LinkGuard, OnEnd};
-use crate::relay::{Framing, Turn};
+use crate::relay::{Framing, RelayLink, Turn};
 use crate::reply::{Reply, frames};
 use crate::session::Session;
 use crate::state::AppState;
+use crate::steps::remember;
+
+/// What answers a step once its packets are written upstream.
+pub(crate) enum Then {
+    /// A turn of the upstream's packets, with one hook per answer it carries.
+    Turn(Framing, Vec<OnEnd>),
+    /// This reply: the upstream sends nothing now.
+    Reply(Reply),
+}
+
+/// Writes step `step`'s packets upstream and answers with what `then` says follows. From the
+/// first byte written to the turn's start it runs to its end even when the request goes away
+/// meanwhile (see [`uncancelled`]), so a resume finds the step's answer.
+pub(crate) async fn send_step<F>(
+    state: &AppState,
+    mut guard: LinkGuard,
+    session: &Arc<Session>,
+    step: Option<u64>,
+    body: Bytes,
+    then: F,
+) -> Result<Reply, Error>
+where
+    F: FnOnce(&mut RelayLink) -> Then + Send + 'static,
+{
+    let heartbeat = state.config().heartbeat_interval;
+    let held = session.clone();
+    let started = uncancelled(async move {
+        let written = match guard.as_mut() {
+            Some(link) => link.write_raw(&body).await.map(|()| link),
+            None => Err(std::io::ErrorKind::NotConnected.into()),
+        };
+        let link = match written {
+            Ok(link) => link,
+            Err(e) => {
+                debug!(session = %session_label(&held.id), error = %e, "upstream lost");
+                *guard = None;
+                return Err(remember(&held, step, upstream_gone()));
+            }
+        };
+        match then(link) {
+            Then::Reply(reply) => Err(remember(&held, step, reply)),
+            Then::Turn(framing, on_end) => {
+                Ok(start_turn(heartbeat, guard, framing, &held, on_end, step))
+            }
+        }
+    });
+    match started.await? {
+        Ok(turn) => Ok(remember(session, step, first_answer(turn).await)),
+        Err(answered) => Ok(answered),
+    }
+}
+
+/// Runs `work` to its end even if the request that asked for it goes away meanwhile (a carrier
+/// drops a step's future when its connection ends). Between a step's begin and its turn's
+/// start, an interruption would leave a packet half written upstream and the step with no
+/// answer to resume. The work runs here, and moves to a task of its own only if it must wait.
+pub(crate) async fn uncancelled<T: Send + 'static>(
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, Error> {
+    let mut work = Box::pin(work);
+    if let Poll::Ready(done) = poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await {
+        return Ok(done);
+    }
+    match tokio::spawn(work).await {
+        Ok(done) => Ok(done),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only a runtime shutting down cancels it.
+        Err(_) => Err(Error::ShuttingDown),
+    }
+}
 
 /// Answers with the turn: inline when it completes within the first chunk (one write with a
 /// Content-Length), streamed otherwise.
@@ -22,31 +100,37 @@ pub(crate) async fn turn(
     session: &Session,
     step: Option<u64>,
 ) -> Reply {
-    let label = session_label(&session.id).to_string();
-    let on_end: OnEnd = Box::new(move |report| {
-        command_log::log_broken_turn(&label, "login or file", &report.outcome)
-    });
-    turn_with(state, guard, framing, session, [on_end], step).await
+    let heartbeat = state.config().heartbeat_interval;
+    let hooks = [broken_turn_hook(session, "login or file")];
+    first_answer(start_turn(heartbeat, guard, framing, session, hooks, step)).await
 }
 
-/// Answers with a turn of step `step` (resumable when given): whole when it ends within its
-/// first chunk, else streamed. `on_end` has one hook per answer the turn carries.
-pub(crate) async fn turn_with(
-    state: &AppState,
+/// The hook of a turn that carries no client command: it logs a turn that broke.
+pub(crate) fn broken_turn_hook(session: &Session, what: &'static str) -> OnEnd {
+    let label = session_label(&session.id).to_string();
+    Box::new(move |report| command_log::log_broken_turn(&label, what, &report.outcome))
+}
+
+/// Starts a turn of step `step` (resumable when given): from here, a turn dropped before its
+/// end waits for a resume. `on_end` has one hook per answer the turn carries.
+fn start_turn(
+    heartbeat: Duration,
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
     on_end: impl IntoIterator<Item = OnEnd>,
     step: Option<u64>,
-) -> Reply {
-    let heartbeat = state.config().heartbeat_interval;
+) -> StreamedTurn {
     let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
     for hook in on_end {
         turn.on_end(hook);
     }
-    // Resumable from here: dropped (the request went away), the turn is parked.
     let resumable = step.is_some() && session.resume.is_on();
-    let mut streamed = StreamedTurn::new(turn, resumable.then(|| session.resume.clone()));
+    StreamedTurn::new(turn, resumable.then(|| session.resume.clone()))
+}
+
+/// A started turn's answer: whole when it ends within its first chunk, else streamed.
+async fn first_answer(mut streamed: StreamedTurn) -> Reply {
     let first = streamed.next_chunk().await;
     let body = match first {
         Some(chunk) if streamed.is_finished() => ResponseBody::from(chunk),
@@ -74,4 +158,52 @@ pub(crate) fn turn_without_answer(end: TurnEnd) -> Reply {
 /// The upstream connection is gone: the client's connection ends as a direct one would.
 pub(crate) fn upstream_gone() -> Reply {
     turn_without_answer(TurnEnd::Closed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn uncancelled_work_ends_even_when_its_request_goes_away() {
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let ended = Arc::new(AtomicBool::new(false));
+        let flag = ended.clone();
+        let request = tokio::spawn(uncancelled(async move {
+            drop(wait.await);
+            flag.store(true, Ordering::Release);
+        }));
+        tokio::task::yield_now().await;
+        request.abort();
+        assert!(request.await.unwrap_err().is_cancelled());
+        go.send(()).unwrap();
+        for _ in 0..100 {
+            if ended.load(Ordering::Acquire) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the work stopped with the request that asked for it");
+    }
+
+    #[tokio::test]
+    async fn uncancelled_work_that_need_not_wait_runs_in_its_requests_task() {
+        let tasks = tokio::spawn(async {
+            let ran_in = uncancelled(async { tokio::task::id() }).await.unwrap();
+            (tokio::task::id(), ran_in)
+        });
+        let (request, work) = tasks.await.unwrap();
+        assert_eq!(work, request);
+        let waited = tokio::spawn(async {
+            let ran_in = uncancelled(async {
+                tokio::task::yield_now().await;
+                tokio::task::id()
+            });
+            (tokio::task::id(), ran_in.await.unwrap())
+        });
+        let (request, work) = waited.await.unwrap();
+        assert_ne!(work, request, "work that waits moves to a task of its own");
+    }
 }
