@@ -15,26 +15,29 @@ use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
 use crate::identity::{Caller, HeldCaller, Identities, LastCaller, Refusal};
 use crate::refusals::Answer;
-use crate::reply::{Reply, error_response, json, text};
+use crate::reply::{Reply, Then, error_response, http_response, json, text};
 use crate::request_body::RequestBody;
 use crate::shares::Share;
 use crate::state::AppState;
 use crate::steps::{self, Step};
 use crate::{run, stream};
 
-/// Answers one HTTP request of a connection whose last accepted token is in `last`.
+/// Answers one HTTP request of a connection whose last accepted token is in `last`; an error
+/// is no answer: the connection closes unanswered (see [`http_response`]).
 pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
     req: Request<RequestBody>,
     last: &LastCaller,
-) -> Response<ResponseBody> {
+) -> Result<Response<ResponseBody>, Error> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
     match route {
-        Route::Health => return *json(StatusCode::OK, &serde_json::json!({ "status": "ok" })),
+        Route::Health => {
+            return http_response(json(StatusCode::OK, &serde_json::json!({ "status": "ok" })));
+        }
         // Without a token, only the status; a token presented is checked as on any route.
-        Route::Ready if authorization.is_none() => return *ready(&state, None),
+        Route::Ready if authorization.is_none() => return http_response(ready(&state, None)),
         _ => {}
     }
     // One view of the identities for the request: a stream holds its caller under the same
@@ -42,10 +45,10 @@ pub async fn handle(
     let identities = state.identities();
     let caller = match identities.authorize_on(authorization, last).await {
         Ok(caller) => caller,
-        Err(refusal) => return *refused(&state, peer, req.headers(), refusal).await,
+        Err(refusal) => return http_response(refused(&state, peer, req.headers(), refusal).await),
     };
     if route == Route::Ready {
-        return *ready(&state, Some(&caller));
+        return http_response(ready(&state, Some(&caller)));
     }
     state.churn.note(req.version(), req.headers(), &state.metrics.requests_closing);
     // A body larger than any the transport reads is refused at once, before it is sent (a
@@ -53,7 +56,7 @@ pub async fn handle(
     let limit = state.config().max_request_bytes;
     let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| header_number(v.as_bytes()));
     if declared.is_some_and(|n| n > limit as u64) {
-        return *run::answer_of(&state, Err(Error::TooLarge { limit }));
+        return http_response(run::answer_of(&state, Err(Error::TooLarge { limit })));
     }
     let (parts, body) = req.into_parts();
     let values = |name: &'static str| parts.headers.get_all(name).iter().map(HeaderValue::as_bytes);
@@ -61,12 +64,25 @@ pub async fn handle(
         Ok(Some(head)) => head,
         Ok(None) => {
             let req = Request::from_parts(parts, body);
-            let answer = not_a_step(&state, route, req, (&identities, &caller));
-            return *run::answer_of(&state, answer);
+            return match not_a_step(&state, route, req, (&identities, &caller)) {
+                Ok(NotAStep::Upgrade(response)) => Ok(response),
+                Ok(NotAStep::Answer(answer)) => http_response(answer),
+                Err(e) => http_response(run::answer_of(&state, Err(e))),
+            };
         }
-        Err(e) => return *run::answer_of(&state, Err(Error::BadRequest(e.to_string()))),
+        Err(e) => {
+            return http_response(run::answer_of(&state, Err(Error::BadRequest(e.to_string()))));
+        }
     };
-    *run::run(&state, &caller, Step { head, body: steps::Body::Streamed(body) }).await
+    http_response(run::run(&state, &caller, Step { head, body: steps::Body::Streamed(body) }).await)
+}
+
+/// What answers a request that is not a step.
+enum NotAStep {
+    /// The switch to a stream (HTTP only: `stream::accept`'s).
+    Upgrade(Response<ResponseBody>),
+    /// An answer.
+    Answer(Reply),
 }
 
 /// Answers an authorized request that is not a step: the upgrade to a stream, the metrics,
@@ -76,16 +92,16 @@ fn not_a_step(
     route: Route,
     req: Request<RequestBody>,
     (identities, caller): (&Arc<Identities>, &Arc<Caller>),
-) -> Result<Reply, Error> {
+) -> Result<NotAStep, Error> {
     match route {
         Route::Stream => {
             state.refuse_if_draining()?;
             let share = state.take_share(caller, Share::Streams, 1)?;
             let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
             let held = HeldCaller::new(identities, authorization, caller.clone());
-            stream::accept(req, share, held)
+            stream::accept(req, share, held).map(NotAStep::Upgrade)
         }
-        Route::Metrics => Ok(metrics(state)),
+        Route::Metrics => Ok(NotAStep::Answer(metrics(state))),
         Route::MethodNotAllowed => Err(Error::MethodNotAllowed),
         _ => Err(Error::NotFound),
     }
@@ -118,7 +134,7 @@ async fn refused(
         }
     }
     let mut response = error_response(&error);
-    response.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response.then = Then::Close;
     response
 }
 

@@ -7,9 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::wire::{
-    FRAMES_CONTENT_TYPE, KeepAlive, KeepAliveAnswer, SessionEnd, StepKind, ZSTD, session_label,
-};
+use common::wire::{Content, KeepAlive, KeepAliveAnswer, SessionEnd, StepKind, session_label};
 use http::StatusCode;
 use tracing::{Instrument, info};
 
@@ -62,18 +60,13 @@ async fn dispatch(state: &Arc<AppState>, caller: &Arc<Caller>, step: Step) -> Re
 
 /// A frames answer compressed (zstd), when it is worth it.
 fn compress(mut response: Reply) -> Reply {
-    let frames = response
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == FRAMES_CONTENT_TYPE.as_bytes());
-    if !frames {
+    if response.head.content != Content::Frames {
         return response;
     }
-    let body = std::mem::replace(response.body_mut(), ResponseBody::Whole(None));
-    *response.body_mut() = match body.compressed() {
+    let body = std::mem::replace(&mut response.body, ResponseBody::Whole(None));
+    response.body = match body.compressed() {
         Ok(body) => {
-            let zstd = http::HeaderValue::from_static(ZSTD);
-            response.headers_mut().insert(http::header::CONTENT_ENCODING, zstd);
+            response.head.zstd = true;
             body
         }
         Err(body) => body,

@@ -138,17 +138,14 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
-                let mut response = api::handle(state.clone(), peer, req, &last).await;
+                // An error is a step for a session that moved: the connection closes
+                // unanswered, and the sidecar sends it again on a new one.
+                let mut response = api::handle(state.clone(), peer, req, &last).await?;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
                     let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let placing = (shards, streams.clone());
                     let held = (slot, closing);
                     streams.spawn(carry_stream(state, peer, upgrading, held, placing));
-                }
-                // A step for a session that moved: the connection closes unanswered, and the
-                // sidecar sends it again on a new one.
-                if crate::reply::is_hang_up(&response) {
-                    return Err(crate::Error::SessionMoved);
                 }
                 Ok::<_, crate::Error>(response)
             }
@@ -280,7 +277,7 @@ async fn carry<IO: AsyncRead + AsyncWrite + Unpin>(
                     info!(%identity, ?refusal, "a stream's token no longer holds: the stream ends");
                     let mut reply =
                         crate::reply::error_response(&crate::Error::Unauthorized(refusal));
-                    reply.extensions_mut().insert(stream::TokenGone);
+                    reply.then = crate::reply::Then::Close;
                     reply
                 }
             }
@@ -326,7 +323,7 @@ async fn serve_metrics(
                     ("GET" | "HEAD", "/metrics") => api::metrics(&state),
                     _ => crate::reply::error_response(&crate::Error::NotFound),
                 };
-                Ok::<_, std::convert::Infallible>(*response)
+                crate::reply::http_response(response)
             }
         });
         tokio::spawn(async move {

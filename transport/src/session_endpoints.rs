@@ -10,11 +10,10 @@ use bytes::BytesMut;
 use common::mysql::command_policy::may_ask_for_a_file;
 use common::mysql::packet;
 use common::wire::{
-    HEARTBEAT_HEADER, MAX_PIPELINED_COMMANDS, OpenRelay, PIPELINE_HEADER, REQUEST_ENCODING_HEADER,
-    SESSION_TIMEOUT_HEADER, StepKind, TurnEnd, UPLOAD_HEADER, UPLOAD_PART, ZSTD, encode_packets,
-    encode_turn, session_label,
+    MAX_PIPELINED_COMMANDS, OpenRelay, StepKind, TurnEnd, UPLOAD_PART, encode_packets, encode_turn,
+    session_label,
 };
-use http::{HeaderValue, StatusCode};
+use http::StatusCode;
 use tracing::info;
 
 use crate::Error;
@@ -23,7 +22,7 @@ use crate::identity::Caller;
 use crate::relay::handshake::ClientLeg;
 use crate::relay::request::{check_file_piece, commands_asked};
 use crate::relay::{Framing, Phase, RelayLink};
-use crate::reply::{Reply, frames, millis, no_content};
+use crate::reply::{Reply, frames, no_content};
 use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;
 use crate::session::Session;
@@ -90,14 +89,12 @@ pub async fn open(state: &Arc<AppState>, req: Step, caller: &Arc<Caller>) -> Res
     encode_turn(&mut out, TurnEnd::AwaitAuth);
     let mut response =
         frames(StatusCode::CREATED, ResponseBody::from(out.freeze()), Some(&session.id));
-    let headers = response.headers_mut();
-    headers.insert(SESSION_TIMEOUT_HEADER, millis(config.session_timeout));
-    headers.insert(HEARTBEAT_HEADER, millis(config.heartbeat_interval));
-    headers.insert(PIPELINE_HEADER, HeaderValue::from(MAX_PIPELINED_COMMANDS));
-    headers.insert(UPLOAD_HEADER, HeaderValue::from(UPLOAD_PART));
-    if config.compression {
-        headers.insert(REQUEST_ENCODING_HEADER, HeaderValue::from_static(ZSTD));
-    }
+    let head = &mut response.head;
+    head.session_timeout_ms = Some(millis(config.session_timeout));
+    head.heartbeat_ms = Some(millis(config.heartbeat_interval));
+    head.pipeline = Some(MAX_PIPELINED_COMMANDS as u64);
+    head.upload_part = Some(UPLOAD_PART as u64);
+    head.takes_zstd = config.compression;
     Ok(response)
 }
 
@@ -225,6 +222,11 @@ async fn infile(
         None => Then::Reply(no_content()),
     };
     send_step(state, guard, &session, step, body, then).await
+}
+
+/// A duration in whole milliseconds, as an opened session's terms are told.
+fn millis(d: std::time::Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
 }
 
 /// The files the statements of a request name for LOAD DATA LOCAL (a quick look for the word

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::wire::{ANSWER_CRC_HEADER, AnswerDigest, RESUMED_FROM_HEADER, StepHead, session_label};
-use http::{HeaderValue, StatusCode};
+use common::wire::{AnswerDigest, StepHead, session_label};
+use http::StatusCode;
 use tracing::debug;
 
 use crate::Error;
@@ -85,10 +85,11 @@ pub fn begin(session: &Session, step: Option<u64>) -> Result<(), Error> {
 /// Keeps a whole answer of step `step` for a resume.
 pub fn remember(session: &Session, step: Option<u64>, response: Reply) -> Reply {
     if step.is_some() {
-        match response.body() {
+        match &response.body {
             ResponseBody::Whole(bytes) => {
                 let bytes = bytes.clone().unwrap_or_default();
-                session.resume.record_whole(response.status(), &bytes);
+                let status = StatusCode::from_u16(response.head.status).unwrap_or(StatusCode::OK);
+                session.resume.record_whole(status, &bytes);
             }
             ResponseBody::Turn(_) | ResponseBody::Zstd(_) => {}
         }
@@ -115,10 +116,7 @@ pub async fn resume(session: &Arc<Session>, step: u64, from: u64) -> Result<Repl
         }
         Resumed::Streamed { owner, missed, before } => {
             let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
-            let body = streamed.into_body();
-            let mut response = frames(StatusCode::OK, body, None);
-            response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-            resumed_from(response, before)
+            resumed_from(frames(StatusCode::OK, streamed.into_body(), None), before)
         }
     })
 }
@@ -126,10 +124,6 @@ pub async fn resume(session: &Arc<Session>, step: u64, from: u64) -> Result<Repl
 /// A resumed answer states where it resumes and the digest of the bytes before, which the
 /// sidecar checks against its own.
 fn resumed_from(mut response: Reply, before: AnswerDigest) -> Reply {
-    let (headers, proof) = (response.headers_mut(), before.proof());
-    headers.insert(RESUMED_FROM_HEADER, HeaderValue::from(proof.from));
-    if let Ok(crc) = HeaderValue::from_str(&proof.crc_header()) {
-        headers.insert(ANSWER_CRC_HEADER, crc);
-    }
+    response.head.resumed = Some(before.proof());
     response
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::rare::RareWait;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
-use common::wire::{AnswerHead, LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL, StepHead};
+use common::wire::{LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL, StepHead};
 use futures_util::FutureExt;
 use http::header::SEC_WEBSOCKET_VERSION;
 use http::header::{CONNECTION, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL};
@@ -28,7 +28,7 @@ use tracing::debug;
 use crate::Error;
 use crate::body::ResponseBody;
 use crate::identity::HeldCaller;
-use crate::reply::Reply;
+use crate::reply::{Reply, Then};
 use crate::request_body::RequestBody;
 use crate::shares::Taken;
 use crate::steps::{self, Step};
@@ -54,11 +54,6 @@ pub struct Upgrading {
     pub share: Arc<Taken>,
 }
 
-/// Marks the answer to a step whose stream's token no longer holds: written, then the stream
-/// ends (the sidecar opens another with its current token).
-#[derive(Debug, Clone, Copy)]
-pub struct TokenGone;
-
 /// The bounds of one stream.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamLimits {
@@ -76,7 +71,7 @@ pub fn accept(
     mut req: Request<RequestBody>,
     share: Taken,
     caller: HeldCaller,
-) -> Result<Reply, Error> {
+) -> Result<Response<ResponseBody>, Error> {
     let headers = req.headers();
     if !lists(headers, &UPGRADE, "websocket") || !lists(headers, &CONNECTION, "upgrade") {
         return Err(Error::UpgradeRequired("the request lost its Upgrade header on the way"));
@@ -97,7 +92,7 @@ pub fn accept(
         .extensions_mut()
         .remove::<OnUpgrade>()
         .ok_or(Error::UpgradeRequired("this connection cannot be upgraded to a stream"))?;
-    let mut response = Box::new(Response::new(ResponseBody::from(Bytes::new())));
+    let mut response = Response::new(ResponseBody::from(Bytes::new()));
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = response.headers_mut();
     h.insert(UPGRADE, HeaderValue::from_static("websocket"));
@@ -133,7 +128,7 @@ fn lists(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
 /// Carries a stream until the sidecar closes it, it idles for `limits.idle`, it breaks, or
 /// `closing` (the end of a shutdown, once the drain is over) finds it between steps: each
 /// message is read as a step and answered by `answer`, in order. A message that is no step is
-/// answered `400`; an answer marked [`TokenGone`] ends the stream.
+/// answered `400`; an answer that says [`Then::Close`] ends the stream.
 pub async fn serve<IO, F, Fut>(
     io: IO,
     limits: StreamLimits,
@@ -188,17 +183,18 @@ pub async fn serve<IO, F, Fut>(
             }
             Err(e) => crate::reply::error_response(&e),
         };
-        if crate::reply::is_hang_up(&response) {
+        let then = response.then;
+        if then == Then::HangUp {
             // The step's session moved: the stream ends unanswered, and the sidecar sends it
             // again on a new connection (messages answer in order: none other is pending).
             return debug!("a stream's step was for a session that moved: hung up");
         }
-        let refused = response.extensions().get::<TokenGone>().is_some();
         if let Err(e) = write_response(&mut ws, response, limits.idle).await {
             return debug!(error = %e, "a stream broke mid-answer");
         }
-        if refused {
-            debug!("a stream's token no longer holds: closed");
+        if then == Then::Close {
+            // (The stream's token no longer holds: the sidecar opens another with its current one.)
+            debug!("a stream answered its last step: closed");
             break;
         }
     }
@@ -233,7 +229,7 @@ async fn write_response<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut body = std::mem::replace(response.body_mut(), ResponseBody::Whole(None));
+    let mut body = std::mem::replace(&mut response.body, ResponseBody::Whole(None));
     let mut data = match body.frame().now_or_never() {
         Some(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
         // Not ready yet, or no body: the head goes first, saying more follows unless ended.
@@ -241,8 +237,7 @@ where
     };
     let whole = body.is_end_stream() && data.len() <= MAX_MESSAGE_DATA;
     let first = data.split_to(data.len().min(MAX_MESSAGE_DATA));
-    let headers = response.headers().iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
-    let mut head = AnswerHead::from_http(response.status().as_u16(), headers);
+    let head = &mut response.head;
     head.more = !whole;
     let mut message = Vec::with_capacity(32 + first.len());
     head.encode(&mut message);

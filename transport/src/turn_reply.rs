@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::wire::{TurnEnd, encode_turn, session_label};
-use http::{HeaderValue, StatusCode};
+use http::StatusCode;
 use tracing::debug;
 
 use crate::Error;
@@ -140,12 +140,7 @@ async fn first_answer(mut streamed: StreamedTurn) -> Reply {
             streamed.into_body()
         }
     };
-    let mut response = frames(StatusCode::OK, body, None);
-    if matches!(response.body(), ResponseBody::Turn(..)) {
-        // Frames the sidecar must act on at once (heartbeats, a file request) pass unbuffered.
-        response.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-    }
-    response
+    frames(StatusCode::OK, body, None)
 }
 
 /// A turn with no answer to pass on: its `Turn` frame alone.

@@ -3,8 +3,8 @@
 //! whole; until then the sidecar is told how much is here, and sends the rest from there.
 
 use bytes::Bytes;
-use common::wire::{UPLOAD_HAVE_HEADER, session_label};
-use http::{HeaderValue, StatusCode};
+use common::wire::session_label;
+use http::StatusCode;
 use tracing::{debug, info};
 
 use crate::Error;
@@ -99,7 +99,7 @@ pub async fn read_step_body(
 /// many bytes of the body are held.
 pub fn unfinished(have: u64) -> Reply {
     let mut reply = no_content();
-    *reply.status_mut() = StatusCode::ACCEPTED;
-    reply.headers_mut().insert(UPLOAD_HAVE_HEADER, HeaderValue::from(have));
+    reply.head.status = StatusCode::ACCEPTED.as_u16();
+    reply.head.upload_have = Some(have);
     reply
 }
