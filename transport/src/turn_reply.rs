@@ -32,7 +32,8 @@ pub(crate) enum Then {
 
 /// Writes step `step`'s packets upstream and answers with what `then` says follows. From the
 /// first byte written to the turn's start it runs to its end even when the request goes away
-/// meanwhile (see [`uncancelled`]), so a resume finds the step's answer.
+/// meanwhile, so a resume finds the step's answer: at once when the socket takes the packets
+/// without waiting (most steps), else in [`uncancelled`] work.
 pub(crate) async fn send_step<F>(
     state: &AppState,
     mut guard: LinkGuard,
@@ -45,31 +46,61 @@ where
     F: FnOnce(&mut RelayLink) -> Then + Send + 'static,
 {
     let heartbeat = state.config().heartbeat_interval;
-    let held = session.clone();
-    let started = uncancelled(async move {
-        let written = match guard.as_mut() {
-            Some(link) => link.write_raw(&body).await.map(|()| link),
-            None => Err(std::io::ErrorKind::NotConnected.into()),
-        };
-        let link = match written {
-            Ok(link) => link,
-            Err(e) => {
-                debug!(session = %session_label(&held.id), error = %e, "upstream lost");
-                *guard = None;
-                return Err(remember(&held, step, upstream_gone()));
-            }
-        };
-        match then(link) {
-            Then::Reply(reply) => Err(remember(&held, step, reply)),
-            Then::Turn(framing, on_end) => {
-                Ok(start_turn(heartbeat, guard, framing, &held, on_end, step))
-            }
+    let started = match guard.as_mut().map(|link| link.write_now(&body)) {
+        Some(Ok((taken, true))) if taken == body.len() => {
+            after_write(guard, then, session, step, heartbeat)
         }
-    });
-    match started.await? {
+        Some(Ok((taken, _))) => {
+            let held = session.clone();
+            let rest = body.slice(taken..);
+            uncancelled(async move {
+                let written = match guard.as_mut() {
+                    Some(link) => link.write_raw(&rest).await,
+                    None => Err(std::io::ErrorKind::NotConnected.into()),
+                };
+                match written {
+                    Ok(()) => after_write(guard, then, &held, step, heartbeat),
+                    Err(e) => Err(lost(guard, &held, step, &e)),
+                }
+            })
+            .await?
+        }
+        Some(Err(e)) => Err(lost(guard, session, step, &e)),
+        None => Err(remember(session, step, upstream_gone())),
+    };
+    match started {
         Ok(turn) => Ok(remember(session, step, first_answer(turn).await)),
         Err(answered) => Ok(answered),
     }
+}
+
+/// What follows a step's packets, all written: its turn started, or a reply (kept for a
+/// resume).
+fn after_write<F>(
+    mut guard: LinkGuard,
+    then: F,
+    session: &Session,
+    step: Option<u64>,
+    heartbeat: Duration,
+) -> Result<StreamedTurn, Reply>
+where
+    F: FnOnce(&mut RelayLink) -> Then,
+{
+    let Some(link) = guard.as_mut() else { return Err(remember(session, step, upstream_gone())) };
+    match then(link) {
+        Then::Reply(reply) => Err(remember(session, step, reply)),
+        Then::Turn(framing, on_end) => {
+            Ok(start_turn(heartbeat, guard, framing, session, on_end, step))
+        }
+    }
+}
+
+/// The upstream connection broke while a step was written: it is closed, and the step's answer
+/// is the hang-up.
+fn lost(mut guard: LinkGuard, session: &Session, step: Option<u64>, e: &std::io::Error) -> Reply {
+    debug!(session = %session_label(&session.id), error = %e, "upstream lost");
+    *guard = None;
+    remember(session, step, upstream_gone())
 }
 
 /// Runs `work` to its end even if the request that asked for it goes away meanwhile (a carrier

@@ -344,6 +344,27 @@ impl RelayLink {
         self.write_raw(&out).await
     }
 
+    /// Writes what the socket takes of `bytes` now, without waiting, and flushes it (TLS
+    /// records); how many bytes it took, and whether they are all out. Nothing is left half
+    /// done: the rest is written later with [`Self::write_raw`].
+    pub fn write_now(&mut self, bytes: &[u8]) -> std::io::Result<(usize, bool)> {
+        use tokio::io::AsyncWrite;
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut taken = 0;
+        while taken < bytes.len() {
+            match Pin::new(&mut self.stream).poll_write(&mut cx, &bytes[taken..]) {
+                std::task::Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                std::task::Poll::Ready(Ok(n)) => taken += n,
+                std::task::Poll::Ready(Err(e)) => return Err(e),
+                std::task::Poll::Pending => return Ok((taken, false)),
+            }
+        }
+        match Pin::new(&mut self.stream).poll_flush(&mut cx) {
+            std::task::Poll::Ready(flushed) => flushed.map(|()| (taken, true)),
+            std::task::Poll::Pending => Ok((taken, false)),
+        }
+    }
+
     /// Sends bytes that are already MySQL packets.
     pub async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await?;
