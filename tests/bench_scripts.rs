@@ -1,4 +1,4 @@
-//! The benchmark scripts' analysers compute what they say: `scripts/hops.py` on a made-up perf
+//! The benchmark scripts' analysers compute what they say: `scripts/bench/hops.py` on a made-up perf
 //! trace of one query whose stretches and CPU times are known.
 
 use std::fmt::Write as _;
@@ -104,7 +104,7 @@ fn one_query() -> String {
 fn hops_py_gives_each_stretch_and_each_half_s_cpu() {
     let trace = std::env::temp_dir().join(format!("sqltunnel-hops-{}.txt", std::process::id()));
     std::fs::write(&trace, one_query()).expect("write the trace");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/hops.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/hops.py");
     let out = Command::new("python3")
         .arg(script)
         .arg(&trace)

@@ -6,7 +6,7 @@
 //! takes the running one over every 2–5 s meanwhile. The seed is printed;
 //! `SQLTUNNEL_FAULT_SEED` replays one, `SQLTUNNEL_FAULT_CUTS` (`ci`, `LO-HI` in KB, `none`)
 //! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run.
-//! `scripts/bench.sh --faults` runs a long pass.
+//! `scripts/bench.sh faults` runs a long pass.
 
 use e2e::fault_run::{RunPlan, run};
 use e2e::faults::FaultPlan;

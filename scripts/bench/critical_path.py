@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a relay's instructions fall around its system calls (scripts/bench.sh --instructions).
+"""Where a relay's instructions fall around its system calls (scripts/bench.sh instructions).
 
 Reads the callgrind dumps of one process run with a dump before each `recv`, `send` and
 `epoll_wait` (`--dump-before=...`), and prints, per kind of stretch between two of them, how
@@ -9,7 +9,7 @@ many there were and their median instruction count:
   - write -> sleep: from a `send` to the next `epoll_wait` (what it does after the write).
 At one client thread every hop waits for the one before it, so the first two are on the
 critical path of each query. The third may be too: on the two-core bench machine
-scripts/hops.sh finds a one-thread query's whole chain on one CPU, where the next hop either
+`scripts/bench.sh trace` finds a one-thread query's whole chain on one CPU, where the next hop either
 pre-empts the writer or waits for it to sleep.
 
 Usage: critical_path.py DUMP_PREFIX   (the files DUMP_PREFIX.1, DUMP_PREFIX.2, ...)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a query's time goes, hop by hop, from a system-wide perf trace (scripts/hops.sh).
+"""Where a query's time goes, hop by hop, from a system-wide perf trace (scripts/bench.sh trace).
 
 Reads `perf script` output of `raw_syscalls:sys_enter`, `raw_syscalls:sys_exit` and
 `sched:sched_switch`, recorded while one client thread ran queries through a two-half relay

@@ -7,7 +7,7 @@
 //! percentile of the client's login + query, its rate, and their ratios to no attack measured
 //! in the same round; failures, if any.
 //! Usage: `cargo bench -p e2e --bench attack -- [ROUNDS] [SECONDS] [FLOOD_PER_SECOND]` (MariaDB
-//! at SQLTUNNEL_TEST_MYSQL_PORT; `scripts/bench.sh --attack` runs it).
+//! at SQLTUNNEL_TEST_MYSQL_PORT; `scripts/bench.sh attack` runs it).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -5,7 +5,7 @@
 //! longest a single command took (its stall), then the medians and the throughput ratios.
 //! Exits non-zero when a command failed.
 //! Usage: `cargo bench -p e2e --bench take_over -- [ROUNDS] [SECONDS]` (release binaries,
-//! MariaDB at SQLTUNNEL_TEST_MYSQL_PORT; `scripts/bench.sh --take-over` runs it).
+//! MariaDB at SQLTUNNEL_TEST_MYSQL_PORT; `scripts/bench.sh take-over` runs it).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! sidecar. Invariants: no panic, the transport up, the client's every query answered, and
 //! the transport's descriptors, sessions and memory back near where they started.
 //! `SQLTUNNEL_SEED` replays a run; `SQLTUNNEL_DOOR_REQUESTS` sets its length (scripts/test.sh
-//! runs a short pass, `scripts/bench.sh --attack` a long one).
+//! runs a short pass, `scripts/bench.sh attack` a long one).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
