@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use common::mysql::command_policy::may_ask_for_a_file;
 use common::mysql::packet;
 use common::wire::{
@@ -141,7 +141,7 @@ pub async fn step(state: &Arc<AppState>, caller: &Caller, req: Step) -> Result<R
 /// `POST …/v1/sessions/{id}/command` of a relayed session: the client's packets, one command
 /// or several it pipelined (and commands without an answer), answered in one turn.
 async fn command(
-    state: &AppState,
+    state: &Arc<AppState>,
     caller: &Caller,
     session: Arc<Session>,
     step: Option<u64>,
@@ -161,21 +161,29 @@ async fn command(
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };
     state.metrics.request_bytes.inc_by(body.len() as u64);
-    let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
-    let Some(shape) = guard.as_ref().map(|link| link.shape) else { return Ok(upstream_gone()) };
+    let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?.len();
+    if guard.is_none() {
+        return Ok(upstream_gone());
+    }
     begin(&session, step)?;
-    state.metrics.commands.inc_by(asked.len().max(1) as u64);
-    state.metrics.pipelined.inc_by(asked.len().saturating_sub(1) as u64);
-    let then = match Framing::pipelined(asked.iter().map(|a| a.expect), shape) {
-        Some(mut framing) => {
-            framing.allow_files(files_named(&asked));
-            let on_end =
-                asked.iter().map(|a| command_log::on_end(state, &session, a.payload, started));
-            Then::Turn(framing, on_end.collect())
-        }
-        None => Then::Reply(turn_without_answer(TurnEnd::Done)),
-    };
-    let response = send_step(state, guard, &session, step, body, |_| then).await;
+    state.metrics.commands.inc_by(asked.max(1) as u64);
+    state.metrics.pipelined.inc_by(asked.saturating_sub(1) as u64);
+    // What answers them is made once they are upstream: the turn, each command's hook.
+    let then =
+        move |link: &mut RelayLink, state: &AppState, session: &Arc<Session>, body: &Bytes| {
+            let asked = commands_asked(body).unwrap_or_default();
+            match Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) {
+                Some(mut framing) => {
+                    framing.allow_files(files_named(&asked));
+                    let hooks = asked
+                        .iter()
+                        .map(|a| command_log::on_end(state, session, a.payload, started));
+                    Then::Turn(framing, hooks.collect())
+                }
+                None => Then::Reply(turn_without_answer(TurnEnd::Done)),
+            }
+        };
+    let response = send_step(state, guard, &session, step, body, then).await;
     state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
     response
 }
@@ -183,7 +191,7 @@ async fn command(
 /// `POST …/v1/sessions/{id}/infile` of a relayed session: packets of the file a LOAD DATA
 /// LOCAL asked for; the last piece ends with the empty packet and gets the rest of the answer.
 async fn infile(
-    state: &AppState,
+    state: &Arc<AppState>,
     caller: &Caller,
     session: Arc<Session>,
     step: Option<u64>,
@@ -213,7 +221,10 @@ async fn infile(
     framing.set_last_seq(last_seq);
     let hook = broken_turn_hook(&session, "login or file");
     // A piece before the last is answered at once; the last gets the rest of the turn.
-    let then = move |link: &mut RelayLink| match link.pending.take_if(|_| last) {
+    let then = move |link: &mut RelayLink, _: &AppState, _: &Arc<Session>, _: &Bytes| match link
+        .pending
+        .take_if(|_| last)
+    {
         Some(mut framing) => {
             framing.resume();
             Then::Turn(framing, vec![hook])

@@ -30,12 +30,13 @@ pub(crate) enum Then {
     Reply(Reply),
 }
 
-/// Writes step `step`'s packets upstream and answers with what `then` says follows. From the
-/// first byte written to the turn's start it runs to its end even when the request goes away
-/// meanwhile, so a resume finds the step's answer: at once when the socket takes the packets
-/// without waiting (most steps), else in [`uncancelled`] work.
+/// Writes step `step`'s packets upstream and answers with what `then` says follows (made once
+/// they are out: off the path from the client's packets to the upstream). From the first byte
+/// written to the turn's start it runs to its end even when the request goes away meanwhile,
+/// so a resume finds the step's answer: at once when the socket takes the packets without
+/// waiting (most steps), else in [`uncancelled`] work.
 pub(crate) async fn send_step<F>(
-    state: &AppState,
+    state: &Arc<AppState>,
     mut guard: LinkGuard,
     session: &Arc<Session>,
     step: Option<u64>,
@@ -43,23 +44,21 @@ pub(crate) async fn send_step<F>(
     then: F,
 ) -> Result<Reply, Error>
 where
-    F: FnOnce(&mut RelayLink) -> Then + Send + 'static,
+    F: FnOnce(&mut RelayLink, &AppState, &Arc<Session>, &Bytes) -> Then + Send + 'static,
 {
-    let heartbeat = state.config().heartbeat_interval;
     let started = match guard.as_mut().map(|link| link.write_now(&body)) {
         Some(Ok((taken, true))) if taken == body.len() => {
-            after_write(guard, then, session, step, heartbeat)
+            after_write(guard, then, (state, session, step), &body)
         }
         Some(Ok((taken, _))) => {
-            let held = session.clone();
-            let rest = body.slice(taken..);
+            let (state, held) = (state.clone(), session.clone());
             uncancelled(async move {
                 let written = match guard.as_mut() {
-                    Some(link) => link.write_raw(&rest).await,
+                    Some(link) => link.write_raw(&body[taken..]).await,
                     None => Err(std::io::ErrorKind::NotConnected.into()),
                 };
                 match written {
-                    Ok(()) => after_write(guard, then, &held, step, heartbeat),
+                    Ok(()) => after_write(guard, then, (&state, &held, step), &body),
                     Err(e) => Err(lost(guard, &held, step, &e)),
                 }
             })
@@ -74,22 +73,22 @@ where
     }
 }
 
-/// What follows a step's packets, all written: its turn started, or a reply (kept for a
-/// resume).
+/// What follows step `step`'s packets `body`, all written: its turn started, or a reply (kept
+/// for a resume).
 fn after_write<F>(
     mut guard: LinkGuard,
     then: F,
-    session: &Session,
-    step: Option<u64>,
-    heartbeat: Duration,
+    (state, session, step): (&AppState, &Arc<Session>, Option<u64>),
+    body: &Bytes,
 ) -> Result<StreamedTurn, Reply>
 where
-    F: FnOnce(&mut RelayLink) -> Then,
+    F: FnOnce(&mut RelayLink, &AppState, &Arc<Session>, &Bytes) -> Then,
 {
     let Some(link) = guard.as_mut() else { return Err(remember(session, step, upstream_gone())) };
-    match then(link) {
+    match then(link, state, session, body) {
         Then::Reply(reply) => Err(remember(session, step, reply)),
         Then::Turn(framing, on_end) => {
+            let heartbeat = state.config().heartbeat_interval;
             Ok(start_turn(heartbeat, guard, framing, session, on_end, step))
         }
     }
