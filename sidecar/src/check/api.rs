@@ -12,7 +12,7 @@ use super::line::{Line, fail, ok, warn};
 use crate::Error;
 use crate::config::{SidecarConfig, StreamMode};
 use crate::error::Broken;
-use crate::http::{HttpConn, ResponseHead, upgrade_request};
+use crate::http::{AnswerBody, HttpConn, OpenedAs, ResponseHead, Upgrade, upgrade_request};
 use crate::tunnel::{Target, TunnelClient, other_version, refuses_streams};
 
 /// Longest wait for the answer to the body-limit request's head.
@@ -175,23 +175,24 @@ pub async fn carrier(tunnel: &TunnelClient, target: &Target<'_>, mode: StreamMod
     let (key, lines) = upgrade_request();
     let headers = format!("{}{lines}", authorization_line(tunnel).await);
     let head = target.request_head("GET", &Route::Stream.path(), 0, &headers);
+    let opened_as = OpenedAs(std::sync::Arc::from(""));
     let upgraded = match connect(target).await {
-        Ok(mut conn) => conn.upgrade(head.as_bytes(), &key).await,
+        Ok(conn) => conn.upgrade(head.as_bytes(), &key, opened_as).await,
         Err(e) => Err(e),
     };
     let refusal = match upgraded {
-        Ok(None) => {
+        Ok(Upgrade::Stream(_)) => {
             return ok(
                 "stream",
                 "the path passes WebSocket upgrades: sessions ride streams".into(),
             );
         }
-        Ok(Some((refusal, _))) if !refuses_streams(refusal.status) => {
+        Ok(Upgrade::Refused(_, refusal, _)) if !refuses_streams(refusal.status) => {
             let status = refusal.status_line();
             let text = format!("the upgrade to a stream was answered {status}, as any request");
             return fail("stream", format!("{text}. Fix: as for the steps above"));
         }
-        Ok(Some((refusal, body))) => match other_version(&body) {
+        Ok(Upgrade::Refused(_, refusal, body)) => match other_version(&body) {
             Some(said) => {
                 let text = format!(
                     "the transport speaks another stream version ({said}): one HTTP request per command until sidecar and transport are of one release"

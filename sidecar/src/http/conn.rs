@@ -1,5 +1,6 @@
-//! One keep-alive HTTP/1.1 connection to the transport, owned by one client connection, so a
-//! command costs one write and one read on an open socket and no task hop.
+//! One keep-alive HTTP/1.1 connection to the transport (or an OpenID Provider), owned by one
+//! client connection, so a command costs one write and one read on an open socket and no task
+//! hop. Upgraded, it becomes a stream ([`super::StreamConn`]).
 
 use std::{io, time::Duration};
 
@@ -7,8 +8,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::stream::{MaybeTls, Prefixed};
-use common::websocket::MessageSocket;
+use common::stream::MaybeTls;
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
@@ -19,17 +19,6 @@ use super::silence::Silence;
 /// The socket: plain TCP for `http://`, TLS for `https://`.
 pub(super) type Stream = MaybeTls<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
 
-/// How requests travel on the connection.
-#[derive(Debug)]
-pub(super) enum Carrier {
-    /// One HTTP/1.1 request each.
-    Http(Stream),
-    /// As messages on the connection upgraded to a WebSocket stream.
-    Messages(Box<MessageSocket<Prefixed<Stream>>>),
-    /// Neither: an upgrade failed half-way.
-    Lost,
-}
-
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 32;
 /// Largest response head accepted.
@@ -38,33 +27,17 @@ const MAX_HEAD: usize = common::wire::MAX_HEAD_BYTES;
 /// default.
 pub const DEFAULT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
 
-/// The `Authorization` a stream was opened with (its `Debug` never shows it).
-#[derive(Clone)]
-pub struct OpenedAs(pub std::sync::Arc<str>);
-
-impl std::fmt::Debug for OpenedAs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OpenedAs(…)")
-    }
-}
-
 /// A client HTTP/1.1 connection.
 #[derive(Debug)]
 pub struct HttpConn {
-    pub(super) carrier: Carrier,
+    pub(super) stream: Stream,
     pub(super) buf: BytesMut,
     pub(super) body: BodyDecoder,
-    /// Over a stream: the answer's body has messages still to come.
-    pub(super) message_body: bool,
-    /// Over a stream: the part of the answer's body its head message carried, not yet read.
-    pub(super) first_piece: Option<Bytes>,
     pub(super) keep_alive: bool,
     /// The silence limit, and its timer.
     pub(super) silence: Silence,
     /// The thread that made it: its socket's readiness is seen there (its shard).
     pub home: std::thread::ThreadId,
-    /// A stream's: the `Authorization` its upgrade carried, which its steps run as.
-    pub opened_as: Option<OpenedAs>,
 }
 
 impl HttpConn {
@@ -114,15 +87,12 @@ impl HttpConn {
             }
         };
         Ok(Self {
-            carrier: Carrier::Http(stream),
+            stream,
             buf: BytesMut::with_capacity(16 * 1024),
             body: BodyDecoder::empty(),
-            message_body: false,
-            first_piece: None,
             keep_alive: false,
             silence: Silence::new(DEFAULT_SILENCE_LIMIT),
             home: std::thread::current().id(),
-            opened_as: None,
         })
     }
 
@@ -133,16 +103,7 @@ impl HttpConn {
 
     /// True when the previous answer was read to its end and the connection may be reused.
     pub fn reusable(&self) -> bool {
-        match &self.carrier {
-            Carrier::Http(_) => self.keep_alive && self.body.is_done() && self.buf.is_empty(),
-            Carrier::Messages(ws) => self.keep_alive && !self.message_body && ws.is_intact(),
-            Carrier::Lost => false,
-        }
-    }
-
-    /// True when requests travel as messages on a stream.
-    pub fn is_stream(&self) -> bool {
-        matches!(self.carrier, Carrier::Messages(_))
+        self.keep_alive && self.body.is_done() && self.buf.is_empty()
     }
 
     /// Sends a request (head and body in one write when small) and reads the response head.
@@ -151,11 +112,7 @@ impl HttpConn {
     pub async fn request(&mut self, head: &[u8], body: &[u8]) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         self.body = BodyDecoder::empty();
-        let stream = match &mut self.carrier {
-            Carrier::Http(stream) => stream,
-            Carrier::Messages(_) => return Err(io::Error::other("an HTTP request on a stream")),
-            Carrier::Lost => return Err(io::Error::other("the connection was lost")),
-        };
+        let stream = &mut self.stream;
         let write = async {
             if body.len() <= 64 * 1024 {
                 let mut both = Vec::with_capacity(head.len() + body.len());
@@ -187,10 +144,8 @@ impl HttpConn {
             if self.buf.len() > MAX_HEAD {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too large"));
             }
-            let Carrier::Http(stream) = &mut self.carrier else {
-                return Err(io::Error::other("not an HTTP connection"));
-            };
-            let n = self.silence.within(std::pin::pin!(stream.read_buf(&mut self.buf))).await?;
+            let read = std::pin::pin!(self.stream.read_buf(&mut self.buf));
+            let n = self.silence.within(read).await?;
             if n == 0 {
                 let kind = if first && self.buf.is_empty() {
                     io::ErrorKind::ConnectionAborted
@@ -247,21 +202,17 @@ impl HttpConn {
         }
         Ok(None)
     }
+}
 
-    /// The next piece of the response body; `None` at its end.
-    pub async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {
-        let stream = match &mut self.carrier {
-            Carrier::Http(stream) => stream,
-            Carrier::Messages(_) => return self.message_body_chunk().await,
-            Carrier::Lost => return Err(io::Error::other("the connection was lost")),
-        };
+impl super::AnswerBody for HttpConn {
+    async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {
         loop {
             match self.body.decode(&mut self.buf)? {
                 Decoded::Data(data) => return Ok(Some(data)),
                 Decoded::Done => return Ok(None),
                 Decoded::NeedMore => {
                     self.buf.reserve(16 * 1024);
-                    let read = std::pin::pin!(stream.read_buf(&mut self.buf));
+                    let read = std::pin::pin!(self.stream.read_buf(&mut self.buf));
                     if self.silence.within(read).await? == 0 {
                         self.body.at_eof()?;
                         return Ok(None);
@@ -269,21 +220,6 @@ impl HttpConn {
                 }
             }
         }
-    }
-
-    /// Reads the whole body, refusing more than `limit` bytes.
-    pub async fn body_to_end(&mut self, limit: usize) -> io::Result<Bytes> {
-        let mut all = BytesMut::new();
-        while let Some(chunk) = self.body_chunk().await? {
-            if all.len() + chunk.len() > limit {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "answer larger than expected",
-                ));
-            }
-            all.extend_from_slice(&chunk);
-        }
-        Ok(all.freeze())
     }
 }
 

@@ -1,8 +1,8 @@
-//! The stream carrier's sidecar half (`common::wire` describes it): the WebSocket upgrade of a
-//! connection, and steps and their answers as messages on it; an answer is read through the
-//! same [`HttpConn`] interface as over plain HTTP.
+//! The stream carrier's sidecar half (`common::wire` describes it): the WebSocket upgrade of an
+//! [`HttpConn`], and steps and their answers as messages on the [`StreamConn`] it becomes.
 
 use std::io;
+use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -10,8 +10,9 @@ use common::stream::Prefixed;
 use common::websocket::{MessageSocket, Payload, Role, accept_key};
 use common::wire::{AnswerHead, LANE_HEADER, MAX_HEAD_BYTES, STREAM_PROTOCOL};
 
-use super::body::BodyDecoder;
-use super::conn::{Carrier, HttpConn, ResponseHead, Stream};
+use super::AnswerBody;
+use super::conn::{HttpConn, ResponseHead, Stream};
+use super::silence::Silence;
 
 /// Largest message taken from the transport: a response head, or a piece of a body (the
 /// transport sends pieces of at most 4 KiB).
@@ -19,6 +20,43 @@ const MAX_MESSAGE: usize = MAX_HEAD_BYTES + 64 * 1024;
 
 /// Largest error body read from an answer to the upgrade.
 const MAX_REFUSAL_BODY: usize = 64 * 1024;
+
+/// The `Authorization` a stream was opened with (its `Debug` never shows it).
+#[derive(Clone)]
+pub struct OpenedAs(pub Arc<str>);
+
+impl std::fmt::Debug for OpenedAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpenedAs(…)")
+    }
+}
+
+/// A connection upgraded to a WebSocket stream: steps and answers travel as messages.
+#[derive(Debug)]
+pub struct StreamConn {
+    ws: Box<MessageSocket<Prefixed<Stream>>>,
+    /// The answer's body has messages still to come.
+    message_body: bool,
+    /// The part of the answer's body its head message carried, not yet read.
+    first_piece: Option<Bytes>,
+    keep_alive: bool,
+    /// The silence limit, and its timer.
+    silence: Silence,
+    /// The thread that made it: its socket's readiness is seen there (its shard).
+    pub home: std::thread::ThreadId,
+    /// The `Authorization` its upgrade carried, which its steps run as.
+    pub opened_as: OpenedAs,
+}
+
+/// What an upgrade came to.
+#[derive(Debug)]
+pub enum Upgrade {
+    /// A stream: steps now travel as messages.
+    Stream(StreamConn),
+    /// An answer other than `101` (a proxy that does not pass the upgrade, or an error), its
+    /// body, and the connection, which goes on with HTTP when it may.
+    Refused(HttpConn, Box<ResponseHead>, Bytes),
+}
 
 /// A fresh `Sec-WebSocket-Key` and the header lines that ask for the upgrade with it.
 pub fn upgrade_request() -> (String, String) {
@@ -38,49 +76,66 @@ pub fn upgrade_request() -> (String, String) {
 
 impl HttpConn {
     /// Asks for the upgrade to a stream with `head` (a `GET …/v1/stream` head with
-    /// [`upgrade_request`]'s lines, made with `key`). `None`: requests now travel as
-    /// messages. `Some((head, body))`: the answer was not `101` (a proxy that does not pass
-    /// the upgrade, or an error), and the connection goes on with HTTP when it may. An answer
-    /// that says `101` without proving it is the upgrade asked for is `InvalidData`.
+    /// [`upgrade_request`]'s lines, made with `key`), whose steps run as `opened_as`. An
+    /// answer that says `101` without proving it is the upgrade asked for is `InvalidData`.
     pub async fn upgrade(
-        &mut self,
+        mut self,
         head: &[u8],
         key: &str,
-    ) -> io::Result<Option<(Box<ResponseHead>, Bytes)>> {
+        opened_as: OpenedAs,
+    ) -> io::Result<Upgrade> {
         let answer = self.request(head, b"").await?;
         if answer.status != 101 {
             let body = self.body_to_end(MAX_REFUSAL_BODY).await?;
-            return Ok(Some((answer, body)));
+            return Ok(Upgrade::Refused(self, answer, body));
         }
         let (accept, protocol) = &answer.upgrade;
         if *accept != accept_key(key.as_bytes()) || protocol != STREAM_PROTOCOL {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "a bad WebSocket upgrade"));
         }
-        let Carrier::Http(stream) = std::mem::replace(&mut self.carrier, Carrier::Lost) else {
-            return Err(io::Error::other("upgraded twice"));
-        };
-        let read_ahead = self.buf.split().freeze();
-        self.carrier = Carrier::Messages(Box::new(upgraded(stream, read_ahead)));
-        self.keep_alive = true;
-        Ok(None)
+        let HttpConn { stream, mut buf, silence, home, .. } = self;
+        // A request is one message, sent at once: the room only gathers its frame's head and
+        // body.
+        let upgraded = Prefixed::new(buf.split().freeze(), stream);
+        let ws = MessageSocket::new(upgraded, Role::Client, MAX_MESSAGE, 8 * 1024);
+        Ok(Upgrade::Stream(StreamConn {
+            ws: Box::new(ws),
+            message_body: false,
+            first_piece: None,
+            keep_alive: true,
+            silence,
+            home,
+            opened_as,
+        }))
+    }
+}
+
+impl StreamConn {
+    /// True when the last answer was read to its end and the stream may carry another step.
+    pub fn reusable(&self) -> bool {
+        self.keep_alive && !self.message_body && self.ws.is_intact()
     }
 
-    /// Over a stream: sends a step as one message and reads the message holding the answer's
-    /// head and the start of its body (the whole answer, when small; the rest follows in
-    /// messages, [`Self::message_body_chunk`]). A stream that ends before anything came back
-    /// is `ConnectionAborted`, as over HTTP (a kept stream the transport or a proxy closed
-    /// while idle: another may be tried).
+    /// Sets the longest silence tolerated from the transport.
+    pub fn set_silence_limit(&mut self, limit: std::time::Duration) {
+        self.silence.set_limit(limit);
+    }
+
+    /// Sends a step as one message and reads the message holding the answer's head and the
+    /// start of its body (the whole answer, when small; the rest follows in messages,
+    /// [`AnswerBody::body_chunk`]). A stream that ends before anything came back is
+    /// `ConnectionAborted`, as over HTTP (a kept stream the transport or a proxy closed while
+    /// idle: another may be tried).
     pub async fn message_exchange(&mut self, message: Vec<u8>) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         self.send_message(message, true).await?;
         self.read_answer_head().await
     }
 
-    /// Over a stream: sends the parts of an upload (`common::wire::UploadRange`), each a
-    /// request message, one after the other without waiting, then reads their answers in
-    /// order. Each but the last is a `202` without a body; the first answer that is not ends
-    /// the exchange (the answers after it are not read: the stream is not used again), and is
-    /// answered, as is the last one.
+    /// Sends the parts of an upload (`common::wire::UploadRange`), each a request message, one
+    /// after the other without waiting, then reads their answers in order. Each but the last
+    /// is a `202` without a body; the first answer that is not ends the exchange (the answers
+    /// after it are not read: the stream is not used again), and is answered, as is the last.
     pub async fn send_parts(&mut self, messages: Vec<Vec<u8>>) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         let count = messages.len();
@@ -100,30 +155,26 @@ impl HttpConn {
         Err(io::Error::other("an upload of no parts"))
     }
 
-    /// Over a stream: queues a request message, and sends what is queued when `flush`.
+    /// Queues a request message, and sends what is queued when `flush`.
     async fn send_message(&mut self, message: Vec<u8>, flush: bool) -> io::Result<()> {
-        let Carrier::Messages(ws) = &mut self.carrier else {
-            return Err(io::Error::other("not a stream"));
-        };
-        let sending = std::pin::pin!(send(ws, message, flush));
+        let sending = std::pin::pin!(send(&mut self.ws, message, flush));
         match self.silence.within_ready_first(sending).await {
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(e),
             sent => sent.map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e)),
         }
     }
 
-    /// Over a stream: reads the message holding an answer's head and the start of its body.
+    /// Reads the message holding an answer's head and the start of its body.
     async fn read_answer_head(&mut self) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
-        let Carrier::Messages(ws) = &mut self.carrier else {
-            return Err(io::Error::other("not a stream"));
-        };
         let message =
-            self.silence.within(std::pin::pin!(next(ws))).await.map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
-                    io::Error::new(io::ErrorKind::ConnectionAborted, e)
+            self.silence.within(std::pin::pin!(next(&mut self.ws))).await.map_err(|e| {
+                match e.kind() {
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                        io::Error::new(io::ErrorKind::ConnectionAborted, e)
+                    }
+                    _ => e,
                 }
-                _ => e,
             })?;
         let (answer, body_at) = AnswerHead::decode(&message).map_err(|e| {
             io::Error::new(
@@ -132,41 +183,34 @@ impl HttpConn {
             )
         })?;
         let head = ResponseHead::from_answer(&answer);
-        self.body = BodyDecoder::empty();
         self.message_body = answer.more;
         self.first_piece = Some(message.slice(body_at..)).filter(|piece| !piece.is_empty());
         self.keep_alive = true;
         Ok(head)
     }
+}
 
-    /// Over a stream: the next piece of the answer's body; `None` at its end (the empty
-    /// message). A stream that ends mid-answer broke (`UnexpectedEof`: resumed).
-    pub(super) async fn message_body_chunk(&mut self) -> io::Result<Option<Bytes>> {
-        let Carrier::Messages(ws) = &mut self.carrier else {
-            return Err(io::Error::other("not a stream"));
-        };
+impl AnswerBody for StreamConn {
+    /// The next piece of the answer's body; `None` at its end (the empty message). A stream
+    /// that ends mid-answer broke (`UnexpectedEof`: resumed).
+    async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {
         if let Some(piece) = self.first_piece.take() {
             return Ok(Some(piece));
         }
         if !self.message_body {
             return Ok(None);
         }
-        let data =
-            self.silence.within(std::pin::pin!(next(ws))).await.map_err(|e| match e.kind() {
+        let data = self.silence.within(std::pin::pin!(next(&mut self.ws))).await.map_err(|e| {
+            match e.kind() {
                 io::ErrorKind::ConnectionAborted => {
                     io::Error::new(io::ErrorKind::UnexpectedEof, e.to_string())
                 }
                 _ => e,
-            })?;
+            }
+        })?;
         self.message_body = !data.is_empty();
         Ok(self.message_body.then_some(data))
     }
-}
-
-/// The upgraded connection, with the bytes already read past the `101` head.
-fn upgraded(stream: Stream, read_ahead: Bytes) -> MessageSocket<Prefixed<Stream>> {
-    // A request is one message, sent at once: the room only gathers its frame's head and body.
-    MessageSocket::new(Prefixed::new(read_ahead, stream), Role::Client, MAX_MESSAGE, 8 * 1024)
 }
 
 /// Queues a request message, and sends what is queued when `flush`.

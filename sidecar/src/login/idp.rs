@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_rustls::TlsConnector;
 
-use crate::http::HttpConn;
+use crate::http::{AnswerBody, HttpConn};
 
 /// Longest a whole exchange with the provider may take: connecting, asking, and its answer to
 /// the last byte (a provider that trickles its answer would otherwise hold a renewal, and with

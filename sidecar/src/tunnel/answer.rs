@@ -9,7 +9,7 @@ use common::wire::{
 use super::{FrameStream, TunnelConn};
 use crate::Error;
 use crate::error::Broken;
-use crate::http::ResponseHead;
+use crate::http::{AnswerBody, ResponseHead};
 use crate::protocol::split_payloads;
 
 impl TunnelConn {

@@ -1,263 +1,237 @@
-//! Which carrier a new connection to the transport uses (`transport.stream`): a WebSocket
-//! stream when the path passes the upgrade, else one HTTP request per step. A path that
-//! refuses the upgrade is remembered for a while and logged once, with the nginx lines that
-//! would let it through. And the idle connections: a new session takes one of any affinity (it
-//! adopts the stream's), made on this thread if one is, else on another, before it opens one.
+//! The carrier: how a session's step reaches the transport on one connection and its answer
+//! comes back. One trait, [`Carrier`], with two implementations: an HTTP request per step
+//! ([`HttpConn`]: the step's path and headers, `StepHead::to_http`) and a message on a stream
+//! ([`StreamConn`]: the step's head in a few bytes, `StepHead::encode`). [`Connection`] is
+//! either. What is above it (numbering, resume, tokens: `TunnelConn`) never asks which.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::io;
+use std::ops::Range;
+use std::time::Duration;
 
-use common::wire::{AFFINITY_HEADER, ApiError, NGINX_STREAM_LINES, Route, STREAM_PROTOCOL};
-use tracing::{debug, warn};
+use common::wire::{
+    AFFINITY_HEADER, AnswerDigest, SESSION_HEADER, StepHead, UploadAt, UploadRange, parts,
+};
 
-use super::{Credential, TunnelClient, TunnelConn};
-use crate::Error;
-use crate::config::StreamMode;
-use crate::http::{HttpConn, upgrade_request};
+use super::endpoint::Endpoint;
+use crate::http::{AnswerBody, HttpConn, OpenedAs, ResponseHead, StreamConn};
 
-/// An idle connection in the pool.
-pub(super) struct IdleConn {
-    /// The affinity a stream is tied to (`None`: plain HTTP, usable by any session).
-    pub(super) tied: Option<Arc<str>>,
-    /// The thread that made it: its socket's readiness is seen there.
-    pub(super) shard: std::thread::ThreadId,
-    /// The connection.
-    pub(super) conn: HttpConn,
+/// What every HTTP request carries besides its step: where it goes and who sends it.
+pub(super) struct Via<'a> {
+    pub(super) endpoint: &'a Endpoint,
+    pub(super) authorization: &'a str,
+    pub(super) affinity: &'a str,
 }
 
-/// Idle connections and streams kept for the next client sessions (two per affinity bucket),
-/// the oldest let go first.
-const MAX_IDLE: usize = 32;
+/// How a step travels to the transport and its answer comes back.
+pub(super) trait Carrier: AnswerBody {
+    /// Sends `step` with `body` and yields its answer: the head, then the body
+    /// ([`AnswerBody`]). `ConnectionAborted`: nothing at all came back (a kept connection the
+    /// other side had closed: another may be tried).
+    async fn exchange(
+        &mut self,
+        via: &Via<'_>,
+        step: &StepHead,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>>;
 
-/// How long `auto` sends plain requests after the path refused a stream.
-const REFUSAL_REMEMBERED: Duration = Duration::from_secs(600);
+    /// Sends a resumable upload's parts of `body` (each a step head and its range), and yields
+    /// the answer to the last the transport took.
+    async fn upload(
+        &mut self,
+        via: &Via<'_>,
+        parts: Vec<(StepHead, Range<usize>)>,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>>;
+}
 
-/// The choice of carrier, shared by every connection to one transport.
+impl Carrier for HttpConn {
+    async fn exchange(
+        &mut self,
+        via: &Via<'_>,
+        step: &StepHead,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
+        let http = step.to_http();
+        let mut head = via.endpoint.target().head(http.method, &http.path);
+        head.headers
+            .extend([("authorization", via.authorization), (AFFINITY_HEADER, via.affinity)]);
+        if let Some(id) = &step.session {
+            head.headers.push((SESSION_HEADER, id));
+        }
+        head.headers.extend(http.headers.iter().map(|(name, value)| (*name, value.as_str())));
+        self.request(head.text(body.len()).as_bytes(), body).await
+    }
+
+    /// One request: a request carries one part (the whole rest of the body).
+    async fn upload(
+        &mut self,
+        via: &Via<'_>,
+        parts: Vec<(StepHead, Range<usize>)>,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
+        let Some((step, range)) = parts.into_iter().next() else {
+            return Err(io::Error::other("an upload of no parts"));
+        };
+        self.exchange(via, &step, &body[range]).await
+    }
+}
+
+impl Carrier for StreamConn {
+    async fn exchange(
+        &mut self,
+        _: &Via<'_>,
+        step: &StepHead,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
+        self.message_exchange(message(step, body)).await
+    }
+
+    /// The parts as messages, sent without waiting.
+    async fn upload(
+        &mut self,
+        _: &Via<'_>,
+        parts: Vec<(StepHead, Range<usize>)>,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
+        let messages = parts.into_iter().map(|(step, range)| message(&step, &body[range]));
+        self.send_parts(messages.collect()).await
+    }
+}
+
+/// A step as a stream message: its head, then its body.
+fn message(step: &StepHead, body: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(48 + body.len());
+    step.encode(&mut message);
+    message.extend_from_slice(body);
+    message
+}
+
+/// The parts of a resumable upload of `body` from `from` (`None`: an empty probe), each at
+/// most `part` bytes: step heads that say where each starts and the CRC-32 of the bytes before.
+pub(super) fn upload_parts(
+    step: &StepHead,
+    body: &[u8],
+    from: Option<usize>,
+    part: usize,
+) -> Vec<(StepHead, Range<usize>)> {
+    let (start, end) = from.map_or((0, 0), |from| (from.min(body.len()), body.len()));
+    let ranges = parts(start, end, part);
+    let mut digest = AnswerDigest::default().then(&body[..ranges[0].start]);
+    let total = body.len() as u64;
+    let heads = ranges.into_iter().map(|range| {
+        let mut piece = step.clone();
+        let at = UploadRange { from: range.start as u64, total };
+        piece.upload = Some(UploadAt { range: at, crc: Some(digest.proof().crc) });
+        digest.update(&body[range.clone()]);
+        (piece, range)
+    });
+    heads.collect()
+}
+
+/// A session's connection to the transport: HTTP requests, or a stream.
 #[derive(Debug)]
-pub(super) struct Streams {
-    mode: StreamMode,
-    /// Under `auto`: no stream is asked for until then.
-    refused_until: Mutex<Option<Instant>>,
-    /// The refusal was logged at warn level (once).
-    logged: AtomicBool,
+pub(super) enum Connection {
+    /// One HTTP request per step.
+    Requests(HttpConn),
+    /// Steps as messages on a stream.
+    Stream(StreamConn),
 }
 
-impl Streams {
-    pub(super) fn new(mode: StreamMode) -> Self {
-        Self { mode, refused_until: Mutex::new(None), logged: AtomicBool::new(false) }
+impl Connection {
+    /// True when steps travel as messages on a stream.
+    pub(super) fn is_stream(&self) -> bool {
+        matches!(self, Connection::Stream(_))
     }
 
-    /// True when a new connection asks for a stream.
-    fn wanted(&self) -> bool {
-        match self.mode {
-            StreamMode::Off => false,
-            StreamMode::On => true,
-            StreamMode::Auto => {
-                let until = *self.refused_until.lock().unwrap_or_else(|p| p.into_inner());
-                until.is_none_or(|until| Instant::now() >= until)
-            }
+    /// True when the last answer was read to its end and the connection may carry another.
+    pub(super) fn reusable(&self) -> bool {
+        match self {
+            Connection::Requests(conn) => conn.reusable(),
+            Connection::Stream(conn) => conn.reusable(),
         }
     }
 
-    /// The path refused the upgrade (`answer`: what it said; `version`: the transport's own
-    /// words when it speaks another stream version): plain requests for a while.
-    fn refused(&self, url: &str, answer: &str, version: Option<&str>) {
-        let until = Instant::now() + REFUSAL_REMEMBERED;
-        *self.refused_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
-        if self.logged.swap(true, Ordering::Relaxed) {
-            debug!(%url, %answer, "the path still refuses streams: requests are used");
-        } else if let Some(said) = version {
-            warn!(
-                %url,
-                transport_said = %said,
-                "the transport speaks another stream version than this sidecar ({STREAM_PROTOCOL}), so each command is one HTTP request (slower) until both are of one release"
-            );
-        } else {
-            warn!(
-                %url,
-                %answer,
-                "the path to the transport does not pass WebSocket upgrades, so each command is one HTTP request (slower); to let streams through nginx, add to the tunnel's location: {NGINX_STREAM_LINES}"
-            );
+    /// The thread that made it: its socket's readiness is seen there.
+    pub(super) fn home(&self) -> std::thread::ThreadId {
+        match self {
+            Connection::Requests(conn) => conn.home,
+            Connection::Stream(conn) => conn.home,
         }
     }
-}
 
-/// True when an answer to the upgrade other than `101` is the path (or a transport without
-/// streams) saying no: a 4xx but 401. A 401 or a 5xx (a proxy whose transport is down) is
-/// what any request would have met: an error.
-pub fn refuses_streams(status: u16) -> bool {
-    (400..500).contains(&status) && status != 401
-}
-
-/// The transport's words, when its refusal of an upgrade says it speaks another stream version
-/// (a transport of version 2 says "the subprotocol must be sqltunnel.v2"; later ones name
-/// their "stream version").
-pub fn other_version(body: &[u8]) -> Option<String> {
-    let said: ApiError = serde_json::from_slice(body).ok()?;
-    let names = ["subprotocol", "stream version"];
-    names.iter().any(|n| said.message.contains(n)).then_some(said.message)
-}
-
-impl TunnelClient {
-    /// The connection of a new session: with an idle connection when there is one (made on
-    /// this thread first, else on another), whose affinity it takes if it is a stream's (a
-    /// session's affinity only has to stay the same for all its requests), else with
-    /// `affinity` and none yet.
-    pub fn connection_reusing(&self, affinity: &str) -> TunnelConn {
-        let mut conn = self.connection(affinity);
-        let idle = {
-            let mut idle = self.0.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let here = std::thread::current().id();
-            let at = idle.iter().rposition(|kept| kept.shard == here);
-            at.or_else(|| idle.len().checked_sub(1)).map(|at| idle.remove(at))
-        };
-        if let Some(kept) = idle {
-            if let Some(tied) = kept.tied {
-                conn.affinity = tied;
-            }
-            conn.http = Some(kept.conn);
+    /// A stream's: the `Authorization` its steps run as.
+    pub(super) fn opened_as(&self) -> Option<&OpenedAs> {
+        match self {
+            Connection::Requests(_) => None,
+            Connection::Stream(conn) => Some(&conn.opened_as),
         }
-        conn
+    }
+
+    /// Sets the longest silence tolerated from the transport.
+    pub(super) fn set_silence_limit(&mut self, limit: Duration) {
+        match self {
+            Connection::Requests(conn) => conn.set_silence_limit(limit),
+            Connection::Stream(conn) => conn.set_silence_limit(limit),
+        }
     }
 }
 
-impl TunnelConn {
-    /// The affinity key its requests carry.
-    pub fn affinity(&self) -> &str {
-        &self.affinity
+impl AnswerBody for Connection {
+    async fn body_chunk(&mut self) -> io::Result<Option<bytes::Bytes>> {
+        match self {
+            Connection::Requests(conn) => conn.body_chunk().await,
+            Connection::Stream(conn) => conn.body_chunk().await,
+        }
     }
+}
 
-    /// The thread that made its connection, when it holds one.
-    pub fn home(&self) -> Option<std::thread::ThreadId> {
-        self.http.as_ref().map(|conn| conn.home)
-    }
-
-    /// Opens a connection to the transport now, kept (when this value is dropped) for the
-    /// next session: a sidecar that just started has one at hand for its first client. Only
-    /// with a fixed token: a token command or a login is not run before a client needs it.
-    pub async fn warm_up(&mut self) {
-        let Credential::Fixed(authorization) = self.authorization.clone() else { return };
-        match Box::pin(self.open_connection(false, &authorization)).await {
-            Ok(conn) => self.http = Some(conn),
-            Err(e) => debug!(error = %e, "no connection to the transport at start"),
+impl Carrier for Connection {
+    async fn exchange(
+        &mut self,
+        via: &Via<'_>,
+        step: &StepHead,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
+        match self {
+            Connection::Requests(conn) => conn.exchange(via, step, body).await,
+            Connection::Stream(conn) => conn.exchange(via, step, body).await,
         }
     }
 
-    /// A new connection to the transport, upgraded to a stream when `transport.stream` wants
-    /// one, the path allows it and the request is not `plain` (too large for a message); the
-    /// upgrade carries `authorization`.
-    pub(super) async fn open_connection(
-        &self,
-        plain: bool,
-        authorization: &std::sync::Arc<str>,
-    ) -> Result<HttpConn, Error> {
-        let ep = &self.endpoint;
-        let mut conn = match self.connect().await {
-            Ok(conn) => conn,
-            // The transport takes no new connection (a shutdown's drain): another thread's
-            // idle one still reaches it, only slower (its socket's readiness is seen there).
-            Err(e) => return self.idle_connection(plain).ok_or(e),
-        };
-        if plain || !ep.streams.wanted() {
-            return Ok(conn);
-        }
-        conn.set_silence_limit(Duration::from_millis(ep.silence_limit_ms.load(Ordering::Relaxed)));
-        let (key, lines) = upgrade_request();
-        let headers = format!(
-            "Authorization: {authorization}\r\n{AFFINITY_HEADER}: {}\r\n{lines}",
-            self.affinity
-        );
-        let head = ep.target().request_head("GET", &Route::Stream.path(), 0, &headers);
-        let url = ep.url.clone();
-        let (refusal, body) = match (conn.upgrade(head.as_bytes(), &key).await, ep.streams.mode) {
-            (Ok(None), _) => {
-                conn.opened_as = Some(crate::http::OpenedAs(authorization.clone()));
-                return Ok(conn);
-            }
-            (Ok(Some(refusal)), _) => refusal,
-            (Err(e), StreamMode::On) => return Err(self.failed(&e)),
-            // Under `auto`: a middlebox that answers 101 without the upgrade is a refusal; an
-            // upgrade that broke off is tried as a plain connection this once; silence is
-            // silence.
-            (Err(e), StreamMode::Auto | StreamMode::Off) => {
-                match e.kind() {
-                    std::io::ErrorKind::TimedOut => return Err(self.failed(&e)),
-                    std::io::ErrorKind::InvalidData => {
-                        ep.streams.refused(&url, &e.to_string(), None);
-                    }
-                    _ => debug!(error = %e, "an upgrade to a stream failed: a plain connection"),
-                }
-                return self.connect().await;
-            }
-        };
-        if !refuses_streams(refusal.status) {
-            return Err(self.error_of(&refusal, &body, 0));
-        }
-        let version = other_version(&body);
-        if ep.streams.mode == StreamMode::On {
-            let detail = match &version {
-                Some(said) => format!(
-                    ": transport.stream is on and the transport speaks another stream version ({said})"
-                ),
-                None => format!(
-                    ": transport.stream is on and the path did not upgrade to a stream; nginx needs {NGINX_STREAM_LINES}"
-                ),
-            };
-            return Err(Error::BadAnswer { url, status: refusal.status_line(), detail });
-        }
-        ep.streams.refused(&url, &refusal.status_line(), version.as_deref());
-        if conn.reusable() { Ok(conn) } else { self.connect().await }
-    }
-
-    /// The newest idle connection this one may use: plain HTTP, or (unless `plain`) a stream
-    /// of its affinity. One made on this thread (shard) first: its socket's readiness is seen
-    /// here, and its stream is in this thread's lane at the transport; else one made on
-    /// another, rather than a new one (its readiness is seen there: slower, but no connect
-    /// and no upgrade, a round trip each over a long link).
-    pub(super) fn idle_connection(&self, plain: bool) -> Option<HttpConn> {
-        let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let here = std::thread::current().id();
-        let usable = |kept: &IdleConn| match &kept.tied {
-            None => true,
-            Some(affinity) => !plain && *affinity == self.affinity,
-        };
-        let at = idle
-            .iter()
-            .rposition(|kept| kept.shard == here && usable(kept))
-            .or_else(|| idle.iter().rposition(usable))?;
-        Some(idle.remove(at).conn)
-    }
-
-    /// Hands its connection, when clean, to the next client session: a stream to one of the
-    /// same affinity only (a hashing proxy tied the stream to one transport).
-    pub(super) fn give_back(&mut self) {
-        if let Some(conn) = self.http.take().filter(HttpConn::reusable) {
-            let tied = conn.is_stream().then(|| self.affinity.clone());
-            // Back to the pool of the thread that made it (one borrowed from another thread
-            // goes home).
-            let shard = conn.home;
-            let mut idle = self.endpoint.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() >= MAX_IDLE {
-                idle.remove(0);
-            }
-            idle.push(IdleConn { tied, shard, conn });
+    async fn upload(
+        &mut self,
+        via: &Via<'_>,
+        parts: Vec<(StepHead, Range<usize>)>,
+        body: &[u8],
+    ) -> io::Result<Box<ResponseHead>> {
+        match self {
+            Connection::Requests(conn) => conn.upload(via, parts, body).await,
+            Connection::Stream(conn) => conn.upload(via, parts, body).await,
         }
     }
+}
 
-    /// A new HTTP connection to the transport (or through its proxy).
-    async fn connect(&self) -> Result<HttpConn, Error> {
-        let ep = &self.endpoint;
-        let conn = HttpConn::connect(
-            &ep.host,
-            ep.port,
-            ep.connect_timeout,
-            ep.tls.as_ref(),
-            ep.proxy.as_ref(),
-        )
-        .await
-        .map_err(|e| self.unreachable(&e))?;
-        ep.connects.inc();
-        Ok(conn)
+#[cfg(test)]
+mod tests {
+    use common::wire::StepKind;
+
+    use super::*;
+
+    #[test]
+    fn upload_parts_cover_the_rest_of_the_body_each_with_the_crc_of_the_bytes_before() {
+        let body: Vec<u8> = (0..10).collect();
+        let step = StepHead::new(StepKind::Command);
+        let parts = upload_parts(&step, &body, Some(3), 4);
+        let ranges: Vec<_> = parts.iter().map(|(_, range)| range.clone()).collect();
+        assert_eq!(ranges, [3..7, 7..10]);
+        for (head, range) in &parts {
+            let at = head.upload.expect("an upload part says where it is");
+            assert_eq!((at.range.from, at.range.total), (range.start as u64, 10));
+            let before = AnswerDigest::default().then(&body[..range.start]).proof().crc;
+            assert_eq!(at.crc, Some(before), "the CRC-32 of bytes 0..{}", range.start);
+        }
+        let probe = upload_parts(&step, &body, None, 4);
+        assert_eq!(probe.len(), 1);
+        assert_eq!(probe[0].1, 0..0, "a probe carries no bytes");
     }
 }

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::Error;
 use crate::error::Broken;
+use crate::http::AnswerBody;
 
 impl TunnelConn {
     async fn json<T: serde::de::DeserializeOwned>(

@@ -10,7 +10,7 @@ use common::config::Secret;
 use prometheus_client::metrics::counter::Counter;
 use tokio_rustls::TlsConnector;
 
-use super::carrier::IdleConn;
+use super::connections::IdleConn;
 use super::{Credential, TokenCommand};
 use crate::Error;
 use crate::config::{Compression, TransportLink};
@@ -52,7 +52,7 @@ pub(super) struct Endpoint {
     /// takes no resumable uploads, and a body is sent again whole).
     pub(super) upload_part: std::sync::atomic::AtomicUsize,
     /// Whether new connections ask for a stream.
-    pub(super) streams: super::carrier::Streams,
+    pub(super) streams: super::connections::Streams,
 }
 
 impl fmt::Debug for Endpoint {
@@ -187,7 +187,7 @@ impl TunnelClient {
             takes_zstd: false.into(),
             pipeline: 1.into(),
             upload_part: 0.into(),
-            streams: super::carrier::Streams::new(link.stream),
+            streams: super::connections::Streams::new(link.stream),
         })))
     }
 

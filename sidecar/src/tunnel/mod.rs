@@ -13,10 +13,10 @@ use common::wire::{
 };
 
 use crate::Error;
-use crate::http::HttpConn;
 
 mod answer;
 mod carrier;
+mod connections;
 mod control;
 mod credential;
 mod endpoint;
@@ -26,7 +26,7 @@ mod send;
 pub(crate) use credential::jwt_claims;
 pub use credential::{Credential, TokenCommand};
 
-pub use carrier::{other_version, refuses_streams};
+pub use connections::{other_version, refuses_streams};
 use endpoint::Endpoint;
 pub(crate) use endpoint::is_loopback;
 pub use endpoint::{Target, TunnelClient};
@@ -65,7 +65,7 @@ impl TunnelClient {
 #[derive(Debug)]
 pub struct TunnelConn {
     endpoint: Arc<Endpoint>,
-    http: Option<HttpConn>,
+    http: Option<carrier::Connection>,
     /// Sent with every request (a hashing proxy routes by it); shared, not copied, each time.
     affinity: Arc<str>,
     authorization: Credential,

@@ -8,16 +8,13 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use common::wire::{
-    AFFINITY_HEADER, AnswerDigest, ApiError, ApiErrorKind, JSON_CONTENT_TYPE, MAX_STREAM_BODY,
-    SESSION_HEADER, StepHead, UploadAt, UploadRange, parts,
-};
+use common::wire::{ApiError, ApiErrorKind, JSON_CONTENT_TYPE, MAX_STREAM_BODY, StepHead};
 
-use super::endpoint::Endpoint;
+use super::carrier::{Carrier, Connection, Via, upload_parts};
 use super::{MAX_CONTROL_BODY, Outgoing, TunnelConn, is_break};
 use crate::Error;
 use crate::error::Broken;
-use crate::http::{HttpConn, ResponseHead};
+use crate::http::{AnswerBody, ResponseHead};
 
 /// Most answers in a row that take none of an upload before it is given up.
 const UPLOAD_STALLS: usize = 4;
@@ -33,7 +30,7 @@ impl TunnelConn {
     pub(super) async fn send(
         &mut self,
         req: Outgoing<'_>,
-    ) -> Result<(Box<ResponseHead>, &mut HttpConn), Error> {
+    ) -> Result<(Box<ResponseHead>, &mut Connection), Error> {
         let authorization = self.authorization.header().await?;
         // Pinned where it is made: awaited as it is returned, it would be moved (2.4 KB).
         let sent = std::pin::pin!(self.send_once(req, &authorization)).await;
@@ -65,7 +62,7 @@ impl TunnelConn {
         // in the idle pool for the next session.
         let plain = body.len() > MAX_STREAM_BODY && upload.is_none();
         let part = ep.upload_part.load(Ordering::Relaxed);
-        if plain && self.http.as_ref().is_some_and(HttpConn::is_stream) {
+        if plain && self.http.as_ref().is_some_and(Connection::is_stream) {
             self.give_back();
         }
         if self.http.is_none() {
@@ -76,9 +73,9 @@ impl TunnelConn {
         if self.http.as_ref().is_some_and(|c| c.is_stream() && !opened_as(c, authorization)) {
             self.http = None;
         }
-        let sender = Sender { endpoint: &ep, authorization, affinity: &affinity };
+        let via = Via { endpoint: &ep, authorization, affinity: &affinity };
         for _attempt in 0..tries {
-            let reused = self.http.as_ref().is_some_and(HttpConn::reusable);
+            let reused = self.http.as_ref().is_some_and(Connection::reusable);
             if !reused {
                 // Rare paths are boxed: a command's futures stay small (they are moved and
                 // zeroed at each command).
@@ -88,7 +85,7 @@ impl TunnelConn {
             conn.set_silence_limit(Duration::from_millis(
                 ep.silence_limit_ms.load(Ordering::Relaxed),
             ));
-            match dispatch(conn, &sender, head, body, (upload, part)).await {
+            match dispatch(conn, &via, head, body, (upload, part)).await {
                 Ok(response) if (200..300).contains(&response.status) => return Ok(response),
                 Ok(response) => {
                     let err = Box::pin(self.error_from(&response, body.len())).await;
@@ -197,72 +194,21 @@ impl TunnelConn {
     }
 }
 
-/// What a step's HTTP request carries besides the step: where it goes and who sends it.
-struct Sender<'a> {
-    endpoint: &'a Endpoint,
-    authorization: &'a str,
-    affinity: &'a str,
-}
-
 /// True when stream `conn` runs its steps as `authorization`.
-fn opened_as(conn: &HttpConn, authorization: &Arc<str>) -> bool {
-    conn.opened_as
-        .as_ref()
-        .is_some_and(|a| Arc::ptr_eq(&a.0, authorization) || a.0 == *authorization)
+fn opened_as(conn: &Connection, authorization: &Arc<str>) -> bool {
+    conn.opened_as().is_some_and(|a| Arc::ptr_eq(&a.0, authorization) || a.0 == *authorization)
 }
 
 /// Sends `step` and `body` on `conn`; a resumable upload's from `from` (`None`: an empty
 /// probe), over a stream in parts of `part` bytes (the transport's), sent without waiting.
 async fn dispatch(
-    conn: &mut HttpConn,
-    sender: &Sender<'_>,
+    conn: &mut Connection,
+    via: &Via<'_>,
     step: &StepHead,
     body: &[u8],
     (upload, part): (Option<Option<usize>>, usize),
 ) -> std::io::Result<Box<ResponseHead>> {
-    let Some(from) = upload else { return exchange(conn, sender, step, body).await };
-    let (start, end) = from.map_or((0, 0), |from| (from.min(body.len()), body.len()));
-    let ranges = parts(start, end, if conn.is_stream() { part } else { usize::MAX });
-    let mut digest = AnswerDigest::default().then(&body[..ranges[0].start]);
-    let mut messages = Vec::with_capacity(ranges.len());
-    for range in ranges {
-        let mut piece = step.clone();
-        let at = UploadRange { from: range.start as u64, total: body.len() as u64 };
-        piece.upload = Some(UploadAt { range: at, crc: Some(digest.proof().crc) });
-        digest.update(&body[range.clone()]);
-        if !conn.is_stream() {
-            return exchange(conn, sender, &piece, &body[range]).await;
-        }
-        messages.push(message(&piece, &body[range]));
-    }
-    conn.send_parts(messages).await
-}
-
-/// Sends one step: a stream message, or an HTTP request with the headers each carries.
-async fn exchange(
-    conn: &mut HttpConn,
-    sender: &Sender<'_>,
-    step: &StepHead,
-    body: &[u8],
-) -> std::io::Result<Box<ResponseHead>> {
-    if conn.is_stream() {
-        return conn.message_exchange(message(step, body)).await;
-    }
-    let http = step.to_http();
-    let mut head = sender.endpoint.target().head(http.method, &http.path);
-    head.headers
-        .extend([("authorization", sender.authorization), (AFFINITY_HEADER, sender.affinity)]);
-    if let Some(id) = &step.session {
-        head.headers.push((SESSION_HEADER, id));
-    }
-    head.headers.extend(http.headers.iter().map(|(name, value)| (*name, value.as_str())));
-    conn.request(head.text(body.len()).as_bytes(), body).await
-}
-
-/// A step as a stream message: its head, then its body.
-fn message(step: &StepHead, body: &[u8]) -> Vec<u8> {
-    let mut message = Vec::with_capacity(48 + body.len());
-    step.encode(&mut message);
-    message.extend_from_slice(body);
-    message
+    let Some(from) = upload else { return conn.exchange(via, step, body).await };
+    let part = if conn.is_stream() { part } else { usize::MAX };
+    conn.upload(via, upload_parts(step, body, from, part), body).await
 }
