@@ -12,12 +12,13 @@ use common::wire::{
     AFFINITY_HEADER, AnswerDigest, SESSION_HEADER, StepHead, UploadAt, UploadRange, parts,
 };
 
-use super::endpoint::Endpoint;
-use crate::http::{AnswerBody, HttpConn, OpenedAs, ResponseHead, StreamConn};
+use crate::http::{AnswerBody, HttpConn, OpenedAs, RequestHead, ResponseHead, StreamConn};
 
-/// What every HTTP request carries besides its step: where it goes and who sends it.
+/// What every HTTP request carries besides its step: where it goes (the base URL's path
+/// prefix and the `Host` header) and who sends it.
 pub(super) struct Via<'a> {
-    pub(super) endpoint: &'a Endpoint,
+    pub(super) prefix: &'a str,
+    pub(super) host: &'a str,
     pub(super) authorization: &'a str,
     pub(super) affinity: &'a str,
 }
@@ -52,7 +53,9 @@ impl Carrier for HttpConn {
         body: &[u8],
     ) -> io::Result<Box<ResponseHead>> {
         let http = step.to_http();
-        let mut head = via.endpoint.target().head(http.method, &http.path);
+        let (prefix, host, path) = (via.prefix, via.host, http.path.as_str());
+        let headers = Vec::with_capacity(8);
+        let mut head = RequestHead { method: http.method, prefix, path, host, headers };
         head.headers
             .extend([("authorization", via.authorization), (AFFINITY_HEADER, via.affinity)]);
         if let Some(id) = &step.session {

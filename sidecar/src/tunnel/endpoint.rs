@@ -10,6 +10,7 @@ use common::config::Secret;
 use prometheus_client::metrics::counter::Counter;
 use tokio_rustls::TlsConnector;
 
+use super::carrier::Via;
 use super::connections::IdleConn;
 use super::{Credential, TokenCommand};
 use crate::Error;
@@ -102,6 +103,11 @@ impl<'a> Target<'a> {
 }
 
 impl Endpoint {
+    /// What a step's HTTP request to this transport carries besides the step.
+    pub(super) fn via<'a>(&'a self, authorization: &'a str, affinity: &'a str) -> Via<'a> {
+        Via { prefix: &self.prefix, host: &self.host_header, authorization, affinity }
+    }
+
     pub(super) fn target(&self) -> Target<'_> {
         Target {
             host: &self.host,

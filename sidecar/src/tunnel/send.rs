@@ -73,7 +73,7 @@ impl TunnelConn {
         if self.http.as_ref().is_some_and(|c| c.is_stream() && !opened_as(c, authorization)) {
             self.http = None;
         }
-        let via = Via { endpoint: &ep, authorization, affinity: &affinity };
+        let via = ep.via(authorization, &affinity);
         for _attempt in 0..tries {
             let reused = self.http.as_ref().is_some_and(Connection::reusable);
             if !reused {

@@ -336,41 +336,6 @@ impl RelayLink {
         Ok(caps)
     }
 
-    /// Sends one packet with sequence id `seq` (payloads under 16 MiB: login packets).
-    pub async fn write_packet(&mut self, payload: &[u8], seq: u8) -> std::io::Result<()> {
-        let mut out = BytesMut::with_capacity(PacketHead::LEN + payload.len());
-        PacketHead::write(&mut out, payload.len(), seq);
-        out.put_slice(payload);
-        self.write_raw(&out).await
-    }
-
-    /// Writes what the socket takes of `bytes` now, without waiting, and flushes it (TLS
-    /// records); how many bytes it took, and whether they are all out. Nothing is left half
-    /// done: the rest is written later with [`Self::write_raw`].
-    pub fn write_now(&mut self, bytes: &[u8]) -> std::io::Result<(usize, bool)> {
-        use tokio::io::AsyncWrite;
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut taken = 0;
-        while taken < bytes.len() {
-            match Pin::new(&mut self.stream).poll_write(&mut cx, &bytes[taken..]) {
-                std::task::Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                std::task::Poll::Ready(Ok(n)) => taken += n,
-                std::task::Poll::Ready(Err(e)) => return Err(e),
-                std::task::Poll::Pending => return Ok((taken, false)),
-            }
-        }
-        match Pin::new(&mut self.stream).poll_flush(&mut cx) {
-            std::task::Poll::Ready(flushed) => flushed.map(|()| (taken, true)),
-            std::task::Poll::Pending => Ok((taken, false)),
-        }
-    }
-
-    /// Sends bytes that are already MySQL packets.
-    pub async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.stream.write_all(bytes).await?;
-        self.stream.flush().await
-    }
-
     /// Says goodbye (COM_QUIT) and closes, without waiting long for a frozen server. A link
     /// waiting for the client (a file, an auth step) is only closed: a packet then would be
     /// taken as part of what the server waits for.

@@ -4,7 +4,7 @@
 //!
 //! Layers, lowest first: `packets` (headers, integers) → `handshake`, `answer_shape` and `framing` (sans-IO
 //! protocol logic, and `credentials` for the transport's own logins) → `request` (what a
-//! request body holds) → `link`, `link_state` (what of it can move to another process) and `tls` (the socket) → `turn` (one answer streamed as an
+//! request body holds) → `link`, `link_write`, `link_state` (what of it can move to another process) and `tls` (the socket) → `turn` (one answer streamed as an
 //! HTTP body) and `admin` (the transport's own connections: KILL QUERY, readiness probes).
 
 pub mod admin;
@@ -14,6 +14,7 @@ pub mod framing;
 pub mod handshake;
 pub mod link;
 pub mod link_state;
+pub mod link_write;
 pub mod request;
 pub mod tls;
 pub mod turn;
