@@ -56,5 +56,6 @@ case $what in
         TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port SQLTUNNEL_DOOR_REQUESTS=${3:-5000} \
             cargo test -p e2e --test door --locked -- fuzz:: --nocapture
         ;;
+    help | -h) sed -n '2,25p' "$0" ;;
     *) sed -n '2,25p' "$0" >&2; exit 2 ;;
 esac

@@ -19,8 +19,11 @@ bench_scratch() {
 }
 
 # Stops every process started (quietly: the shell reports killed jobs), then the MariaDB.
+# (Only named pids are waited for: a bare `wait` would wait for the MariaDB too.)
 bench_cleanup() {
-    { kill -9 "${PIDS[@]}"; wait "${PIDS[@]}"; } 2>/dev/null || true
+    if ((${#PIDS[@]})); then
+        { kill -9 "${PIDS[@]}"; wait "${PIDS[@]}"; } 2>/dev/null || true
+    fi
     stop_mariadb "$WORK/mariadb"
     rm -rf "$WORK"
 }

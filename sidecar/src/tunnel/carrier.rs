@@ -2,7 +2,8 @@
 //! comes back. One trait, [`Carrier`], with two implementations: an HTTP request per step
 //! ([`HttpConn`]: the step's path and headers, `StepHead::to_http`) and a message on a stream
 //! ([`StreamConn`]: the step's head in a few bytes, `StepHead::encode`). [`Connection`] is
-//! either. What is above it (numbering, resume, tokens: `TunnelConn`) never asks which.
+//! either. What is above it (numbering, resume, tokens: `TunnelConn`) sends every step through
+//! the trait; it asks which carrier it holds only to choose, pool and retire connections.
 
 use std::io;
 use std::ops::Range;
@@ -72,9 +73,12 @@ impl Carrier for HttpConn {
         parts: Vec<(StepHead, Range<usize>)>,
         body: &[u8],
     ) -> io::Result<Box<ResponseHead>> {
-        let Some((step, range)) = parts.into_iter().next() else {
-            return Err(io::Error::other("an upload of no parts"));
-        };
+        let [(step, range)] = <[_; 1]>::try_from(parts).map_err(|parts| {
+            io::Error::other(format!(
+                "an HTTP request carries an upload in one part, not {}",
+                parts.len()
+            ))
+        })?;
         self.exchange(via, &step, &body[range]).await
     }
 }
