@@ -41,7 +41,7 @@ async fn the_windows_sidecar_under_wine_relays_a_linux_client() {
         std::fs::write(&path, config_text(&url, port)).expect("config");
         let path = path.display().to_string();
         let mut sidecar = WindowsSidecar::start(&["--config", &path], "relay");
-        wait_port(port).await;
+        sidecar.wait_listening(port).await;
         let version = sidecar.logged_with("sidecar listening").await;
         assert!(version.contains("sidecar listening"), "{version}");
 
@@ -111,7 +111,7 @@ async fn the_windows_sidecar_reads_its_config_from_appdata() {
         std::fs::create_dir_all(&dir).expect("appdata");
         std::fs::write(dir.join("sidecar.yaml"), config_text(&url, port)).expect("config");
         let sidecar = WindowsSidecar::start(&[], "appdata");
-        wait_port(port).await;
+        sidecar.wait_listening(port).await;
         let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
         let n: Option<i64> = conn.query_first("SELECT 1").await.expect("query");
         assert_eq!(n, Some(1));
@@ -260,7 +260,7 @@ async fn the_windows_sidecar_reaches_an_https_transport_and_refuses_an_untrusted
             std::fs::write(&path, text).expect("config");
             let path = path.display().to_string();
             let sidecar = WindowsSidecar::start(&["--config", &path], &format!("https-{port}"));
-            wait_port(port).await;
+            sidecar.wait_listening(port).await;
             let login = Conn::new(opts(port, Some(DATABASE))).await;
             if trusted {
                 let mut conn = login.expect("login over HTTPS");

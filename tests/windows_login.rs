@@ -76,7 +76,7 @@ async fn the_windows_sidecar_logs_a_person_in_with_a_code_and_keeps_it_in_the_cr
 
         let config_arg = config.display().to_string();
         let sidecar = WindowsSidecar::start(&["--config", &config_arg], "wine-login");
-        wait_port(port).await;
+        sidecar.wait_listening(port).await;
         let mut c = Conn::new(opts(port, Some(DATABASE))).await.expect("a login through the tunnel");
         let id: Option<u64> = c.query_first("SELECT CONNECTION_ID()").await.expect("query");
         tokio::time::sleep(Duration::from_millis(2_500)).await;

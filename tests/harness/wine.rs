@@ -46,6 +46,22 @@ impl WindowsSidecar {
         WindowsSidecar { child, log }
     }
 
+    /// Waits until it takes connections on `port`: up to 60 s, as Wine starts slowly on a
+    /// loaded machine (its other programs starting at once); else fails with what it logged.
+    pub async fn wait_listening(&self, port: u16) {
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60) {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!(
+            "the Windows sidecar took no connection on port {port} in 60 s; it logged:\n{}",
+            self.logged()
+        );
+    }
+
     /// What it logged so far.
     pub fn logged(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
