@@ -36,13 +36,15 @@ pub(super) trait Carrier: AnswerBody {
         body: &[u8],
     ) -> io::Result<Box<ResponseHead>>;
 
-    /// Sends a resumable upload's parts of `body` (each a step head and its range), and yields
-    /// the answer to the last the transport took.
+    /// Sends `body` as a resumable upload from byte `at.0` (`None`: an empty probe), in parts
+    /// of at most `at.1` bytes where the carrier can send several, and yields the answer to
+    /// the last the transport took.
     async fn upload(
         &mut self,
         via: &Via<'_>,
-        parts: Vec<(StepHead, Range<usize>)>,
+        step: &StepHead,
         body: &[u8],
+        at: (Option<usize>, usize),
     ) -> io::Result<Box<ResponseHead>>;
 }
 
@@ -66,19 +68,18 @@ impl Carrier for HttpConn {
         self.request(head.text(body.len()).as_bytes(), body).await
     }
 
-    /// One request: a request carries one part (the whole rest of the body).
+    /// One request: it carries the whole rest of the body, in one part.
     async fn upload(
         &mut self,
         via: &Via<'_>,
-        parts: Vec<(StepHead, Range<usize>)>,
+        step: &StepHead,
         body: &[u8],
+        (from, _): (Option<usize>, usize),
     ) -> io::Result<Box<ResponseHead>> {
-        let [(step, range)] = <[_; 1]>::try_from(parts).map_err(|parts| {
-            io::Error::other(format!(
-                "an HTTP request carries an upload in one part, not {}",
-                parts.len()
-            ))
-        })?;
+        let parts = upload_parts(step, body, from, usize::MAX);
+        let Some((step, range)) = parts.into_iter().next() else {
+            return Err(io::Error::other("an upload of no parts"));
+        };
         self.exchange(via, &step, &body[range]).await
     }
 }
@@ -97,9 +98,11 @@ impl Carrier for StreamConn {
     async fn upload(
         &mut self,
         _: &Via<'_>,
-        parts: Vec<(StepHead, Range<usize>)>,
+        step: &StepHead,
         body: &[u8],
+        (from, part): (Option<usize>, usize),
     ) -> io::Result<Box<ResponseHead>> {
+        let parts = upload_parts(step, body, from, part);
         let messages = parts.into_iter().map(|(step, range)| message(&step, &body[range]));
         self.send_parts(messages.collect()).await
     }
@@ -115,7 +118,7 @@ fn message(step: &StepHead, body: &[u8]) -> Vec<u8> {
 
 /// The parts of a resumable upload of `body` from `from` (`None`: an empty probe), each at
 /// most `part` bytes: step heads that say where each starts and the CRC-32 of the bytes before.
-pub(super) fn upload_parts(
+fn upload_parts(
     step: &StepHead,
     body: &[u8],
     from: Option<usize>,
@@ -208,12 +211,13 @@ impl Carrier for Connection {
     async fn upload(
         &mut self,
         via: &Via<'_>,
-        parts: Vec<(StepHead, Range<usize>)>,
+        step: &StepHead,
         body: &[u8],
+        at: (Option<usize>, usize),
     ) -> io::Result<Box<ResponseHead>> {
         match self {
-            Connection::Requests(conn) => conn.upload(via, parts, body).await,
-            Connection::Stream(conn) => conn.upload(via, parts, body).await,
+            Connection::Requests(conn) => conn.upload(via, step, body, at).await,
+            Connection::Stream(conn) => conn.upload(via, step, body, at).await,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::wire::{ApiError, ApiErrorKind, JSON_CONTENT_TYPE, MAX_STREAM_BODY, StepHead};
 
-use super::carrier::{Carrier, Connection, Via, upload_parts};
+use super::carrier::{Carrier, Connection, Via};
 use super::{MAX_CONTROL_BODY, Outgoing, TunnelConn, is_break};
 use crate::Error;
 use crate::error::Broken;
@@ -208,7 +208,8 @@ async fn dispatch(
     body: &[u8],
     (upload, part): (Option<Option<usize>>, usize),
 ) -> std::io::Result<Box<ResponseHead>> {
-    let Some(from) = upload else { return conn.exchange(via, step, body).await };
-    let part = if conn.is_stream() { part } else { usize::MAX };
-    conn.upload(via, upload_parts(step, body, from, part), body).await
+    match upload {
+        None => conn.exchange(via, step, body).await,
+        Some(from) => conn.upload(via, step, body, (from, part)).await,
+    }
 }
