@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use common::wire::{AnswerHead, ApiError, ApiErrorKind, STREAM_PROTOCOL, StepHead, StepKind};
+use common::wire::{
+    AnswerHead, ApiError, ApiErrorKind, STREAM_PROTOCOL, STREAM_VERSIONS_HEADER, StepHead, StepKind,
+};
 use e2e::http::metric;
 use e2e::processes::{Proc, free_port, wait_port};
 use e2e::{TOKEN, mysql_port, opts, sidecar_yaml, within};
@@ -19,8 +21,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-/// An upgrade to a stream offering `protocol`, by hand: the status and body of the answer.
-async fn upgrade_offering(port: u16, protocol: &str) -> (u16, String) {
+/// An upgrade to a stream offering `protocol`, by hand: the status, head and body of the
+/// answer.
+async fn upgrade_offering(port: u16, protocol: &str) -> (u16, String, String) {
     let head = format!(
         "GET /v1/stream HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: {protocol}\r\n\r\n"
     );
@@ -36,8 +39,8 @@ async fn upgrade_offering(port: u16, protocol: &str) -> (u16, String) {
     }
     let answer = String::from_utf8_lossy(&bytes);
     let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_default();
+    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 #[tokio::test]
@@ -45,12 +48,19 @@ async fn an_older_sidecar_is_told_which_version_the_transport_speaks() {
     within(60, async {
         let (transport, port) =
             transport_on(&e2e::transport_yaml(mysql_port()), "v2-sidecar").await;
-        let (status, body) = upgrade_offering(port, "sqltunnel.v2").await;
+        let (status, head, body) = upgrade_offering(port, "sqltunnel.v2").await;
         assert_eq!(status, 426, "{body}");
         let said: ApiError = serde_json::from_str(&body).expect("a transport's error");
         assert!(said.message.contains("sqltunnel.v3"), "{}", said.message);
-        let (status, _) = upgrade_offering(port, &format!("sqltunnel.v2, {STREAM_PROTOCOL}")).await;
+        let versions = format!("\r\n{STREAM_VERSIONS_HEADER}: {STREAM_PROTOCOL}\r\n");
+        assert!(format!("{head}\r\n").contains(&versions), "{head}");
+        let offered = format!("sqltunnel.v2, {STREAM_PROTOCOL}");
+        let (status, head, _) = upgrade_offering(port, &offered).await;
         assert_eq!(status, 101, "this version among others is taken");
+        assert!(!head.contains(STREAM_VERSIONS_HEADER), "{head}");
+        let (status, head, _) = upgrade_offering(port, "").await;
+        assert_eq!(status, 426, "no version offered");
+        assert!(head.contains(STREAM_VERSIONS_HEADER), "{head}");
         drop(transport);
     })
     .await;
@@ -65,9 +75,13 @@ async fn transport_on(yaml: &str, tag: &str) -> (Proc, u16) {
     (transport, port)
 }
 
-/// A front that answers every upgrade to a stream as a transport of version 2 did (`426`,
-/// "the subprotocol must be sqltunnel.v2") and passes every other connection to `transport`.
-async fn older_transport_front(transport: u16) -> u16 {
+/// A front that answers every upgrade to a stream as a transport of another version, `426`
+/// with `headers` and the error `message`, and passes every other connection to `transport`.
+async fn other_transport_front(
+    transport: u16,
+    headers: &'static str,
+    message: &'static str,
+) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
@@ -86,12 +100,12 @@ async fn older_transport_front(transport: u16) -> u16 {
                 {
                     let refusal = ApiError {
                         error: ApiErrorKind::BadRequest,
-                        message: "the subprotocol must be sqltunnel.v2".into(),
+                        message: message.into(),
                         mysql: None,
                     };
                     let body = serde_json::to_string(&refusal).expect("json");
                     let answer = format!(
-                        "HTTP/1.1 426 Upgrade Required\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 426 Upgrade Required\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{headers}connection: close\r\n\r\n{body}",
                         body.len()
                     );
                     drop(client.write_all(answer.as_bytes()).await);
@@ -110,13 +124,21 @@ async fn older_transport_front(transport: u16) -> u16 {
 }
 
 #[tokio::test]
-async fn a_sidecar_meeting_an_older_transport_sends_requests_and_says_why() {
-    within(90, async {
+async fn a_sidecar_meeting_a_transport_of_another_version_sends_requests_and_says_why() {
+    within(120, async {
         let (transport, transport_port) =
-            transport_on(&e2e::transport_yaml(mysql_port()), "v2-transport").await;
-        let front = older_transport_front(transport_port).await;
-        let url = format!("http://127.0.0.1:{front}/");
-        for (mode, works) in [("auto", true), ("on", false)] {
+            transport_on(&e2e::transport_yaml(mysql_port()), "other-version").await;
+        // A transport of version 2 said it in words; later ones name their versions in a
+        // header, whatever their words.
+        let v2 = ("", "the subprotocol must be sqltunnel.v2");
+        let v4 = ("x-tunnel-stream-versions: sqltunnel.v4\r\n", "upgrade required");
+        let fronts = [(v2, "sqltunnel.v2"), (v4, "sqltunnel.v4")];
+        for (((headers, message), named), (mode, works)) in fronts
+            .into_iter()
+            .flat_map(|front| [(front, ("auto", true)), (front, ("on", false))])
+        {
+            let front = other_transport_front(transport_port, headers, message).await;
+            let url = format!("http://127.0.0.1:{front}/");
             let port = free_port();
             let yaml = sidecar_yaml(&url, TOKEN)
                 .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
@@ -124,12 +146,13 @@ async fn a_sidecar_meeting_an_older_transport_sends_requests_and_says_why() {
                     "  connect_timeout: 2s\n",
                     &format!("  connect_timeout: 2s\n  stream: {mode}\n"),
                 );
-            let sidecar = Proc::start("sidecar", &yaml, &format!("v2-transport-{mode}"));
+            let sidecar = Proc::start("sidecar", &yaml, &format!("{named}-transport-{mode}"));
             wait_port(port).await;
             let connected = mysql_async::Conn::new(opts(port, Some(e2e::DATABASE))).await;
             if !works {
                 let e = connected.expect_err("stream: on cannot stream");
-                assert!(e.to_string().contains("another stream version"), "{e}");
+                let said = e.to_string();
+                assert!(said.contains("another stream version") && said.contains(named), "{said}");
                 continue;
             }
             let mut conn = connected.expect("a session over requests");
@@ -146,7 +169,7 @@ async fn a_sidecar_meeting_an_older_transport_sends_requests_and_says_why() {
             let said = sidecar.log_count("speaks another stream version");
             assert_eq!(said, 1, "said once, with the transport's words");
             let log = std::fs::read_to_string(&sidecar.log).unwrap_or_default();
-            assert!(log.contains("the subprotocol must be sqltunnel.v2"), "{log}");
+            assert!(log.contains(message) && log.contains(named), "{log}");
         }
         let exposition = e2e::http::raw_request(
             transport_port,

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use common::wire::{Route, StepHead, header_number};
+use common::wire::{Route, STREAM_PROTOCOL, STREAM_VERSIONS_HEADER, StepHead, header_number};
 use http::header::{AUTHORIZATION, CONTENT_LENGTH};
 use http::{HeaderValue, Request, Response, StatusCode};
 
@@ -67,6 +67,13 @@ pub async fn handle(
             return match not_a_step(&state, route, req, (&identities, &caller)) {
                 Ok(NotAStep::Upgrade(response)) => Ok(response),
                 Ok(NotAStep::Answer(answer)) => http_response(answer),
+                Err(Error::StreamVersion) => {
+                    let mut response =
+                        http_response(run::answer_of(&state, Err(Error::StreamVersion)))?;
+                    let spoken = HeaderValue::from_static(STREAM_PROTOCOL);
+                    response.headers_mut().insert(STREAM_VERSIONS_HEADER, spoken);
+                    Ok(response)
+                }
                 Err(e) => http_response(run::answer_of(&state, Err(e))),
             };
         }

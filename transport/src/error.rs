@@ -1,6 +1,6 @@
 //! The one error type of the transport, and the one place it maps to HTTP answers.
 
-use common::wire::{ApiError, ApiErrorKind, MysqlError};
+use common::wire::{ApiError, ApiErrorKind, MysqlError, STREAM_PROTOCOL};
 use http::StatusCode;
 
 /// Everything that can go wrong in the transport.
@@ -68,6 +68,11 @@ pub enum Error {
     /// A stream asked for without a WebSocket upgrade (a proxy dropped it), or inside one.
     #[error("a stream needs a WebSocket upgrade: {0}")]
     UpgradeRequired(&'static str),
+    /// A stream asked for in stream versions this transport does not speak.
+    #[error(
+        "this transport speaks stream version {STREAM_PROTOCOL} only; the sidecar offered another (upgrade the older of the two; until then its requests travel as plain HTTP)"
+    )]
+    StreamVersion,
     /// Request body over the limit.
     #[error("request body exceeds {limit} bytes")]
     TooLarge {
@@ -112,7 +117,9 @@ impl Error {
             Error::SessionBusy => (StatusCode::CONFLICT, ApiErrorKind::SessionBusy),
             Error::StepRefused(_) => (StatusCode::CONFLICT, ApiErrorKind::StepRefused),
             Error::BadRequest(_) => (StatusCode::BAD_REQUEST, ApiErrorKind::BadRequest),
-            Error::UpgradeRequired(_) => (StatusCode::UPGRADE_REQUIRED, ApiErrorKind::BadRequest),
+            Error::UpgradeRequired(_) | Error::StreamVersion => {
+                (StatusCode::UPGRADE_REQUIRED, ApiErrorKind::BadRequest)
+            }
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
             Error::Busy | Error::ShuttingDown | Error::SessionMoved => {
                 (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable)
@@ -147,7 +154,7 @@ impl Error {
             Error::SessionMoved => "session_moved",
             Error::StepRefused(_) => "step_refused",
             Error::BadRequest(_) => "bad_request",
-            Error::UpgradeRequired(_) => "upgrade_required",
+            Error::UpgradeRequired(_) | Error::StreamVersion => "upgrade_required",
             Error::BodyTimeout(_) => "body_timeout",
             Error::Busy => "busy",
             Error::TooLarge { .. } => "too_large",

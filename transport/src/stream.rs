@@ -80,9 +80,7 @@ pub fn accept(
         return Err(Error::UpgradeRequired("only WebSocket version 13 is spoken"));
     }
     if !lists(headers, &SEC_WEBSOCKET_PROTOCOL, STREAM_PROTOCOL) {
-        return Err(Error::UpgradeRequired(
-            "this transport speaks stream version sqltunnel.v3 only; the sidecar offered another (upgrade the older of the two; until then its requests travel as plain HTTP)",
-        ));
+        return Err(Error::StreamVersion);
     }
     let key = headers
         .get(SEC_WEBSOCKET_KEY)

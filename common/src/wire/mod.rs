@@ -31,6 +31,7 @@ pub use route::{Route, SessionEnd};
 pub use step::{BodyEncoding, HttpStep, StepHead, StepKind, UploadAt, header_number};
 pub use stream::{
     LANE_HEADER, MAX_HEAD_BYTES, MAX_STREAM_BODY, NGINX_STREAM_LINES, STREAM_PROTOCOL,
+    STREAM_VERSIONS_HEADER,
 };
 pub use upload::{
     RESUMABLE_FROM, UPLOAD_HAVE_HEADER, UPLOAD_HEADER, UPLOAD_PART, UploadRange, crc_before, parts,

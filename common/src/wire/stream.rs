@@ -19,9 +19,14 @@
 /// The WebSocket subprotocol both ends name (`Sec-WebSocket-Protocol`). Version 1 carried
 /// HTTP/1.1 text heads, version 2 compact HTTP heads with every request authenticated; version
 /// 3 carries typed steps on a stream authenticated at its upgrade. A transport refuses an
-/// upgrade that does not offer its version (`426`, naming it), and the sidecar then sends
-/// plain requests, which every version takes.
+/// upgrade that does not offer its version (`426`, naming it in [`STREAM_VERSIONS_HEADER`]),
+/// and the sidecar then sends plain requests, which every version takes.
 pub const STREAM_PROTOCOL: &str = "sqltunnel.v3";
+
+/// Header of a transport's `426` to an upgrade offering no stream version it speaks: the
+/// versions it does speak, comma-separated (as `Sec-WebSocket-Version` lists WebSocket's own,
+/// RFC 6455 §4.4). A transport of version 2 said so only in its error's words.
+pub const STREAM_VERSIONS_HEADER: &str = "x-tunnel-stream-versions";
 
 /// Header of a stream's upgrade: the sidecar thread's lane key (16 hex digits), so that the
 /// transport serves the streams of one sidecar thread on one of its own threads

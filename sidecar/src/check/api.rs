@@ -192,7 +192,7 @@ pub async fn carrier(tunnel: &TunnelClient, target: &Target<'_>, mode: StreamMod
             let text = format!("the upgrade to a stream was answered {status}, as any request");
             return fail("stream", format!("{text}. Fix: as for the steps above"));
         }
-        Ok(Upgrade::Refused(_, refusal, body)) => match other_version(&body) {
+        Ok(Upgrade::Refused(_, refusal, body)) => match other_version(&refusal, &body) {
             Some(said) => {
                 let text = format!(
                     "the transport speaks another stream version ({said}): one HTTP request per command until sidecar and transport are of one release"

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use common::wire::{AnswerHead, Content, ResumeProof, ZSTD};
+use common::wire::{AnswerHead, Content, ResumeProof, STREAM_VERSIONS_HEADER, ZSTD};
 
 /// A request's method, path and headers.
 #[derive(Debug, Clone)]
@@ -77,6 +77,9 @@ pub struct ResponseHead {
     pub upload_part: Option<usize>,
     /// An unfinished upload's `202`: the bytes of the body the transport holds.
     pub upload_have: Option<u64>,
+    /// A refused upgrade's: the stream versions the transport speaks
+    /// (`common::wire::STREAM_VERSIONS_HEADER`), or empty.
+    pub stream_versions: String,
 }
 
 impl ResponseHead {
@@ -90,7 +93,7 @@ impl ResponseHead {
         reason: &str,
         headers: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Box<Self> {
-        let (mut accept, mut protocol, mut encoding) = (None, None, None);
+        let (mut accept, mut protocol, mut encoding, mut versions) = (None, None, None, None);
         let headers = headers.inspect(|(name, value)| {
             let is = |known: &str| known.len() == name.len() && known.eq_ignore_ascii_case(name);
             if is("sec-websocket-accept") {
@@ -99,6 +102,8 @@ impl ResponseHead {
                 protocol.get_or_insert(*value);
             } else if is("content-encoding") {
                 encoding.get_or_insert(*value);
+            } else if is(STREAM_VERSIONS_HEADER) {
+                versions.get_or_insert(*value);
             }
         });
         let answer = AnswerHead::from_http(status, headers.map(|(n, v)| (n, v.as_bytes())));
@@ -107,6 +112,7 @@ impl ResponseHead {
         head.content_encoding = encoding.unwrap_or_default().to_owned();
         let owned = |v: Option<&str>| v.unwrap_or_default().to_owned();
         head.upgrade = (owned(accept), owned(protocol));
+        head.stream_versions = owned(versions);
         head
     }
 
@@ -135,6 +141,7 @@ impl ResponseHead {
             upgrade: (String::new(), String::new()),
             upload_part: answer.upload_part.and_then(|n| usize::try_from(n).ok()),
             upload_have: answer.upload_have,
+            stream_versions: String::new(),
         })
     }
 

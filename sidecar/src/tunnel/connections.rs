@@ -15,7 +15,7 @@ use super::carrier::Connection;
 use super::{Credential, TunnelClient, TunnelConn};
 use crate::Error;
 use crate::config::StreamMode;
-use crate::http::{HttpConn, OpenedAs, Upgrade, upgrade_request};
+use crate::http::{HttpConn, OpenedAs, ResponseHead, Upgrade, upgrade_request};
 
 /// An idle connection in the pool.
 pub(super) struct IdleConn {
@@ -91,13 +91,16 @@ pub fn refuses_streams(status: u16) -> bool {
     (400..500).contains(&status) && status != 401
 }
 
-/// The transport's words, when its refusal of an upgrade says it speaks another stream version
-/// (a transport of version 2 says "the subprotocol must be sqltunnel.v2"; later ones name
-/// their "stream version").
-pub fn other_version(body: &[u8]) -> Option<String> {
-    let said: ApiError = serde_json::from_slice(body).ok()?;
-    let names = ["subprotocol", "stream version"];
-    names.iter().any(|n| said.message.contains(n)).then_some(said.message)
+/// The transport's words, when its refusal of an upgrade says it speaks other stream versions:
+/// it names them in `x-tunnel-stream-versions` (a transport of version 2 said so only in its
+/// message: "the subprotocol must be sqltunnel.v2").
+pub fn other_version(refusal: &ResponseHead, body: &[u8]) -> Option<String> {
+    let said = serde_json::from_slice::<ApiError>(body).ok().map(|e| e.message);
+    if !refusal.stream_versions.is_empty() {
+        let speaks = format!("it speaks {}", refusal.stream_versions);
+        return Some(said.map_or(speaks.clone(), |said| format!("{speaks}: {said}")));
+    }
+    said.filter(|said| said.contains("subprotocol"))
 }
 
 impl TunnelClient {
@@ -194,7 +197,7 @@ impl TunnelConn {
         if !refuses_streams(refusal.status) {
             return Err(self.error_of(&refusal, &body, 0));
         }
-        let version = other_version(&body);
+        let version = other_version(&refusal, &body);
         if ep.streams.mode == StreamMode::On {
             let detail = match &version {
                 Some(said) => format!(
