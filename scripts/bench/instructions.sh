@@ -4,7 +4,8 @@
 # QUERIES (default 3,000) on one thread: exact where the sampled CPU time of `throughput` is
 # noisy. Then, with a dump before each recv, send and epoll_wait, how many of them fall
 # between a wake-up, a read and the write it causes (the critical path at one thread) and
-# after the write (scripts/bench/critical_path.py).
+# after the write (scripts/bench/critical_path.py). With PROFILES=DIR, the whole-run dumps
+# are kept in DIR, to read with callgrind_annotate.
 
 QUERIES=${1:-3000}
 ensure_packages mariadb-server mariadb-client sysbench valgrind
@@ -47,6 +48,10 @@ for name in "${NAMES[@]}"; do
         callgrind_control -d "${!pid_var}" &>/dev/null
         ir=$(total "$(ls -S "$WORK/$name-${!pid_var}.out".* | head -1)")
         printf '%-8s %s half: %6d instructions per query\n' "$name" "${half,,}" $((ir / QUERIES))
+        if [[ -n ${PROFILES:-} ]]; then
+            mkdir -p "$PROFILES"
+            cp "$(ls -S "$WORK/$name-${!pid_var}.out".* | head -1)" "$PROFILES/$name-${half,,}.out"
+        fi
     done
     stop_pair
 done

@@ -20,7 +20,7 @@ use crate::Error;
 use crate::body::ResponseBody;
 use crate::identity::Caller;
 use crate::relay::handshake::ClientLeg;
-use crate::relay::request::{check_file_piece, commands_asked};
+use crate::relay::request::{check_file_piece, commands_asked, count_asked};
 use crate::relay::{Framing, Phase, RelayLink};
 use crate::reply::{Reply, frames, no_content};
 use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
@@ -161,7 +161,7 @@ async fn command(
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };
     state.metrics.request_bytes.inc_by(body.len() as u64);
-    let asked = commands_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?.len();
+    let asked = count_asked(&body).map_err(|e| Error::BadRequest(e.to_string()))?;
     if guard.is_none() {
         return Ok(upstream_gone());
     }

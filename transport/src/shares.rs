@@ -4,7 +4,8 @@
 //! guard and given back when the guard drops.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::identity::IdentityId;
 
@@ -34,19 +35,36 @@ impl Share {
     }
 }
 
-/// What every identity holds now (identities holding nothing are not kept).
+/// What every identity holds now: its counts, found by one lookup when a share is taken and
+/// then reached through the guard (identities holding nothing are not kept).
 #[derive(Debug, Default)]
 pub struct Shares {
-    held: Mutex<HashMap<IdentityId, [usize; 3]>>,
+    held: Mutex<HashMap<IdentityId, Weak<Held>>>,
     /// Told whenever a share is given back (a take may be waiting for room).
     released: tokio::sync::Notify,
+}
+
+/// One identity's counts, one per [`Share`]; alive while one of its shares is taken.
+#[derive(Debug, Default)]
+struct Held([AtomicUsize; 3]);
+
+impl Held {
+    /// Adds `more` to `share`'s count unless it would pass `max`.
+    fn add(&self, share: Share, more: usize, max: usize) -> bool {
+        let count = &self.0[share.index()];
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                now.checked_add(more).filter(|&then| then <= max)
+            })
+            .is_ok()
+    }
 }
 
 /// A share taken; given back when dropped.
 #[derive(Debug)]
 pub struct Taken {
     shares: Arc<Shares>,
-    id: IdentityId,
+    held: Arc<Held>,
     share: Share,
     amount: usize,
 }
@@ -56,28 +74,31 @@ impl Taken {
     pub fn shrink_to(&mut self, keep: usize) {
         let back = self.amount.saturating_sub(keep);
         if back > 0 {
-            self.shares.give_back(&self.id, self.share, back);
+            self.give_back(back);
             self.amount -= back;
         }
     }
 
     /// Takes `more` of the same share, unless that would pass `max`.
     pub fn grow(&mut self, more: usize, max: usize) -> bool {
-        let mut held = lock(&self.shares.held);
-        let counts = held.entry(self.id.clone()).or_default();
-        let now = &mut counts[self.share.index()];
-        if now.saturating_add(more) > max {
-            return false;
+        let grown = self.held.add(self.share, more, max);
+        if grown {
+            self.amount += more;
         }
-        *now += more;
-        self.amount += more;
-        true
+        grown
+    }
+
+    fn give_back(&self, amount: usize) {
+        self.held.0[self.share.index()].fetch_sub(amount, Ordering::AcqRel);
+        self.shares.released.notify_waiters();
     }
 }
 
 impl Drop for Taken {
     fn drop(&mut self) {
-        self.shares.give_back(&self.id, self.share, self.amount);
+        if self.amount > 0 {
+            self.give_back(self.amount);
+        }
     }
 }
 
@@ -90,17 +111,22 @@ impl Shares {
         amount: usize,
         max: usize,
     ) -> Option<Taken> {
-        let mut held = lock(&self.held);
-        let counts = held.entry(id.clone()).or_default();
-        let now = &mut counts[share.index()];
-        if now.saturating_add(amount) > max {
-            if counts.iter().all(|&n| n == 0) {
-                held.remove(id);
+        let held = {
+            let mut all = lock(&self.held);
+            match all.get(id).and_then(Weak::upgrade) {
+                Some(held) => held,
+                None => {
+                    // Entries of identities that hold nothing any more go as others come.
+                    if all.len() >= 64 && all.len().is_power_of_two() {
+                        all.retain(|_, held| held.strong_count() > 0);
+                    }
+                    let held = Arc::new(Held::default());
+                    all.insert(id.clone(), Arc::downgrade(&held));
+                    held
+                }
             }
-            return None;
-        }
-        *now += amount;
-        Some(Taken { shares: self.clone(), id: id.clone(), share, amount })
+        };
+        held.add(share, amount, max).then(|| Taken { shares: self.clone(), held, share, amount })
     }
 
     /// [`Self::take`], waiting up to `wait` for the identity to give some back.
@@ -127,19 +153,14 @@ impl Shares {
     /// What identity `id` holds of `share` now.
     #[cfg(test)]
     fn held(&self, id: &IdentityId, share: Share) -> usize {
-        lock(&self.held).get(id).map_or(0, |counts| counts[share.index()])
+        let held = lock(&self.held).get(id).and_then(Weak::upgrade);
+        held.map_or(0, |held| held.0[share.index()].load(Ordering::Acquire))
     }
 
-    fn give_back(&self, id: &IdentityId, share: Share, amount: usize) {
-        let mut held = lock(&self.held);
-        if let Some(counts) = held.get_mut(id) {
-            counts[share.index()] = counts[share.index()].saturating_sub(amount);
-            if counts.iter().all(|&n| n == 0) {
-                held.remove(id);
-            }
-        }
-        drop(held);
-        self.released.notify_waiters();
+    /// How many identities the table keeps an entry for.
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        lock(&self.held).values().filter(|held| held.strong_count() > 0).count()
     }
 }
 
@@ -186,7 +207,7 @@ mod tests {
         assert!(shares.take(&alice, Share::Streams, 1, 2).is_some());
         drop(a2);
         assert_eq!(shares.held(&alice, Share::Streams), 0);
-        assert!(lock(&shares.held).is_empty(), "nothing kept for identities holding nothing");
+        assert_eq!(shares.kept(), 0, "nothing kept for identities holding nothing");
     }
 
     #[test]
@@ -202,5 +223,20 @@ mod tests {
         assert_eq!(shares.held(&alice, Share::InflightBytes), 50);
         drop(body);
         assert_eq!(shares.held(&alice, Share::InflightBytes), 0);
+    }
+
+    #[test]
+    fn the_table_keeps_no_more_than_twice_the_identities_holding_something() {
+        let shares = Arc::new(Shares::default());
+        let kept = shares.take(&IdentityId::named("kept"), Share::Streams, 1, 1);
+        for n in 0..1000 {
+            let passing = IdentityId::named(&format!("passing-{n}"));
+            assert!(shares.take(&passing, Share::Streams, 1, 1).is_some());
+        }
+        assert!(lock(&shares.held).len() <= 128, "{}", lock(&shares.held).len());
+        assert_eq!(shares.kept(), 1);
+        assert!(shares.take(&IdentityId::named("kept"), Share::Streams, 1, 1).is_none());
+        drop(kept);
+        assert!(shares.take(&IdentityId::named("kept"), Share::Streams, 1, 1).is_some());
     }
 }

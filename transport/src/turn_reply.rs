@@ -131,7 +131,7 @@ pub(crate) async fn turn(
     step: Option<u64>,
 ) -> Reply {
     let heartbeat = state.config().heartbeat_interval;
-    let hooks = [broken_turn_hook(session, "login or file")];
+    let hooks = vec![broken_turn_hook(session, "login or file")];
     first_answer(start_turn(heartbeat, guard, framing, session, hooks, step)).await
 }
 
@@ -148,13 +148,11 @@ fn start_turn(
     guard: LinkGuard,
     framing: Framing,
     session: &Session,
-    on_end: impl IntoIterator<Item = OnEnd>,
+    on_end: Vec<OnEnd>,
     step: Option<u64>,
 ) -> StreamedTurn {
     let mut turn = Box::new(Turn::new(guard, framing, heartbeat, session.cut.clone()));
-    for hook in on_end {
-        turn.on_end(hook);
-    }
+    turn.on_end(on_end);
     let resumable = step.is_some() && session.resume.is_on();
     StreamedTurn::new(turn, resumable.then(|| session.resume.clone()))
 }

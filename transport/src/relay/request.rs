@@ -43,21 +43,36 @@ pub struct Asked<'a> {
 /// The commands of `body` that have an answer, in order (none when only commands without
 /// one ride in it).
 pub fn commands_asked(body: &[u8]) -> Result<Vec<Asked<'_>>, BadCommands> {
-    let mut asked: Vec<Asked<'_>> = Vec::new();
+    let mut asked = Vec::new();
+    each_asked(body, |one| asked.push(one))?;
+    Ok(asked)
+}
+
+/// How many commands of `body` have an answer, checked as [`commands_asked`] checks them,
+/// with nothing kept.
+pub fn count_asked(body: &[u8]) -> Result<usize, BadCommands> {
+    each_asked(body, |_| ())
+}
+
+/// Walks the commands of `body`, calling `each` for those that have an answer; how many.
+fn each_asked<'a>(body: &'a [u8], mut each: impl FnMut(Asked<'a>)) -> Result<usize, BadCommands> {
     let (mut at, mut continued) = (0, false);
+    let (mut count, mut last) = (0, None);
     while at < body.len() {
         let head = PacketHead::parse(&body[at..]).ok_or(BadCommands::Truncated)?;
         let payload = body.get(at + PacketHead::LEN..at + PacketHead::LEN + head.len);
         let payload = payload.ok_or(BadCommands::Truncated)?;
         if !continued {
-            if asked.last().is_some_and(|a| a.expect == Expect::Auth) {
+            if last == Some(Expect::Auth) {
                 return Err(BadCommands::AwaitNotLast);
             }
             if let Some(expect) = answer_of(*payload.first().ok_or(BadCommands::Empty)?)? {
-                if asked.len() == MAX_PIPELINED_COMMANDS {
+                if count == MAX_PIPELINED_COMMANDS {
                     return Err(BadCommands::TooManyCommands);
                 }
-                asked.push(Asked { expect, payload });
+                count += 1;
+                last = Some(expect);
+                each(Asked { expect, payload });
             }
         }
         continued = head.len == packet::MAX_PAYLOAD;
@@ -66,7 +81,7 @@ pub fn commands_asked(body: &[u8]) -> Result<Vec<Asked<'_>>, BadCommands> {
     if continued {
         return Err(BadCommands::Truncated);
     }
-    Ok(asked)
+    Ok(count)
 }
 
 /// How the answer to a command starts; `None` for commands without one. Which commands are

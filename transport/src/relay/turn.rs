@@ -163,10 +163,10 @@ impl Turn {
         }
     }
 
-    /// Calls `on_end` when the next answer not yet given one ends (given before the turn is
-    /// first polled, one per answer of a pipelined batch, in order).
-    pub fn on_end(&mut self, on_end: OnEnd) {
-        self.on_end.push_back(on_end);
+    /// Calls each of `hooks` when its answer ends, in order (given before the turn is
+    /// polled: one per answer it carries).
+    pub fn on_end(&mut self, hooks: Vec<OnEnd>) {
+        self.on_end = VecDeque::from(hooks);
     }
 
     /// Reports the answers of a pipelined batch that ended before its last.
