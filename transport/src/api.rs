@@ -11,10 +11,10 @@ use http::header::{AUTHORIZATION, CONTENT_LENGTH};
 use http::{HeaderValue, Request, Response, StatusCode};
 
 use crate::Error;
-use crate::body::ResponseBody;
 use crate::client_addr::client_ip;
 use crate::identity::{Caller, HeldCaller, Identities, LastCaller, Refusal};
 use crate::refusals::Answer;
+use crate::reply::ResponseBody;
 use crate::reply::{Reply, Then, error_response, http_response, json, text};
 use crate::request_body::RequestBody;
 use crate::shares::Share;

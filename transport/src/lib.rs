@@ -6,13 +6,13 @@
 //! `error`, `client_addr`, `id_hash`, `audit_redact`, `audit` (the audit log), `identity` (who
 //! a token is), `config`, `config_checks`
 //! → `relay` (the upstream leg at packet level)
-//! → `resume_budget`, `resume_kept`, `resume` (a step's answer kept for a resume, within the
+//! → `resume_kept`, `resume` (a step's answer kept for a resume, within the
 //! budget all sessions share)
 //! → `shares` (each identity's share), `upload_held`, `session`, `handover` (what a take-over's
 //! two processes know while sessions move), `readiness`, `refusals`
 //! → `metrics`, `churn`, `state`
-//! → `steps` (a step as either carrier brings it, run once, resumed), `request_body`, `body`,
-//! `reply`, `stream` (the WebSocket carrier), `command_log`, `turn_reply` (a step answered with
+//! → `steps` (a step as either carrier brings it, run once, resumed), `request_body`, `reply`
+//! (a step's answer: its head and body, a turn streamed), `stream` (the WebSocket carrier), `command_log`, `turn_reply` (a step answered with
 //! its turn), `uploads`, `idle_watch`, `ending`, `probes`
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
 //! → `run` (a step's one entry point, whichever carrier brought it)
@@ -24,7 +24,6 @@
 pub mod api;
 pub mod audit;
 pub mod audit_redact;
-pub mod body;
 pub mod churn;
 pub mod client_addr;
 pub mod command_log;
@@ -46,7 +45,6 @@ pub mod relay;
 pub mod reply;
 pub mod request_body;
 pub mod resume;
-pub mod resume_budget;
 pub mod resume_kept;
 pub mod run;
 pub mod server;

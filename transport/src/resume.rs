@@ -18,7 +18,7 @@ use http::StatusCode;
 use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
-use crate::resume_budget::ResumeBudget;
+use crate::resume_kept::ResumeBudget;
 use crate::resume_kept::{KeptAnswer, KeptPlace};
 
 /// The last step of a session as it moves to another process in a take-over: its number,

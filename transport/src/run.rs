@@ -12,9 +12,9 @@ use http::StatusCode;
 use tracing::{Instrument, info};
 
 use crate::Error;
-use crate::body::ResponseBody;
 use crate::ending;
 use crate::identity::{Caller, IdentityId};
+use crate::reply::ResponseBody;
 use crate::reply::{Reply, error_response, json, no_content};
 use crate::request_body::read_body;
 use crate::session_endpoints;

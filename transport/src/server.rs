@@ -349,7 +349,7 @@ async fn serve<IO, S>(
 ) -> hyper::Result<()>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = crate::body::ResponseBody>
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = crate::reply::ResponseBody>
         + Send
         + 'static,
     S::Future: Send + 'static,

@@ -17,11 +17,11 @@ use http::StatusCode;
 use tracing::info;
 
 use crate::Error;
-use crate::body::ResponseBody;
 use crate::identity::Caller;
 use crate::relay::handshake::ClientLeg;
 use crate::relay::request::{check_file_piece, commands_asked, count_asked};
 use crate::relay::{Framing, Phase, RelayLink};
+use crate::reply::ResponseBody;
 use crate::reply::{Reply, frames, no_content};
 use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;

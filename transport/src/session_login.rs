@@ -10,11 +10,11 @@ use http::StatusCode;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::body::ResponseBody;
 use crate::relay::handshake::login_names;
 use crate::relay::link::LinkError;
 use crate::relay::turn::LinkGuard;
 use crate::relay::{Expect, Framing, Phase};
+use crate::reply::ResponseBody;
 use crate::reply::{Reply, frames};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::session::{Session, Who, lock};

@@ -58,7 +58,7 @@ pub struct AppState {
     /// What each identity holds of its shares (streams, connects, body bytes).
     pub shares: Arc<crate::shares::Shares>,
     /// Room for answers kept for resumes, all sessions together (`max_resume_bytes`).
-    pub resume_budget: Arc<crate::resume_budget::ResumeBudget>,
+    pub resume_budget: Arc<crate::resume_kept::ResumeBudget>,
     /// Sessions ended by their upstream, newest last; keep-alives waiting for news watch it.
     ended: EndedSessions,
     /// New sessions for the reaper to watch.
@@ -87,9 +87,7 @@ impl AppState {
         Ok(Self {
             reaper,
             inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
-            resume_budget: Arc::new(crate::resume_budget::ResumeBudget::new(
-                config.max_resume_bytes,
-            )),
+            resume_budget: Arc::new(crate::resume_kept::ResumeBudget::new(config.max_resume_bytes)),
             identities: RwLock::new(Arc::new(identities)),
             revoked: std::sync::Mutex::default(),
             config: RwLock::new(Arc::new(config)),

@@ -12,8 +12,8 @@ use http::StatusCode;
 use tracing::debug;
 
 use crate::Error;
-use crate::body::{ResponseBody, StreamedTurn};
 use crate::reply::{Reply, frames, no_content};
+use crate::reply::{ResponseBody, StreamedTurn};
 use crate::resume::{Resumed, StepRequest};
 use crate::session::Session;
 

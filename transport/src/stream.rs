@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::Error;
-use crate::body::ResponseBody;
 use crate::identity::HeldCaller;
+use crate::reply::ResponseBody;
 use crate::reply::{Reply, Then};
 use crate::request_body::RequestBody;
 use crate::shares::Taken;

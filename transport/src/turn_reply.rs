@@ -13,11 +13,11 @@ use http::StatusCode;
 use tracing::debug;
 
 use crate::Error;
-use crate::body::{ResponseBody, StreamedTurn};
 use crate::command_log;
 use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Framing, RelayLink, Turn};
 use crate::reply::{Reply, frames};
+use crate::reply::{ResponseBody, StreamedTurn};
 use crate::session::Session;
 use crate::state::AppState;
 use crate::steps::remember;

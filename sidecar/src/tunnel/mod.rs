@@ -20,7 +20,6 @@ mod connections;
 mod control;
 mod credential;
 mod endpoint;
-mod resend;
 mod send;
 
 pub(crate) use credential::jwt_claims;
