@@ -12,8 +12,9 @@
 //! two processes know while sessions move), `readiness`, `refusals`
 //! → `metrics`, `churn`, `state`
 //! → `steps` (a step as either carrier brings it, run once, resumed), `request_body`, `reply`
-//! (a step's answer: its head and body, a turn streamed), `stream` (the WebSocket carrier), `command_log`, `turn_reply` (a step answered with
-//! its turn), `uploads`, `idle_watch`, `ending`, `probes`
+//! (a step's answer: its head and body, a turn streamed), `stream` (the WebSocket carrier),
+//! `command_log`, `turn_reply` (a step answered with its turn), `uploads`, `idle_watch`,
+//! `ending`, `probes`
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
 //! → `run` (a step's one entry point, whichever carrier brought it)
 //! → `api` (the HTTP carrier: routing, the token, what only HTTP has)

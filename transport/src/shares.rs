@@ -36,13 +36,25 @@ impl Share {
 }
 
 /// What every identity holds now: its counts, found by one lookup when a share is taken and
-/// then reached through the guard (identities holding nothing are not kept).
+/// then reached through the guard, with no lookup (identities holding nothing are not kept).
 #[derive(Debug, Default)]
 pub struct Shares {
-    held: Mutex<HashMap<IdentityId, Weak<Held>>>,
+    held: Mutex<Table>,
     /// Told whenever a share is given back (a take may be waiting for room).
     released: tokio::sync::Notify,
 }
+
+/// The identities' counts by id; an entry whose counts are gone is refreshed in place, and the
+/// entries of identities that hold nothing go when the table has doubled since it last looked.
+#[derive(Debug, Default)]
+struct Table {
+    ids: HashMap<IdentityId, Weak<Held>>,
+    /// The size at which it next drops dead entries (at least [`MIN_PRUNE_AT`]).
+    prune_at: usize,
+}
+
+/// Entries a table keeps before it first looks for dead ones.
+const MIN_PRUNE_AT: usize = 64;
 
 /// One identity's counts, one per [`Share`]; alive while one of its shares is taken.
 #[derive(Debug, Default)]
@@ -112,16 +124,20 @@ impl Shares {
         max: usize,
     ) -> Option<Taken> {
         let held = {
-            let mut all = lock(&self.held);
-            match all.get(id).and_then(Weak::upgrade) {
-                Some(held) => held,
+            let mut table = lock(&self.held);
+            match table.ids.get_mut(id) {
+                Some(entry) => entry.upgrade().unwrap_or_else(|| {
+                    let held = Arc::new(Held::default());
+                    *entry = Arc::downgrade(&held);
+                    held
+                }),
                 None => {
-                    // Entries of identities that hold nothing any more go as others come.
-                    if all.len() >= 64 && all.len().is_power_of_two() {
-                        all.retain(|_, held| held.strong_count() > 0);
+                    if table.ids.len() >= table.prune_at.max(MIN_PRUNE_AT) {
+                        table.ids.retain(|_, held| held.strong_count() > 0);
+                        table.prune_at = 2 * table.ids.len();
                     }
                     let held = Arc::new(Held::default());
-                    all.insert(id.clone(), Arc::downgrade(&held));
+                    table.ids.insert(id.clone(), Arc::downgrade(&held));
                     held
                 }
             }
@@ -153,14 +169,14 @@ impl Shares {
     /// What identity `id` holds of `share` now.
     #[cfg(test)]
     fn held(&self, id: &IdentityId, share: Share) -> usize {
-        let held = lock(&self.held).get(id).and_then(Weak::upgrade);
+        let held = lock(&self.held).ids.get(id).and_then(Weak::upgrade);
         held.map_or(0, |held| held.0[share.index()].load(Ordering::Acquire))
     }
 
     /// How many identities the table keeps an entry for.
     #[cfg(test)]
     fn kept(&self) -> usize {
-        lock(&self.held).values().filter(|held| held.strong_count() > 0).count()
+        lock(&self.held).ids.values().filter(|held| held.strong_count() > 0).count()
     }
 }
 
@@ -233,7 +249,8 @@ mod tests {
             let passing = IdentityId::named(&format!("passing-{n}"));
             assert!(shares.take(&passing, Share::Streams, 1, 1).is_some());
         }
-        assert!(lock(&shares.held).len() <= 128, "{}", lock(&shares.held).len());
+        let size = lock(&shares.held).ids.len();
+        assert!(size <= 2 * MIN_PRUNE_AT, "{size}");
         assert_eq!(shares.kept(), 1);
         assert!(shares.take(&IdentityId::named("kept"), Share::Streams, 1, 1).is_none());
         drop(kept);

@@ -166,7 +166,11 @@ impl Turn {
     /// Calls each of `hooks` when its answer ends, in order (given before the turn is
     /// polled: one per answer it carries).
     pub fn on_end(&mut self, hooks: Vec<OnEnd>) {
-        self.on_end = VecDeque::from(hooks);
+        if self.on_end.is_empty() {
+            self.on_end = VecDeque::from(hooks);
+        } else {
+            self.on_end.extend(hooks);
+        }
     }
 
     /// Reports the answers of a pipelined batch that ended before its last.
