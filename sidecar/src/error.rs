@@ -86,6 +86,10 @@ pub enum Error {
     /// `transport.login`: nobody is logged in, or the provider ended the login.
     #[error("Access denied: {0}: run `sidecar login` to log in again")]
     LoginNeeded(String),
+    /// `sidecar login`, `logout` and `check`: what a person is told went wrong with a login
+    /// (the provider's answer, the login kept, the browser's return).
+    #[error("{0}")]
+    Login(String),
     /// `transport.login`: the identity provider could not give a token now.
     #[error("cannot get a token from the identity provider of transport.login: {0}")]
     LoginFailed(String),
@@ -244,6 +248,7 @@ impl Error {
             | Error::TokenRefused { .. }
             | Error::TokenCommand(_)
             | Error::LoginFailed(_)
+            | Error::Login(_)
             | Error::BadAnswer { .. }
             | Error::SessionBusy => (code::CANNOT_REACH, *code::STATE_GENERAL, msg),
             Error::ShuttingDown => (code::SERVER_SHUTDOWN, *code::STATE_COMM, msg),
@@ -281,6 +286,7 @@ impl Error {
             Error::TokenCommand(_) => "token_command",
             Error::LoginNeeded(_) => "login_needed",
             Error::LoginFailed(_) => "login_failed",
+            Error::Login(_) => "login",
             Error::ShuttingDown => "shutting_down",
             Error::StreamBroken(_) => "stream_broken",
             Error::NotResumed(_) => "not_resumed",

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::Error;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,11 +51,11 @@ pub struct Loopback {
 
 impl Loopback {
     /// A port on 127.0.0.1 chosen by the system.
-    pub async fn bind() -> Result<Self, String> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("cannot open a port on 127.0.0.1 for the login: {e}"))?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    pub async fn bind() -> Result<Self, Error> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| {
+            Error::Login(format!("cannot open a port on 127.0.0.1 for the login: {e}"))
+        })?;
+        let port = listener.local_addr().map_err(|e| Error::Login(e.to_string()))?.port();
         Ok(Self { listener, port })
     }
 
@@ -68,7 +69,7 @@ impl Loopback {
     /// 404 and waited past. Connections are served side by side, so one that sends nothing
     /// (a browser's speculative connection, another local process) does not hold up the
     /// browser's return; at most [`MAX_CONNECTIONS`] at once, each for [`REQUEST_LIMIT`].
-    pub async fn code(self, state: &str) -> Result<String, String> {
+    pub async fn code(self, state: &str) -> Result<String, Error> {
         let wait = async {
             let mut serving = FuturesUnordered::new();
             loop {
@@ -87,17 +88,17 @@ impl Loopback {
             }
         };
         tokio::time::timeout(LOGIN_LIMIT, wait).await.unwrap_or_else(|_| {
-            Err(format!(
+            Err(Error::Login(format!(
                 "no login within {} minutes: run `sidecar login` again",
                 LOGIN_LIMIT.as_secs() / 60
-            ))
+            )))
         })
     }
 }
 
 /// One connection to the loopback port: its request, read within [`REQUEST_LIMIT`], answered
 /// with a page; the login's outcome when it was the browser's return with `state`.
-async fn serve(mut socket: TcpStream, state: &str) -> Option<Result<String, String>> {
+async fn serve(mut socket: TcpStream, state: &str) -> Option<Result<String, Error>> {
     let target = tokio::time::timeout(REQUEST_LIMIT, read_target(&mut socket)).await.ok()?.ok()?;
     let outcome = outcome(&target, state);
     let page = match &outcome {
@@ -123,7 +124,7 @@ async fn read_target(socket: &mut TcpStream) -> std::io::Result<String> {
 }
 
 /// What a request to the loopback port says: `None` when it is not the login's return.
-fn outcome(target: &str, state: &str) -> Option<Result<String, String>> {
+fn outcome(target: &str, state: &str) -> Option<Result<String, Error>> {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     if path != "/callback" {
         return None;
@@ -138,7 +139,10 @@ fn outcome(target: &str, state: &str) -> Option<Result<String, String>> {
         (Some(code), None) => Ok(code),
         (_, error) => {
             let detail = get("error_description").unwrap_or_default();
-            Err(format!("the provider refused the login: {} {detail}", error.unwrap_or_default()))
+            Err(Error::Login(format!(
+                "the provider refused the login: {} {detail}",
+                error.unwrap_or_default()
+            )))
         }
     })
 }
@@ -161,12 +165,13 @@ mod tests {
 
     #[test]
     fn only_the_callback_with_its_state_counts() {
-        assert_eq!(outcome("/callback?code=abc&state=s1", "s1"), Some(Ok("abc".into())));
-        assert_eq!(outcome("/callback?code=abc&state=other", "s1"), None, "another login's");
-        assert_eq!(outcome("/favicon.ico", "s1"), None);
-        let refused = outcome("/callback?error=access_denied&state=s1", "s1");
+        let said = |target: &str| outcome(target, "s1").map(|r| r.map_err(|e| e.to_string()));
+        assert_eq!(said("/callback?code=abc&state=s1"), Some(Ok("abc".into())));
+        assert_eq!(said("/callback?code=abc&state=other"), None, "another login's");
+        assert_eq!(said("/favicon.ico"), None);
+        let refused = said("/callback?error=access_denied&state=s1");
         assert!(refused.is_some_and(|r| r.is_err_and(|e| e.contains("access_denied"))));
-        assert_eq!(outcome("/callback?code=a%2Bb&state=s1", "s1"), Some(Ok("a+b".into())));
+        assert_eq!(said("/callback?code=a%2Bb&state=s1"), Some(Ok("a+b".into())));
     }
 
     /// A connection that sends nothing (a browser's speculative one, or another process's) held
@@ -182,10 +187,8 @@ mod tests {
         let request = "GET /callback?code=c0de&state=s1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
         browser.write_all(request.as_bytes()).await.expect("send");
         let code = tokio::time::timeout(Duration::from_secs(5), waiting).await;
-        assert_eq!(
-            code.expect("answered before the silent one's limit").expect("join"),
-            Ok("c0de".into())
-        );
+        let code = code.expect("answered before the silent one's limit").expect("join");
+        assert_eq!(code.map_err(|e| e.to_string()), Ok("c0de".into()));
         let mut page = String::new();
         drop(browser.read_to_string(&mut page).await);
         assert!(page.starts_with("HTTP/1.1 200"), "{page}");

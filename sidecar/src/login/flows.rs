@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::LoginConfig;
 use super::browser;
 use super::idp::{Endpoints, Idp};
+use crate::Error;
 
 /// Longest a device code is polled for, whatever the provider says.
 const DEVICE_LIMIT: Duration = Duration::from_secs(15 * 60);
@@ -51,9 +52,9 @@ fn common<'a>(config: &'a LoginConfig, scope: &'a str) -> Vec<(&'a str, &'a str)
 }
 
 /// `n` random bytes, base64url: a PKCE verifier, a state.
-fn random_text(n: usize) -> Result<String, String> {
+fn random_text(n: usize) -> Result<String, Error> {
     let mut bytes = vec![0u8; n];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+    getrandom::fill(&mut bytes).map_err(|e| Error::Login(format!("no randomness: {e}")))?;
     Ok(URL_SAFE_NO_PAD.encode(bytes))
 }
 
@@ -63,7 +64,7 @@ pub async fn with_browser(
     config: &LoginConfig,
     idp: &Idp,
     ep: &Endpoints,
-) -> Result<Tokens, String> {
+) -> Result<Tokens, Error> {
     // The page the system's opener is given: a provider's `file:` or program path would be
     // opened or run.
     idp.check(&ep.authorization_endpoint)?;
@@ -107,21 +108,17 @@ pub async fn with_browser(
     }
     let (status, answer) = idp.post_form(&ep.token_endpoint, &form).await?;
     tokens(status, &answer)
-        .map_err(|e| format!("the provider did not give tokens for the code: {e}"))
+        .map_err(|e| Error::Login(format!("the provider did not give tokens for the code: {e}")))
 }
 
 /// Logs in with the device grant: the person opens an address on any device, enters the code
 /// shown, and logs in there, while this polls the provider.
-pub async fn with_device(
-    config: &LoginConfig,
-    idp: &Idp,
-    ep: &Endpoints,
-) -> Result<Tokens, String> {
+pub async fn with_device(config: &LoginConfig, idp: &Idp, ep: &Endpoints) -> Result<Tokens, Error> {
     let Some(start) = &ep.device_authorization_endpoint else {
-        return Err(format!(
+        return Err(Error::Login(format!(
             "the provider at {} has no device flow (no device_authorization_endpoint): log in with the browser (`sidecar login`)",
             idp.issuer()
-        ));
+        )));
     };
     let scope = config.scopes.join(" ");
     let (status, answer) = idp.post_form(start, &common(config, &scope)).await?;
@@ -129,10 +126,10 @@ pub async fn with_device(
     let (Some(device_code), Some(user_code), Some(verify)) =
         (text("device_code"), text("user_code"), text("verification_uri"))
     else {
-        return Err(format!(
+        return Err(Error::Login(format!(
             "the device flow did not start (HTTP {status}): {}",
             describe(&answer)
-        ));
+        )));
     };
     println!("To log in, open {verify} on any device and enter the code\n\n  {user_code}\n");
     if let Some(complete) = text("verification_uri_complete") {
@@ -151,16 +148,18 @@ pub async fn with_device(
     loop {
         tokio::time::sleep(interval).await;
         if tokio::time::Instant::now() > deadline {
-            return Err(
+            return Err(Error::Login(
                 "the code expired before the login was done: run `sidecar login --device` again"
                     .into(),
-            );
+            ));
         }
         let (status, answer) = idp.post_form(&ep.token_endpoint, &form).await?;
         match answer.get("error").and_then(Value::as_str) {
             Some("authorization_pending") => {}
             Some("slow_down") => interval += Duration::from_secs(5),
-            Some(_) => return Err(format!("the login was not done: {}", describe(&answer))),
+            Some(_) => {
+                return Err(Error::Login(format!("the login was not done: {}", describe(&answer))));
+            }
             None => return tokens(status, &answer),
         }
     }
@@ -181,23 +180,25 @@ pub async fn refresh(
     if let Some(resource) = &config.resource {
         form.push(("resource", resource.as_str()));
     }
-    let (status, answer) =
-        idp.post_form(&ep.token_endpoint, &form).await.map_err(RefreshFailed::Unreachable)?;
+    let (status, answer) = idp
+        .post_form(&ep.token_endpoint, &form)
+        .await
+        .map_err(|e| RefreshFailed::Unreachable(e.to_string()))?;
     match answer.get("error").and_then(Value::as_str) {
         Some("invalid_grant" | "invalid_client" | "unauthorized_client") => {
             Err(RefreshFailed::Refused(describe(&answer)))
         }
         Some(_) => Err(RefreshFailed::Unreachable(describe(&answer))),
-        None => tokens(status, &answer).map_err(RefreshFailed::Unreachable),
+        None => tokens(status, &answer).map_err(|e| RefreshFailed::Unreachable(e.to_string())),
     }
 }
 
 /// The tokens of a token endpoint's answer.
-fn tokens(status: u16, answer: &Value) -> Result<Tokens, String> {
+fn tokens(status: u16, answer: &Value) -> Result<Tokens, Error> {
     let text = |name: &str| answer.get(name).and_then(Value::as_str).map(str::to_owned);
     match (status, text("access_token")) {
         (200, Some(access)) => Ok(Tokens { access, refresh: text("refresh_token") }),
-        _ => Err(format!("HTTP {status}: {}", describe(answer))),
+        _ => Err(Error::Login(format!("HTTP {status}: {}", describe(answer)))),
     }
 }
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_rustls::TlsConnector;
 
+use crate::Error;
 use crate::http::{AnswerBody, HttpConn};
 
 /// Longest a whole exchange with the provider may take: connecting, asking, and its answer to
@@ -52,16 +53,17 @@ impl std::fmt::Debug for Idp {
 impl Idp {
     /// The provider of `issuer`: `https://`, or `http://` to this machine only (a token over
     /// plain HTTP to another host could be read on the way).
-    pub fn new(issuer: &str) -> Result<Self, String> {
+    pub fn new(issuer: &str) -> Result<Self, Error> {
         let issuer = issuer.trim_end_matches('/').to_owned();
-        let uri: Uri = issuer.parse().map_err(|e| format!("login.issuer {issuer:?}: {e}"))?;
+        let uri: Uri =
+            issuer.parse().map_err(|e| Error::Login(format!("login.issuer {issuer:?}: {e}")))?;
         let secure = match uri.scheme_str() {
             Some("https") => true,
             Some("http") if uri.host().is_some_and(crate::tunnel::is_loopback) => false,
             _ => {
-                return Err(format!(
+                return Err(Error::Login(format!(
                     "login.issuer {issuer:?} must be an https:// URL (http:// only to this machine)"
-                ));
+                )));
             }
         };
         let idp = Self { issuer, secure, tls: OnceLock::new(), limit: TIMEOUT };
@@ -72,13 +74,13 @@ impl Idp {
     }
 
     /// TLS with the system's roots.
-    fn tls(&self) -> Result<&TlsConnector, String> {
+    fn tls(&self) -> Result<&TlsConnector, Error> {
         if let Some(tls) = self.tls.get() {
             return Ok(tls);
         }
         let config = common::tls::ClientTls::default()
             .build()
-            .map_err(|e| format!("TLS for the identity provider: {e}"))?;
+            .map_err(|e| Error::Login(format!("TLS for the identity provider: {e}")))?;
         Ok(self.tls.get_or_init(|| TlsConnector::from(config)))
     }
 
@@ -86,16 +88,16 @@ impl Idp {
     /// `https://`, or `http://` to this machine when the issuer is there too. Anything else
     /// (another scheme, which the system's opener might run as a program; plain HTTP to
     /// another host, where a code or a token could be read on the way) is refused.
-    pub fn check(&self, url: &str) -> Result<Uri, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+    pub fn check(&self, url: &str) -> Result<Uri, Error> {
+        let uri: Uri = url.parse().map_err(|e| Error::Login(format!("{url:?}: {e}")))?;
         let local = uri.host().is_some_and(crate::tunnel::is_loopback);
         match uri.scheme_str() {
             Some("https") if uri.host().is_some() => Ok(uri),
             Some("http") if local && !self.secure => Ok(uri),
-            _ => Err(format!(
+            _ => Err(Error::Login(format!(
                 "the provider at {} named {url:?}, which is not an https:// address",
                 self.issuer
-            )),
+            ))),
         }
     }
 
@@ -105,37 +107,34 @@ impl Idp {
     }
 
     /// The provider's endpoints (`/.well-known/openid-configuration`).
-    pub async fn discover(&self) -> Result<Endpoints, String> {
+    pub async fn discover(&self) -> Result<Endpoints, Error> {
         let url = format!("{}/.well-known/openid-configuration", self.issuer);
         let (status, answer) = self.exchange("GET", &url, "").await?;
         if status != 200 {
-            return Err(format!("{url} answered HTTP {status}"));
+            return Err(Error::Login(format!("{url} answered HTTP {status}")));
         }
-        serde_json::from_value(answer).map_err(|e| format!("{url}: not a discovery document: {e}"))
+        serde_json::from_value(answer)
+            .map_err(|e| Error::Login(format!("{url}: not a discovery document: {e}")))
     }
 
     /// Posts `form` (URL-encoded) to `url`; the status and the JSON answer.
-    pub async fn post_form(
-        &self,
-        url: &str,
-        form: &[(&str, &str)],
-    ) -> Result<(u16, Value), String> {
+    pub async fn post_form(&self, url: &str, form: &[(&str, &str)]) -> Result<(u16, Value), Error> {
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         self.exchange("POST", url, &body).await
     }
 
     /// One request on a new connection (the provider is asked rarely), within [`TIMEOUT`] in
     /// all.
-    async fn exchange(&self, method: &str, url: &str, body: &str) -> Result<(u16, Value), String> {
+    async fn exchange(&self, method: &str, url: &str, body: &str) -> Result<(u16, Value), Error> {
         let uri = self.check(url)?;
         let tls = if uri.scheme_str() == Some("https") { Some(self.tls()?) } else { None };
         tokio::time::timeout(self.limit, self.exchange_with(method, url, &uri, tls, body))
             .await
             .unwrap_or_else(|_| {
-                Err(format!(
+                Err(Error::Login(format!(
                     "the identity provider at {url} gave no whole answer within {} s",
                     self.limit.as_secs_f32()
-                ))
+                )))
             })
     }
 
@@ -146,12 +145,14 @@ impl Idp {
         uri: &Uri,
         tls: Option<&TlsConnector>,
         body: &str,
-    ) -> Result<(u16, Value), String> {
-        let host = uri.host().ok_or_else(|| format!("{url}: no host"))?;
+    ) -> Result<(u16, Value), Error> {
+        let host = uri.host().ok_or_else(|| Error::Login(format!("{url}: no host")))?;
         let port = uri.port_u16().unwrap_or(if tls.is_some() { 443 } else { 80 });
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         let authority = uri.authority().map_or(host, |a| a.as_str());
-        let fail = |e: std::io::Error| format!("cannot reach the identity provider at {url}: {e}");
+        let fail = |e: std::io::Error| {
+            Error::Login(format!("cannot reach the identity provider at {url}: {e}"))
+        };
         let mut conn = HttpConn::connect(host, port, self.limit, tls, None).await.map_err(fail)?;
         conn.set_silence_limit(self.limit);
         let head = format!(
@@ -241,7 +242,7 @@ mod tests {
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(Duration::from_secs(20), idp.discover()).await;
         let err = outcome.expect("given up by itself").expect_err("no discovery");
-        assert!(err.contains("no whole answer"), "{err}");
+        assert!(err.to_string().contains("no whole answer"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         server.abort();
     }

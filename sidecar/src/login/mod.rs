@@ -28,7 +28,7 @@ pub struct Refresher {
 
 impl Refresher {
     /// The refresher of the login `config` names.
-    pub fn new(config: &LoginConfig) -> Result<Self, String> {
+    pub fn new(config: &LoginConfig) -> Result<Self, Error> {
         Ok(Self { config: config.clone(), idp: idp::Idp::new(&config.issuer)? })
     }
 
@@ -37,14 +37,15 @@ impl Refresher {
     pub async fn access_token(&self) -> Result<String, Error> {
         let issuer = self.idp.issuer();
         let saved = store::load(&self.config)
-            .map_err(Error::LoginNeeded)?
+            .map_err(|e| Error::LoginNeeded(e.to_string()))?
             .ok_or_else(|| Error::LoginNeeded(format!("nobody is logged in at {issuer}")))?;
-        let endpoints = self.idp.discover().await.map_err(Error::LoginFailed)?;
+        let endpoints = self.idp.discover().await.map_err(|e| Error::LoginFailed(e.to_string()))?;
         match flows::refresh(&self.config, &self.idp, &endpoints, &saved.refresh_token).await {
             Ok(tokens) => {
                 if let Some(rotated) = tokens.refresh.filter(|r| *r != saved.refresh_token) {
                     let saved = store::Saved { refresh_token: rotated, ..saved };
-                    store::save(&self.config, &saved).map_err(Error::LoginFailed)?;
+                    store::save(&self.config, &saved)
+                        .map_err(|e| Error::LoginFailed(e.to_string()))?;
                 }
                 Ok(tokens.access)
             }
@@ -69,7 +70,7 @@ pub fn login_command(config: SidecarConfig, flags: &[&str]) -> ExitCode {
             flows::with_browser(&login, &idp, &endpoints).await?
         };
         let Some(refresh_token) = tokens.refresh else {
-            return Err("the provider gave no refresh token: add `offline_access` to transport.login.scopes (or allow refresh tokens for this client)".into());
+            return Err(Error::Login("the provider gave no refresh token: add `offline_access` to transport.login.scopes (or allow refresh tokens for this client)".into()));
         };
         let who = who(&tokens.access);
         let since = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -92,9 +93,10 @@ pub fn logout_command(config: SidecarConfig, _flags: &[&str]) -> ExitCode {
 }
 
 /// Who is logged in for `config`, for `sidecar check`: a line, or why nobody is.
-pub fn status(config: &LoginConfig) -> Result<String, String> {
-    let saved = store::load(config)?
-        .ok_or_else(|| format!("nobody is logged in at {}: run `sidecar login`", config.issuer))?;
+pub fn status(config: &LoginConfig) -> Result<String, Error> {
+    let saved = store::load(config)?.ok_or_else(|| {
+        Error::Login(format!("nobody is logged in at {}: run `sidecar login`", config.issuer))
+    })?;
     Ok(format!(
         "logged in as {} at {} since {} (the provider decides until when)",
         saved.who,
@@ -107,7 +109,7 @@ pub fn status(config: &LoginConfig) -> Result<String, String> {
 fn finish<F, Fut>(what: &str, config: SidecarConfig, task: F) -> ExitCode
 where
     F: FnOnce(LoginConfig) -> Fut,
-    Fut: std::future::Future<Output = Result<String, String>>,
+    Fut: std::future::Future<Output = Result<String, Error>>,
 {
     let Some(login) = config.transport.login.clone() else {
         eprintln!(
@@ -117,7 +119,7 @@ where
     };
     let outcome = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(task(login)),
-        Err(e) => Err(format!("cannot start a runtime: {e}")),
+        Err(e) => Err(Error::Login(format!("cannot start a runtime: {e}"))),
     };
     match outcome {
         Ok(line) => {

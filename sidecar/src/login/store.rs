@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::LoginConfig;
+use crate::Error;
 
 /// The credential store's service name.
 #[cfg(any(target_os = "macos", windows))]
@@ -40,7 +41,7 @@ fn key(config: &LoginConfig) -> String {
 }
 
 /// The file a login is kept in, when it is kept in a file.
-fn file(config: &LoginConfig) -> Result<PathBuf, String> {
+fn file(config: &LoginConfig) -> Result<PathBuf, Error> {
     let base = if cfg!(windows) {
         std::env::var_os("APPDATA").map(PathBuf::from)
     } else {
@@ -48,16 +49,16 @@ fn file(config: &LoginConfig) -> Result<PathBuf, String> {
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
     };
-    let base =
-        base.ok_or("no place to keep the login (neither XDG_CONFIG_HOME nor HOME is set)")?;
+    let nowhere = "no place to keep the login (neither XDG_CONFIG_HOME nor HOME is set)";
+    let base = base.ok_or_else(|| Error::Login(nowhere.into()))?;
     let digest = ring::digest::digest(&ring::digest::SHA256, key(config).as_bytes());
     let name: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
     Ok(base.join("sqltunnel").join("logins").join(format!("{name}.json")))
 }
 
 /// Keeps `saved`; answers where.
-pub fn save(config: &LoginConfig, saved: &Saved) -> Result<String, String> {
-    let text = serde_json::to_string(saved).map_err(|e| e.to_string())?;
+pub fn save(config: &LoginConfig, saved: &Saved) -> Result<String, Error> {
+    let text = serde_json::to_string(saved).map_err(|e| Error::Login(e.to_string()))?;
     #[cfg(any(target_os = "macos", windows))]
     {
         let kept = keyring::Entry::new(SERVICE, &key(config)).and_then(|e| e.set_password(&text));
@@ -70,33 +71,33 @@ pub fn save(config: &LoginConfig, saved: &Saved) -> Result<String, String> {
     }
     let path = file(config)?;
     write_private(&path, text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(|e| Error::Login(format!("cannot write {}: {e}", path.display())))?;
     Ok(path.display().to_string())
 }
 
 /// The login kept for `config`, if any.
-pub fn load(config: &LoginConfig) -> Result<Option<Saved>, String> {
+pub fn load(config: &LoginConfig) -> Result<Option<Saved>, Error> {
     #[cfg(any(target_os = "macos", windows))]
     {
         if let Ok(text) = keyring::Entry::new(SERVICE, &key(config)).and_then(|e| e.get_password())
         {
             return serde_json::from_str(&text)
                 .map(Some)
-                .map_err(|e| format!("the kept login is unreadable: {e}"));
+                .map_err(|e| Error::Login(format!("the kept login is unreadable: {e}")));
         }
     }
     let path = file(config)?;
     match std::fs::read(&path) {
         Ok(text) => serde_json::from_slice(&text)
             .map(Some)
-            .map_err(|e| format!("{} is unreadable: {e}", path.display())),
+            .map_err(|e| Error::Login(format!("{} is unreadable: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => Err(Error::Login(format!("cannot read {}: {e}", path.display()))),
     }
 }
 
 /// Forgets the login kept for `config`; true when there was one.
-pub fn forget(config: &LoginConfig) -> Result<bool, String> {
+pub fn forget(config: &LoginConfig) -> Result<bool, Error> {
     #[cfg(any(target_os = "macos", windows))]
     let forgot =
         keyring::Entry::new(SERVICE, &key(config)).and_then(|e| e.delete_credential()).is_ok();
@@ -106,7 +107,7 @@ pub fn forget(config: &LoginConfig) -> Result<bool, String> {
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(forgot),
-        Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
+        Err(e) => Err(Error::Login(format!("cannot remove {}: {e}", path.display()))),
     }
 }
 

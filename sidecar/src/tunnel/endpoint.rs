@@ -155,7 +155,8 @@ impl TunnelClient {
         let authorization = match (&link.token_command, &link.login) {
             (Some(argv), _) => Credential::Command(Arc::new(TokenCommand::new(argv.clone()))),
             (None, Some(login)) => {
-                let refresher = crate::login::Refresher::new(login).map_err(bad)?;
+                let refresher =
+                    crate::login::Refresher::new(login).map_err(|e| bad(e.to_string()))?;
                 Credential::Command(Arc::new(TokenCommand::login(refresher)))
             }
             (None, None) => {
