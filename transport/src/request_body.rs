@@ -1,6 +1,7 @@
 //! Request bodies as the endpoints read them: bounded in size and in stalls, held against
 //! `max_inflight_bytes`, a zstd body decoded to its announced length.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -12,7 +13,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::Error;
 use crate::identity::Caller;
 pub use crate::shares::Room;
-use crate::shares::Share;
+use crate::shares::{IdentityCounts, Share};
 use crate::state::AppState;
 use crate::steps::{self, Step};
 
@@ -39,6 +40,8 @@ pub struct Budget<'a> {
     pub state: &'a AppState,
     /// Whose body.
     pub caller: &'a Caller,
+    /// Its identity's counts of shares (its session keeps them).
+    pub counts: &'a Arc<IdentityCounts>,
 }
 
 /// [`read_body`], holding room in `budget` for the body. A body of known length (its
@@ -253,7 +256,8 @@ pub fn decoded_length(req: &Step) -> Result<Option<usize>, Error> {
 /// Room for `n` bytes: the identity's share at once, else [`Error::IdentityLimit`]; the
 /// budget waiting up to `stall`, else [`Error::Busy`].
 async fn reserve(budget: &Budget<'_>, n: usize, stall: Duration) -> Result<Room, Error> {
-    let share = budget.state.take_share(budget.caller, Share::InflightBytes, n)?;
+    let share =
+        budget.state.take_share_of(budget.caller, budget.counts, Share::InflightBytes, n)?;
     let permit = acquire(budget, n, stall).await?;
     Ok(Room::new(permit, share))
 }

@@ -57,9 +57,19 @@ pub struct Session {
     last_seen_ms: AtomicU64,
     /// The span its requests run in, made once (see [`Session::span`]).
     span: OnceLock<tracing::Span>,
+    /// Its owner's counts of shares, found at its first body (see [`Session::owner_counts`]).
+    owner_counts: OnceLock<Arc<crate::shares::IdentityCounts>>,
 }
 
 impl Session {
+    /// Its owner's counts of shares: found once, then at hand for each step's body.
+    pub fn owner_counts(
+        &self,
+        shares: &crate::shares::Shares,
+    ) -> &Arc<crate::shares::IdentityCounts> {
+        self.owner_counts.get_or_init(|| shares.counts(&self.owner.id))
+    }
+
     /// The span a request of the session runs in when debug lines are on, so that every
     /// line logged about it names the session and its identity. Lines at info and above name
     /// the session in their own fields: entering and leaving a span at each poll cost about
@@ -273,6 +283,7 @@ impl SessionTable {
             origin: self.origin,
             last_seen_ms: AtomicU64::new(0),
             span: OnceLock::new(),
+            owner_counts: OnceLock::new(),
         }
     }
 

@@ -156,7 +156,14 @@ async fn command(
     if guard.as_mut().is_some_and(|link| !ready(link)) {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
-    let (body, _room) = match read_step_body(Budget { state, caller }, &session, step, req).await? {
+    let (body, _room) = match read_step_body(
+        Budget { state, caller, counts: session.owner_counts(&state.shares) },
+        &session,
+        step,
+        req,
+    )
+    .await?
+    {
         StepBody::Whole(body, room) => (body, room),
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };
@@ -206,7 +213,14 @@ async fn infile(
     if guard.as_mut().is_some_and(|link| !awaits_file(link)) {
         return Err(Error::BadRequest("no file is awaited".into()));
     }
-    let (body, _room) = match read_step_body(Budget { state, caller }, &session, step, req).await? {
+    let (body, _room) = match read_step_body(
+        Budget { state, caller, counts: session.owner_counts(&state.shares) },
+        &session,
+        step,
+        req,
+    )
+    .await?
+    {
         StepBody::Whole(body, room) => (body, room),
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };

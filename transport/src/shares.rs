@@ -48,7 +48,7 @@ pub struct Shares {
 /// entries of identities that hold nothing go when the table has doubled since it last looked.
 #[derive(Debug, Default)]
 struct Table {
-    ids: HashMap<IdentityId, Weak<Held>>,
+    ids: HashMap<IdentityId, Weak<IdentityCounts>>,
     /// The size at which it next drops dead entries (at least [`MIN_PRUNE_AT`]).
     prune_at: usize,
 }
@@ -56,11 +56,12 @@ struct Table {
 /// Entries a table keeps before it first looks for dead ones.
 const MIN_PRUNE_AT: usize = 64;
 
-/// One identity's counts, one per [`Share`]; alive while one of its shares is taken.
+/// One identity's counts, one per [`Share`]; alive while one of its shares is taken, or while
+/// a session of the identity keeps them at hand ([`Shares::counts`]).
 #[derive(Debug, Default)]
-struct Held([AtomicUsize; 3]);
+pub struct IdentityCounts([AtomicUsize; 3]);
 
-impl Held {
+impl IdentityCounts {
     /// Adds `more` to `share`'s count unless it would pass `max`.
     fn add(&self, share: Share, more: usize, max: usize) -> bool {
         let count = &self.0[share.index()];
@@ -76,7 +77,7 @@ impl Held {
 #[derive(Debug)]
 pub struct Taken {
     shares: Arc<Shares>,
-    held: Arc<Held>,
+    held: Arc<IdentityCounts>,
     share: Share,
     amount: usize,
 }
@@ -123,26 +124,41 @@ impl Shares {
         amount: usize,
         max: usize,
     ) -> Option<Taken> {
-        let held = {
-            let mut table = lock(&self.held);
-            match table.ids.get_mut(id) {
-                Some(entry) => entry.upgrade().unwrap_or_else(|| {
-                    let held = Arc::new(Held::default());
-                    *entry = Arc::downgrade(&held);
-                    held
-                }),
-                None => {
-                    if table.ids.len() >= table.prune_at.max(MIN_PRUNE_AT) {
-                        table.ids.retain(|_, held| held.strong_count() > 0);
-                        table.prune_at = 2 * table.ids.len();
-                    }
-                    let held = Arc::new(Held::default());
-                    table.ids.insert(id.clone(), Arc::downgrade(&held));
-                    held
-                }
-            }
-        };
+        self.take_of(&self.counts(id), share, amount, max)
+    }
+
+    /// [`Self::take`] of the identity whose `counts` are at hand (no lookup).
+    pub fn take_of(
+        self: &Arc<Self>,
+        counts: &Arc<IdentityCounts>,
+        share: Share,
+        amount: usize,
+        max: usize,
+    ) -> Option<Taken> {
+        let held = counts.clone();
         held.add(share, amount, max).then(|| Taken { shares: self.clone(), held, share, amount })
+    }
+
+    /// Identity `id`'s counts (made when it holds none): kept, they spare later takes the
+    /// lookup.
+    pub fn counts(&self, id: &IdentityId) -> Arc<IdentityCounts> {
+        let mut table = lock(&self.held);
+        match table.ids.get_mut(id) {
+            Some(entry) => entry.upgrade().unwrap_or_else(|| {
+                let held = Arc::new(IdentityCounts::default());
+                *entry = Arc::downgrade(&held);
+                held
+            }),
+            None => {
+                if table.ids.len() >= table.prune_at.max(MIN_PRUNE_AT) {
+                    table.ids.retain(|_, held| held.strong_count() > 0);
+                    table.prune_at = 2 * table.ids.len();
+                }
+                let held = Arc::new(IdentityCounts::default());
+                table.ids.insert(id.clone(), Arc::downgrade(&held));
+                held
+            }
+        }
     }
 
     /// [`Self::take`], waiting up to `wait` for the identity to give some back.
@@ -255,5 +271,19 @@ mod tests {
         assert!(shares.take(&IdentityId::named("kept"), Share::Streams, 1, 1).is_none());
         drop(kept);
         assert!(shares.take(&IdentityId::named("kept"), Share::Streams, 1, 1).is_some());
+    }
+
+    #[test]
+    fn counts_kept_by_a_session_are_the_identitys_own() {
+        let shares = Arc::new(Shares::default());
+        let alice = IdentityId::named("alice");
+        let kept = shares.counts(&alice);
+        let taken = shares.take_of(&kept, Share::InflightBytes, 600, 1000);
+        assert!(taken.is_some());
+        assert!(shares.take(&alice, Share::InflightBytes, 600, 1000).is_none(), "one share");
+        drop(taken);
+        assert!(Arc::ptr_eq(&kept, &shares.counts(&alice)), "found again while kept");
+        assert!(shares.take(&alice, Share::InflightBytes, 1000, 1000).is_some());
+        assert_eq!(shares.held(&alice, Share::InflightBytes), 0);
     }
 }

@@ -272,6 +272,17 @@ impl AppState {
         share: crate::shares::Share,
         amount: usize,
     ) -> Result<crate::shares::Taken, crate::Error> {
+        self.take_share_of(caller, &self.shares.counts(&caller.id), share, amount)
+    }
+
+    /// [`Self::take_share`] with the caller's `counts` at hand (a session keeps them).
+    pub fn take_share_of(
+        &self,
+        caller: &Caller,
+        counts: &Arc<crate::shares::IdentityCounts>,
+        share: crate::shares::Share,
+        amount: usize,
+    ) -> Result<crate::shares::Taken, crate::Error> {
         let config = self.config();
         let max = match share {
             crate::shares::Share::Streams => config.max_streams_per_token,
@@ -279,7 +290,7 @@ impl AppState {
             crate::shares::Share::InflightBytes => config.max_inflight_bytes_per_token,
         };
         self.shares
-            .take(&caller.id, share, amount, max)
+            .take_of(counts, share, amount, max)
             .ok_or_else(|| self.identity_limit(caller, share.key()))
     }
 

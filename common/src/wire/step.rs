@@ -221,14 +221,18 @@ impl StepHead {
         };
         let mut head = StepHead::new(kind);
         head.session = session;
-        head.step = (flags & HAS_STEP != 0).then(|| at.varint()).transpose()?;
-        head.resume_from = (flags & HAS_RESUME != 0).then(|| at.varint()).transpose()?;
+        if flags & HAS_STEP != 0 {
+            head.step = Some(at.varint()?);
+        }
+        if flags & HAS_RESUME != 0 {
+            head.resume_from = Some(at.varint()?);
+        }
         if flags & ZSTD_BODY != 0 {
             head.encoding = BodyEncoding::Zstd { decoded: at.varint()? };
         }
         if flags & HAS_UPLOAD != 0 {
             let range = UploadRange { from: at.varint()?, total: at.varint()? };
-            let crc = (flags & HAS_UPLOAD_CRC != 0).then(|| at.u32_be()).transpose()?;
+            let crc = if flags & HAS_UPLOAD_CRC != 0 { Some(at.u32_be()?) } else { None };
             head.upload = Some(UploadAt { range, crc });
         } else if flags & HAS_UPLOAD_CRC != 0 {
             return Err(Error::Wire("a step message contradicts itself"));
