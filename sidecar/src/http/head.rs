@@ -52,8 +52,8 @@ impl RequestHead<'_> {
 pub struct ResponseHead {
     /// Status code.
     pub status: u16,
-    /// Reason phrase.
-    pub reason: String,
+    /// Reason phrase (a stream's answer has none: its status's own is said).
+    pub reason: Cow<'static, str>,
     /// Content-Type, or empty (the protocol's own, not copied).
     pub content_type: Cow<'static, str>,
     /// Content-Encoding, or empty.
@@ -108,7 +108,7 @@ impl ResponseHead {
         });
         let answer = AnswerHead::from_http(status, headers.map(|(n, v)| (n, v.as_bytes())));
         let mut head = Self::from_answer(&answer);
-        head.reason = reason.to_owned();
+        head.reason = Cow::Owned(reason.to_owned());
         head.content_encoding = encoding.unwrap_or_default().to_owned();
         let owned = |v: Option<&str>| v.unwrap_or_default().to_owned();
         head.upgrade = (owned(accept), owned(protocol));
@@ -129,7 +129,7 @@ impl ResponseHead {
         let reason = status.and_then(|s| s.canonical_reason()).unwrap_or_default();
         Box::new(Self {
             status: answer.status,
-            reason: reason.to_owned(),
+            reason: Cow::Borrowed(reason),
             content_type,
             content_encoding: if answer.zstd { ZSTD.to_owned() } else { String::new() },
             session: answer.session.clone().unwrap_or_default(),
