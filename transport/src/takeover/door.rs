@@ -41,12 +41,14 @@ impl Door {
             let e = format!("a running transport already listens on {}", path.display());
             return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, e));
         }
-        let mut suffix = [0u8; 8];
+        // The staged socket's path is at most two bytes longer than a `take-over.sock` beside
+        // it: a socket's path has room for 107 bytes only.
+        let mut suffix = [0u8; 6];
         getrandom::fill(&mut suffix).map_err(|e| std::io::Error::other(e.to_string()))?;
-        let name = format!(".take-over-{}", crate::identity::config::to_hex(&suffix));
+        let name = format!(".t{}", crate::identity::config::to_hex(&suffix));
         let private = path.parent().unwrap_or(Path::new(".")).join(name);
         std::fs::DirBuilder::new().mode(0o700).create(&private)?;
-        let staged = private.join("socket");
+        let staged = private.join("s");
         let opened = UnixListener::bind(&staged).and_then(|listener| {
             std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
             std::fs::rename(&staged, path)?;
@@ -54,8 +56,12 @@ impl Door {
         });
         drop(std::fs::remove_file(&staged));
         drop(std::fs::remove_dir(&private));
+        let listener = opened.map_err(|e| {
+            let at = path.display();
+            std::io::Error::new(e.kind(), format!("take_over_socket {at}: cannot open it: {e}"))
+        })?;
         info!(path = %path.display(), "take-over socket open");
-        Ok(Self { listener: opened? })
+        Ok(Self { listener })
     }
 
     /// The next knock of a process of this user that says hello within [`HELLO_WAIT`]; others
@@ -102,5 +108,33 @@ impl Door {
             }
         });
         received
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path with room for the socket (107 bytes) opens, though the staging folder beside it
+    /// is longer than its own name (a 104-byte path failed when the staged one was 35 longer).
+    #[tokio::test]
+    async fn a_path_near_the_limit_opens() {
+        let base = std::env::temp_dir().join(format!("sqltunnel-door-{}", std::process::id()));
+        let name = "take-over.sock";
+        let pad = 104usize.saturating_sub(base.as_os_str().len() + 2 + name.len());
+        let dir = base.join("d".repeat(pad.max(1)));
+        std::fs::create_dir_all(&dir).expect("dirs");
+        let path = dir.join(name);
+        assert!(path.as_os_str().len() >= 100, "{}", path.display());
+        let door = Door::open(&path, false);
+        assert!(door.is_ok(), "{:?}", door.err());
+        let mode = std::fs::metadata(&path).expect("socket").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(door);
+        let too_long = base.join("d".repeat(120)).join(name);
+        std::fs::create_dir_all(too_long.parent().expect("folder")).expect("dirs");
+        let refused = Door::open(&too_long, false).expect_err("no room");
+        assert!(refused.to_string().contains("take_over_socket"), "{refused}");
+        drop(std::fs::remove_dir_all(&base));
     }
 }
