@@ -23,7 +23,7 @@ use crate::relay::request::{check_file_piece, commands_asked, count_asked};
 use crate::relay::{Framing, Phase, RelayLink};
 use crate::reply::ResponseBody;
 use crate::reply::{Reply, frames, no_content};
-use crate::request_body::{Budget, MAX_CONTROL_BODY, read_body};
+use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;
 use crate::session::Session;
 use crate::state::AppState;
@@ -156,14 +156,7 @@ async fn command(
     if guard.as_mut().is_some_and(|link| !ready(link)) {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
-    let (body, _room) = match read_step_body(
-        Budget { state, caller, counts: session.owner_counts(&state.shares) },
-        &session,
-        step,
-        req,
-    )
-    .await?
-    {
+    let (body, _room) = match read_step_body(state, caller, &session, step, req).await? {
         StepBody::Whole(body, room) => (body, room),
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };
@@ -213,14 +206,7 @@ async fn infile(
     if guard.as_mut().is_some_and(|link| !awaits_file(link)) {
         return Err(Error::BadRequest("no file is awaited".into()));
     }
-    let (body, _room) = match read_step_body(
-        Budget { state, caller, counts: session.owner_counts(&state.shares) },
-        &session,
-        step,
-        req,
-    )
-    .await?
-    {
+    let (body, _room) = match read_step_body(state, caller, &session, step, req).await? {
         StepBody::Whole(body, room) => (body, room),
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };

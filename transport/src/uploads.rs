@@ -8,12 +8,14 @@ use http::StatusCode;
 use tracing::{debug, info};
 
 use crate::Error;
+use crate::identity::Caller;
 use crate::reply::{Reply, no_content};
 use crate::request_body::{
     Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, hold_room,
     read_body_within,
 };
 use crate::session::Session;
+use crate::state::AppState;
 use crate::steps::Step;
 use crate::upload_held::PartialUpload;
 
@@ -32,14 +34,17 @@ pub enum StepBody {
 /// The body of step `step` of `session`: read whole, or, when the request says it is part of
 /// an upload, added to what the session holds of it. A request that does not continue what is
 /// held (its `FROM` or its CRC differs) adds nothing and is told how much is held. A body that
-/// breaks off keeps what arrived.
+/// breaks off keeps what arrived. Its room is `caller`'s, taken through the counts its session
+/// keeps.
 pub async fn read_step_body(
-    budget: Budget<'_>,
+    state: &AppState,
+    caller: &Caller,
     session: &Session,
     step: Option<u64>,
     req: Step,
 ) -> Result<StepBody, Error> {
-    let config = budget.state.config();
+    let budget = Budget { state, caller, counts: session.owner_counts(&state.shares) };
+    let config = state.config();
     let (limit, stall) = (config.max_request_bytes, config.body_timeout);
     let Some(part) = req.head.upload else {
         // A later step whole: an upload of an earlier one was given up.

@@ -98,7 +98,10 @@ pub fn other_version(refusal: &ResponseHead, body: &[u8]) -> Option<String> {
     let said = serde_json::from_slice::<ApiError>(body).ok().map(|e| e.message);
     if !refusal.stream_versions.is_empty() {
         let speaks = format!("it speaks {}", refusal.stream_versions);
-        return Some(said.map_or(speaks.clone(), |said| format!("{speaks}: {said}")));
+        return Some(match said {
+            Some(said) => format!("{speaks}: {said}"),
+            None => speaks,
+        });
     }
     said.filter(|said| said.contains("subprotocol"))
 }
