@@ -22,6 +22,10 @@ pub use crate::steps::RequestBody;
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
 
+/// Largest body, as decoded, that takes no room in the budget when it came whole in a stream
+/// message: at most this much per stream is held outside `max_inflight_bytes`.
+pub const SMALL_WHOLE_BODY: usize = 16 * 1024;
+
 /// Least average rate of a body once `body_timeout` has passed: a body trickled slower than
 /// this fails ([`Error::BodyTimeout`]) instead of holding its room.
 pub const MIN_BODY_RATE: u64 = 16 * 1024;
@@ -56,7 +60,6 @@ pub async fn read_body_within(
     stall: Duration,
     budget: Option<Budget<'_>>,
 ) -> Result<(Bytes, Option<Room>), Error> {
-    let started = tokio::time::Instant::now();
     // An HTTP body's Content-Length, or a stream message's body, here whole.
     let declared = req.body_len();
     if declared.is_some_and(|n| n > limit) {
@@ -67,14 +70,18 @@ pub async fn read_body_within(
         return Err(Error::TooLarge { limit });
     }
     let room = declared.map_or(0, |n| n.max(decoded.unwrap_or(0)));
+    // A small body that came whole (a stream message's) is held already: a stream reads one
+    // message at a time and streams are counted, so it takes no room (most commands).
+    let held_already = matches!(req.body, steps::Body::Whole(_)) && room <= SMALL_WHOLE_BODY;
     let mut held = match &budget {
-        Some(budget) => Some(reserve(budget, room, stall).await?),
-        None => None,
+        Some(budget) if !held_already => Some(reserve(budget, room, stall).await?),
+        _ => None,
     };
     let mut body = match req.into_body() {
         steps::Body::Streamed(body) => body,
         steps::Body::Whole(all) => return finish_body(all, decoded, held),
     };
+    let started = tokio::time::Instant::now();
     // Grown as data arrives: a declared length reserves at most 1 MiB up front. A body that
     // comes whole in one frame (a stream message's) is taken as it is, without a copy.
     let mut all = BytesMut::new();

@@ -155,7 +155,11 @@ impl Session {
         if self.is_busy() {
             return Err(Error::SessionBusy);
         }
-        let mut guard = self.link.clone().lock_owned().await;
+        // Most often free (the idle watcher holds it only for a read that does not wait).
+        let mut guard = match self.link.clone().try_lock_owned() {
+            Ok(guard) => guard,
+            Err(_) => self.link.clone().lock_owned().await,
+        };
         if self.is_moved() {
             return Err(Error::SessionMoved);
         }
@@ -290,11 +294,8 @@ impl SessionTable {
     /// The session with this id, if the identity `owner` opened it, marked as heard from.
     /// Another identity's session is as unknown as an id never issued.
     pub fn get(&self, id: &str, owner: &IdentityId) -> Result<Arc<Session>, Error> {
-        let session = lock(&self.sessions)
-            .get(id)
-            .filter(|s| s.owner.id == *owner)
-            .cloned()
-            .ok_or(Error::SessionNotFound)?;
+        let found = lock(&self.sessions).get(id).filter(|s| s.owner.id == *owner).cloned();
+        let Some(session) = found else { return Err(Error::SessionNotFound) };
         session.touch();
         Ok(session)
     }

@@ -101,7 +101,9 @@ pub fn waits_for_the_client(payload: &[u8]) -> bool {
 /// most statements lack.
 pub fn may_ask_for_a_file(payload: &[u8]) -> bool {
     let Some((&command::QUERY, sql)) = payload.split_first() else { return false };
-    sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"infile"))
+    // Only where an `i` is does the word get compared (memchr skips the rest many bytes at a time).
+    memchr::memchr2_iter(b'i', b'I', sql)
+        .any(|at| sql.get(at..at + 6).is_some_and(|w| w.eq_ignore_ascii_case(b"infile")))
 }
 
 #[cfg(test)]
@@ -165,5 +167,20 @@ mod tests {
         assert!(!waits_for_the_client(b"\x03INFIL"));
         assert!(!waits_for_the_client(b""));
         assert!(!may_ask_for_a_file(b""));
+    }
+
+    #[test]
+    fn the_word_infile_is_found_anywhere_in_any_case() {
+        // Every place and case of the word, among other `i`s, and an `i` too near the end.
+        let filler = "id in (1, 2) -- i ";
+        for at in 0..=filler.len() {
+            for word in ["infile", "INFILE", "iNfIlE"] {
+                let sql = format!("{}{word}{}", &filler[..at], &filler[at..]);
+                assert!(may_ask_for_a_file(&[&[0x03][..], sql.as_bytes()].concat()), "{sql}");
+            }
+            let sql = format!("{}infil", &filler[..at]);
+            assert!(!may_ask_for_a_file(&[&[0x03][..], sql.as_bytes()].concat()), "{sql}");
+        }
+        assert!(!may_ask_for_a_file(&[&[0x03][..], filler.repeat(20).as_bytes()].concat()));
     }
 }

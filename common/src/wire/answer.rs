@@ -159,7 +159,8 @@ impl AnswerHead {
             let len = usize::from(at.byte()?);
             let id =
                 std::str::from_utf8(at.take(len)?).ok().filter(|id| super::route::valid_id(id));
-            head.session = Some(id.ok_or(Error::Wire("an answer's session id is not one"))?.into());
+            let Some(id) = id else { return Err(Error::Wire("an answer's session id is not one")) };
+            head.session = Some(id.into());
         }
         if flags & HAS_RESUMED != 0 {
             let from = at.varint()?;

@@ -45,7 +45,8 @@ impl<'a> Reader<'a> {
 
     /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        let taken = self.bytes.get(self.at..self.at + n).ok_or(TRUNCATED)?;
+        // (No error is made, nor dropped, on the way that succeeds.)
+        let Some(taken) = self.bytes.get(self.at..self.at + n) else { return Err(TRUNCATED) };
         self.at += n;
         Ok(taken)
     }

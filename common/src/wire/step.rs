@@ -206,7 +206,9 @@ impl StepHead {
     pub fn decode(message: &[u8]) -> Result<(Self, usize), Error> {
         let mut at = Reader::new(message);
         let kind = at.byte()?;
-        let kind = StepKind::from_code(kind).ok_or(Error::Wire("an unknown step kind"))?;
+        let Some(kind) = StepKind::from_code(kind) else {
+            return Err(Error::Wire("an unknown step kind"));
+        };
         let flags = at.byte()?;
         if flags & !ALL_FLAGS != 0 {
             return Err(Error::Wire("an unknown step flag"));
@@ -216,7 +218,10 @@ impl StepHead {
             _ => {
                 let len = usize::from(at.byte()?);
                 let id = std::str::from_utf8(at.take(len)?).ok().filter(|id| valid_id(id));
-                Some(id.ok_or(Error::Wire("a step's session id is not one"))?.to_owned())
+                let Some(id) = id else {
+                    return Err(Error::Wire("a step's session id is not one"));
+                };
+                Some(id.to_owned())
             }
         };
         let mut head = StepHead::new(kind);

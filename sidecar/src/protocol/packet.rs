@@ -257,7 +257,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// Reads the packet the protocol requires next; the client hanging up instead is an error
     /// that says `when`.
     pub async fn read_expected(&mut self, when: &'static str) -> Result<Bytes, Error> {
-        self.read_packet().await?.ok_or(Error::ClientProtocol(when))
+        match self.read_packet().await? {
+            Some(packet) => Ok(packet),
+            None => Err(Error::ClientProtocol(when)),
+        }
     }
 
     /// Reads until `n` bytes are buffered; false on EOF first. In the compressed protocol,
