@@ -87,9 +87,8 @@ pub fn remember(session: &Session, step: Option<u64>, response: Reply) -> Reply 
     if step.is_some() {
         match &response.body {
             ResponseBody::Whole(bytes) => {
-                let bytes = bytes.clone().unwrap_or_default();
                 let status = StatusCode::from_u16(response.head.status).unwrap_or(StatusCode::OK);
-                session.resume.record_whole(status, &bytes);
+                session.resume.record_whole(status, bytes.as_ref().unwrap_or(&Bytes::new()));
             }
             ResponseBody::Turn(_) | ResponseBody::Zstd(_) => {}
         }
