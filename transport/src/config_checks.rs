@@ -49,11 +49,9 @@ impl TransportConfig {
             }
         }
         let names: Vec<&str> = self.upstreams.iter().map(|u| u.name.as_str()).collect();
-        crate::identity::config::validate(&self.identities, self.oidc.as_ref(), &names)
-            .map_err(|e| Error::Config(common::Error::ConfigInvalid(e)))?;
+        crate::identity::config::validate(&self.identities, self.oidc.as_ref(), &names)?;
         // Reads a `jwks_file` and builds the issuer's TLS settings: what fails here fails now.
-        crate::identity::Identities::new(&self.tokens, &self.identities, self.oidc.as_ref(), None)
-            .map_err(|e| Error::Config(common::Error::ConfigInvalid(e)))?;
+        crate::identity::Identities::new(&self.tokens, &self.identities, self.oidc.as_ref(), None)?;
         self.log.validate()?;
         if self.session_timeout < Duration::from_secs(1) {
             return invalid("`session_timeout` must be at least 1s".into());

@@ -366,7 +366,6 @@ impl AppState {
 /// The identities of `config`.
 fn identities_of(config: &TransportConfig) -> Result<Identities, crate::Error> {
     Identities::new(&config.tokens, &config.identities, config.oidc.as_ref(), None)
-        .map_err(|e| crate::Error::Config(common::Error::ConfigInvalid(e)))
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

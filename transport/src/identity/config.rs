@@ -7,6 +7,8 @@ use std::time::Duration;
 use common::config::{Secret, serde_duration};
 use serde::Deserialize;
 
+use crate::Error;
+
 /// What every upstream means in an `upstreams` list.
 pub const ALL_UPSTREAMS: &str = "*";
 
@@ -111,73 +113,75 @@ pub fn validate(
     identities: &[IdentityConfig],
     oidc: Option<&OidcConfig>,
     upstreams: &[&str],
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let known = |list: &[String], whose: &str| match list
         .iter()
         .find(|u| *u != ALL_UPSTREAMS && !upstreams.contains(&u.as_str()))
     {
-        Some(u) => Err(format!("{whose}: upstream {u:?} is not configured")),
+        Some(u) => Err(invalid(format!("{whose}: upstream {u:?} is not configured"))),
         None => Ok(()),
     };
     for (i, identity) in identities.iter().enumerate() {
         let whose = format!("identities[{i}]");
         if identity.name.is_empty() || identity.name.chars().any(char::is_control) {
-            return Err(format!("{whose}: `name` is required, without control characters"));
+            return Err(invalid(format!(
+                "{whose}: `name` is required, without control characters"
+            )));
         }
         if identities[..i].iter().any(|o| o.name == identity.name) {
-            return Err(format!("{whose}: duplicate name {:?}", identity.name));
+            return Err(invalid(format!("{whose}: duplicate name {:?}", identity.name)));
         }
         if let Some(why) =
             identity.token.as_ref().and_then(|t| super::strength::weakness(t.expose()))
         {
-            return Err(format!("{whose}: {why}"));
+            return Err(invalid(format!("{whose}: {why}")));
         }
         match (&identity.token, &identity.token_sha256) {
             (Some(_), Some(_)) => {
-                return Err(format!("{whose}: set `token` or `token_sha256`, not both"));
+                return Err(invalid(format!("{whose}: set `token` or `token_sha256`, not both")));
             }
             (None, None) => {
-                return Err(format!(
+                return Err(invalid(format!(
                     "{whose}: a token is required (token, token_env, token_file or token_sha256)"
-                ));
+                )));
             }
             (None, Some(hex)) if parse_sha256(hex).is_none() => {
-                return Err(format!(
+                return Err(invalid(format!(
                     "{whose}: token_sha256 must be 64 hex digits (transport hash-token prints it)"
-                ));
+                )));
             }
             _ => {}
         }
         if identity.upstreams.is_empty() {
-            return Err(format!(
+            return Err(invalid(format!(
                 "{whose}: `upstreams` must list what it may reach (\"*\" for all)"
-            ));
+            )));
         }
         known(&identity.upstreams, &whose)?;
     }
     let Some(oidc) = oidc else { return Ok(()) };
     if oidc.issuer.is_empty() || oidc.audience.is_empty() || oidc.identity_claim.is_empty() {
-        return Err("oidc: `issuer`, `audience` and `identity_claim` are required".into());
+        return Err(invalid("oidc: `issuer`, `audience` and `identity_claim` are required".into()));
     }
     if oidc.jwks_url.is_some() == oidc.jwks_file.is_some() {
-        return Err("oidc: set exactly one of `jwks_url` and `jwks_file`".into());
+        return Err(invalid("oidc: set exactly one of `jwks_url` and `jwks_file`".into()));
     }
     if let Some(url) = &oidc.jwks_url {
         jwks_url_ok(url)?;
     }
     if oidc.leeway > MAX_LEEWAY {
-        return Err(format!(
+        return Err(invalid(format!(
             "oidc.leeway must be at most {MAX_LEEWAY:?}: more accepts expired tokens"
-        ));
+        )));
     }
     if oidc.jwks_min_interval < Duration::from_secs(1) {
-        return Err("oidc.jwks_min_interval must be at least 1s".into());
+        return Err(invalid("oidc.jwks_min_interval must be at least 1s".into()));
     }
     if oidc.algorithms.is_empty() {
-        return Err(format!("oidc.algorithms: name at least one of {ALGORITHMS:?}"));
+        return Err(invalid(format!("oidc.algorithms: name at least one of {ALGORITHMS:?}")));
     }
     if let Some(a) = oidc.algorithms.iter().find(|a| !ALGORITHMS.contains(&a.as_str())) {
-        return Err(format!("oidc.algorithms: {a:?} is not one of {ALGORITHMS:?}"));
+        return Err(invalid(format!("oidc.algorithms: {a:?} is not one of {ALGORITHMS:?}")));
     }
     known(&oidc.upstreams, "oidc.upstreams")?;
     for (group, list) in &oidc.groups {
@@ -186,13 +190,18 @@ pub fn validate(
     Ok(())
 }
 
+/// A configuration of identities that cannot be used, and why.
+pub(super) fn invalid(why: String) -> Error {
+    Error::Config(common::Error::ConfigInvalid(why))
+}
+
 /// The longest clock skew `oidc.leeway` may forgive.
 const MAX_LEEWAY: Duration = Duration::from_secs(300);
 
 /// A key URL must be `https://` (whoever answers it decides which tokens are valid), but for a
 /// provider on this machine; without credentials in it (they would be logged).
-fn jwks_url_ok(url: &str) -> Result<(), String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("oidc.jwks_url {url:?}: {e}"))?;
+fn jwks_url_ok(url: &str) -> Result<(), Error> {
+    let uri: http::Uri = url.parse().map_err(|e| invalid(format!("oidc.jwks_url {url:?}: {e}")))?;
     let host = uri.host().unwrap_or("").trim_matches(['[', ']']);
     let loopback =
         host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
@@ -200,13 +209,13 @@ fn jwks_url_ok(url: &str) -> Result<(), String> {
         Some("https") => {}
         Some("http") if loopback => {}
         _ => {
-            return Err(format!(
+            return Err(invalid(format!(
                 "oidc.jwks_url {url:?} must be https:// (http:// only for a provider on this machine)"
-            ));
+            )));
         }
     }
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err("oidc.jwks_url must not carry credentials".into());
+        return Err(invalid("oidc.jwks_url must not carry credentials".into()));
     }
     Ok(())
 }
@@ -265,27 +274,38 @@ mod tests {
     fn rejects_malformed_hashes_unknown_upstreams_and_duplicates() {
         let good = to_hex(&sha256(b"a token of alice"));
         let ok = validate(&[named("alice", &good, &["main"])], None, &["main"]);
-        assert_eq!(ok, Ok(()));
+        assert!(ok.is_ok(), "{ok:?}");
         let short = validate(&[named("alice", &good[2..], &["main"])], None, &["main"]);
-        assert!(short.is_err_and(|e| e.contains("64 hex digits")));
+        assert!(short.is_err_and(|e| e.to_string().contains("64 hex digits")));
         let unknown = validate(&[named("alice", &good, &["other"])], None, &["main"]);
-        assert!(unknown.is_err_and(|e| e.contains("\"other\"")));
+        assert!(unknown.is_err_and(|e| e.to_string().contains("\"other\"")));
         let twice = [named("a", &good, &["*"]), named("a", &good, &["*"])];
-        assert!(validate(&twice, None, &["main"]).is_err_and(|e| e.contains("duplicate")));
+        assert!(
+            validate(&twice, None, &["main"]).is_err_and(|e| e.to_string().contains("duplicate"))
+        );
         let oidc = OidcConfig { issuer: "i".into(), audience: "a".into(), ..OidcConfig::default() };
-        assert!(validate(&[], Some(&oidc), &["main"]).is_err_and(|e| e.contains("jwks")));
+        assert!(
+            validate(&[], Some(&oidc), &["main"]).is_err_and(|e| e.to_string().contains("jwks"))
+        );
         let plain =
             OidcConfig { jwks_url: Some("http://sso.example.com/keys".into()), ..oidc.clone() };
-        assert!(validate(&[], Some(&plain), &["main"]).is_err_and(|e| e.contains("https")));
+        assert!(
+            validate(&[], Some(&plain), &["main"]).is_err_and(|e| e.to_string().contains("https"))
+        );
         let local = OidcConfig { jwks_url: Some("http://127.0.0.1:9/keys".into()), ..oidc.clone() };
-        assert_eq!(validate(&[], Some(&local), &["main"]), Ok(()));
+        assert!(validate(&[], Some(&local), &["main"]).is_ok());
         let lax = OidcConfig { leeway: Duration::from_secs(3600), ..local };
-        assert!(validate(&[], Some(&lax), &["main"]).is_err_and(|e| e.contains("leeway")));
+        assert!(
+            validate(&[], Some(&lax), &["main"]).is_err_and(|e| e.to_string().contains("leeway"))
+        );
         let bad_alg = OidcConfig {
             jwks_file: Some("k.json".into()),
             algorithms: vec!["HS256".into()],
             ..oidc
         };
-        assert!(validate(&[], Some(&bad_alg), &["main"]).is_err_and(|e| e.contains("HS256")));
+        assert!(
+            validate(&[], Some(&bad_alg), &["main"])
+                .is_err_and(|e| e.to_string().contains("HS256"))
+        );
     }
 }

@@ -12,6 +12,8 @@ use tokio::net::TcpStream;
 use tracing::{info, warn};
 
 use super::OidcConfig;
+use super::config::invalid;
+use crate::Error;
 
 /// Largest JWKS read.
 const MAX_JWKS_BYTES: usize = 1 << 20;
@@ -43,29 +45,30 @@ pub struct KeySet {
 
 impl KeySet {
     /// The key set of `config`: a file is read now, a URL at the first token.
-    pub fn new(config: &OidcConfig) -> Result<Self, String> {
+    pub fn new(config: &OidcConfig) -> Result<Self, Error> {
         let (source, keys) = match (&config.jwks_file, &config.jwks_url) {
             (Some(path), _) => {
-                let text =
-                    std::fs::read(path).map_err(|e| format!("oidc.jwks_file {path}: {e}"))?;
-                let keys = parse(&text).map_err(|e| format!("oidc.jwks_file {path}: {e}"))?;
+                let text = std::fs::read(path)
+                    .map_err(|e| invalid(format!("oidc.jwks_file {path}: {e}")))?;
+                let keys =
+                    parse(&text).map_err(|e| invalid(format!("oidc.jwks_file {path}: {e}")))?;
                 (Source::File, keys)
             }
             (None, Some(url)) => {
                 let uri: http::Uri =
-                    url.parse().map_err(|e| format!("oidc.jwks_url {url:?}: {e}"))?;
+                    url.parse().map_err(|e| invalid(format!("oidc.jwks_url {url:?}: {e}")))?;
                 let tls = if uri.scheme_str() == Some("https") {
                     let client = common::tls::ClientTls {
                         ca_file: config.jwks_ca_file.clone(),
                         ..common::tls::ClientTls::default()
                     };
-                    Some(client.build().map_err(|e| format!("oidc.jwks_ca_file: {e}"))?)
+                    Some(client.build().map_err(|e| invalid(format!("oidc.jwks_ca_file: {e}")))?)
                 } else {
                     None
                 };
                 (Source::Url { uri, tls }, Vec::new())
             }
-            (None, None) => return Err("oidc: set jwks_url or jwks_file".into()),
+            (None, None) => return Err(invalid("oidc: set jwks_url or jwks_file".into())),
         };
         Ok(Self {
             source,

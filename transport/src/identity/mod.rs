@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 use common::config::Secret;
 
+use crate::Error;
+
 pub use self::config::{ALL_UPSTREAMS, IdentityConfig, OidcConfig};
 pub use self::held::HeldCaller;
 pub use self::refusal::Refusal;
@@ -116,7 +118,7 @@ impl Identities {
         identities: &[IdentityConfig],
         oidc: Option<&OidcConfig>,
         previous: Option<&Identities>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Error> {
         // The issuer's keys fetched so far are kept when the reload left their source alone.
         let kept = previous.and_then(|p| p.oidc.as_ref());
         let oidc = oidc.map(|config| oidc::Oidc::new(config, kept)).transpose()?;

@@ -14,9 +14,10 @@ use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, get_current_timestamp};
 use serde_json::{Map, Value};
 
-use super::config::sha256;
+use super::config::{invalid, sha256};
 use super::jwks::KeySet;
 use super::{Access, Caller, IdentityId, OidcConfig, Origin, Refusal};
+use crate::Error;
 
 /// Most verified tokens remembered.
 const MAX_VERIFIED: usize = 4096;
@@ -45,11 +46,11 @@ pub fn looks_like_jwt(token: &str) -> bool {
 impl Oidc {
     /// The issuer of `config`; the keys of `kept` (the issuer before a reload) are kept when
     /// they come from the same URL.
-    pub fn new(config: &OidcConfig, kept: Option<&Oidc>) -> Result<Self, String> {
+    pub fn new(config: &OidcConfig, kept: Option<&Oidc>) -> Result<Self, Error> {
         let algorithms = config
             .algorithms
             .iter()
-            .map(|a| Algorithm::from_str(a).map_err(|_| format!("oidc.algorithms: {a:?}")))
+            .map(|a| Algorithm::from_str(a).map_err(|_| invalid(format!("oidc.algorithms: {a:?}"))))
             .collect::<Result<_, _>>()?;
         let same_source = |k: &&Oidc| {
             config.jwks_url.is_some()

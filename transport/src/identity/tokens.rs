@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use common::config::Secret;
 
-use super::config::{IdentityConfig, sha256, to_hex};
+use super::config::{IdentityConfig, invalid, sha256, to_hex};
 use super::{Access, Caller, IdentityId, Origin};
+use crate::Error;
 
 /// The identities with a static token.
 #[derive(Debug)]
@@ -16,7 +17,7 @@ pub struct StaticTokens(Vec<([u8; 32], Arc<Caller>)>);
 impl StaticTokens {
     /// The anonymous `tokens` and the named `identities` (their secrets resolved).
     /// Two entries with the same token are refused: which one a request is would be a guess.
-    pub fn new(tokens: &[Secret], identities: &[IdentityConfig]) -> Result<Self, String> {
+    pub fn new(tokens: &[Secret], identities: &[IdentityConfig]) -> Result<Self, Error> {
         let anonymous = tokens.iter().enumerate().map(|(i, token)| {
             let hash = sha256(token.expose().as_bytes());
             let caller = Caller {
@@ -44,7 +45,10 @@ impl StaticTokens {
         let all: Vec<([u8; 32], Arc<Caller>)> = anonymous.chain(named).collect();
         for (i, (hash, caller)) in all.iter().enumerate() {
             if let Some((_, first)) = all[..i].iter().find(|(h, _)| h == hash) {
-                return Err(format!("{} and {} have the same token", first.name, caller.name));
+                return Err(invalid(format!(
+                    "{} and {} have the same token",
+                    first.name, caller.name
+                )));
             }
         }
         Ok(Self(all))
@@ -103,6 +107,6 @@ mod tests {
             .expect("ok");
         assert_eq!(again.find("old-token-1").map(|c| c.id.clone()), Some(plain.id.clone()));
         let twice = StaticTokens::new(&[Secret::new("alice-token-1")], &[alice]);
-        assert!(twice.is_err_and(|e| e.contains("token#1 and alice")));
+        assert!(twice.is_err_and(|e| e.to_string().contains("token#1 and alice")));
     }
 }
