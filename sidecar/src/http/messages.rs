@@ -191,6 +191,10 @@ impl StreamConn {
 }
 
 impl AnswerBody for StreamConn {
+    fn has_ended(&self) -> bool {
+        self.first_piece.is_none() && !self.message_body
+    }
+
     /// The next piece of the answer's body; `None` at its end (the empty message). A stream
     /// that ends mid-answer broke (`UnexpectedEof`: resumed).
     async fn body_chunk(&mut self) -> io::Result<Option<Bytes>> {

@@ -24,6 +24,12 @@ pub(crate) trait AnswerBody {
     /// The next piece of the body; `None` at its end.
     async fn body_chunk(&mut self) -> io::Result<Option<Bytes>>;
 
+    /// True when the body is known to be over without reading on (a stream answer that came
+    /// whole in one message, its piece taken).
+    fn has_ended(&self) -> bool {
+        false
+    }
+
     /// Reads the whole body, refusing more than `limit` bytes.
     async fn body_to_end(&mut self, limit: usize) -> io::Result<Bytes> {
         let mut all = BytesMut::new();

@@ -118,6 +118,11 @@ impl FrameStream<'_> {
             let Some(conn) = self.tunnel.http.as_mut() else {
                 return Err(Broken::ConnectionLost.into());
             };
+            // The turn's end came and nothing follows it: no read to say so.
+            if self.ended && conn.has_ended() {
+                self.done = true;
+                continue;
+            }
             match conn.body_chunk().await {
                 Ok(Some(data)) => match self.inflate.as_mut() {
                     Some(inflate) => inflate.push(&data),

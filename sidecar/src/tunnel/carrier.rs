@@ -193,6 +193,13 @@ impl AnswerBody for Connection {
             Connection::Stream(conn) => conn.body_chunk().await,
         }
     }
+
+    fn has_ended(&self) -> bool {
+        match self {
+            Connection::Requests(conn) => conn.has_ended(),
+            Connection::Stream(conn) => conn.has_ended(),
+        }
+    }
 }
 
 impl Carrier for Connection {
