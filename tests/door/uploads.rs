@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use e2e::door::{Legit, packet};
 use e2e::http::call;
 use e2e::processes::{Proc, free_port, wait_port};
-use e2e::{DATABASE, PASSWORD, USER, direct, mysql_port, within};
+use e2e::{Carrier, DATABASE, PASSWORD, USER, direct, mysql_port, within};
 use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -105,7 +105,8 @@ async fn held_uploads_let_go_of_their_room() {
             "body_timeout: 2s\nmax_request_bytes: 131072\nmax_inflight_bytes: 262144\nmax_inflight_bytes_per_token: 131072\n",
         )
         .await;
-        let legit = Legit::start(port).await;
+        // Over a stream: a small body is exempt only there (a request's takes room as it comes).
+        let legit = Legit::start_on(port, Carrier::Stream).await;
         legit.login_and_query().await.expect("the legitimate client works before");
         let stop = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
@@ -124,9 +125,14 @@ async fn held_uploads_let_go_of_their_room() {
         // Until the held bodies fall under the minimum rate (2 s + 128 KiB at 16 KiB/s), the
         // budget is theirs, and a statement over 16 KiB waits for room; then it goes on again.
         let large = format!("SELECT LENGTH('{}')", "y".repeat(20_000));
+        let answers = |answer: Result<Option<u64>, _>| answer.is_ok_and(|n| n == Some(20_000));
+        let mut c = legit.connect().await.expect("login");
+        let first = c.query_first::<u64, _>(&large).await;
+        let said = first.as_ref().err().map(ToString::to_string).unwrap_or_default();
+        assert!(said.contains("max_inflight_bytes"), "the budget was not held: {first:?}");
         let back = loop {
             let answered = match legit.connect().await {
-                Ok(mut c) => c.query_first::<u64, _>(&large).await.is_ok_and(|n| n == Some(20_000)),
+                Ok(mut c) => answers(c.query_first::<u64, _>(&large).await),
                 Err(_) => false,
             };
             if answered {

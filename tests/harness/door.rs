@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::processes::{Proc, free_port, wait_port};
-use crate::{DATABASE, PASSWORD, TOKEN, Tunnel, USER, mysql_port, opts, sidecar_yaml};
+use crate::{Carrier, DATABASE, PASSWORD, TOKEN, Tunnel, USER, mysql_port, opts, sidecar_yaml};
 
 /// A transport process on a free port, with `extra` YAML after the tests' usual config.
 pub async fn transport_with(tag: &str, extra: &str) -> (Proc, u16) {
@@ -32,8 +32,17 @@ pub struct Legit {
 impl Legit {
     /// Starts the sidecar.
     pub async fn start(port: u16) -> Legit {
-        let shutdown = CancellationToken::new();
+        Self::start_with(sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN)).await
+    }
+
+    /// Starts the sidecar on `carrier` only (a promise of one carrier: no fallback unseen).
+    pub async fn start_on(port: u16, carrier: Carrier) -> Legit {
         let yaml = sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN);
+        Self::start_with(carrier.sidecar(&yaml)).await
+    }
+
+    async fn start_with(yaml: String) -> Legit {
+        let shutdown = CancellationToken::new();
         let sidecar = Tunnel::start_sidecar(&yaml, shutdown.clone()).await;
         Legit { sidecar, shutdown }
     }

@@ -22,8 +22,8 @@ pub use crate::steps::RequestBody;
 /// Largest control (JSON) body accepted.
 pub const MAX_CONTROL_BODY: usize = 64 * 1024;
 
-/// Largest body, as decoded, that takes no room in the budget when it came whole in a stream
-/// message: at most this much per stream is held outside `max_inflight_bytes`.
+/// Largest body that takes no room in the budget when a stream message brought it whole and
+/// plain (not zstd: a decoded body is a copy): the message holds those bytes already.
 pub const SMALL_WHOLE_BODY: usize = 16 * 1024;
 
 /// Least average rate of a body once `body_timeout` has passed: a body trickled slower than
@@ -60,6 +60,9 @@ pub async fn read_body_within(
     stall: Duration,
     budget: Option<Budget<'_>>,
 ) -> Result<(Bytes, Option<Room>), Error> {
+    let whole = matches!(req.body, steps::Body::Whole(_));
+    // A body's pace counts from here, waits for room included.
+    let started = (!whole).then(tokio::time::Instant::now);
     // An HTTP body's Content-Length, or a stream message's body, here whole.
     let declared = req.body_len();
     if declared.is_some_and(|n| n > limit) {
@@ -70,9 +73,10 @@ pub async fn read_body_within(
         return Err(Error::TooLarge { limit });
     }
     let room = declared.map_or(0, |n| n.max(decoded.unwrap_or(0)));
-    // A small body that came whole (a stream message's) is held already: a stream reads one
-    // message at a time and streams are counted, so it takes no room (most commands).
-    let held_already = matches!(req.body, steps::Body::Whole(_)) && room <= SMALL_WHOLE_BODY;
+    // A small plain body that came whole (a stream message's) is held by its message already:
+    // a stream reads one message at a time and streams are counted, so it takes no room (most
+    // commands).
+    let held_already = whole && decoded.is_none() && room <= SMALL_WHOLE_BODY;
     let mut held = match &budget {
         Some(budget) if !held_already => Some(reserve(budget, room, stall).await?),
         _ => None,
@@ -81,7 +85,7 @@ pub async fn read_body_within(
         steps::Body::Streamed(body) => body,
         steps::Body::Whole(all) => return finish_body(all, decoded, held),
     };
-    let started = tokio::time::Instant::now();
+    let started = started.unwrap_or_else(tokio::time::Instant::now);
     // Grown as data arrives: a declared length reserves at most 1 MiB up front. A body that
     // comes whole in one frame (a stream message's) is taken as it is, without a copy.
     let mut all = BytesMut::new();
@@ -302,3 +306,7 @@ async fn acquire(
         _ => Err(Error::Busy),
     }
 }
+
+#[cfg(test)]
+#[path = "request_body_tests.rs"]
+mod tests;
