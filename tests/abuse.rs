@@ -181,3 +181,28 @@ async fn concurrent_large_statements_share_the_inflight_budget() {
     })
     .await;
 }
+
+/// A statement's room in the transport's budget is given back once it is written upstream,
+/// not when its answer begins: while one that took all of the room runs, the next has room.
+#[tokio::test]
+async fn a_running_statement_holds_no_room() {
+    within(60, async {
+        // Room for one 100 KB statement at a time; a wait for room gives up after 2 s.
+        let budget = "max_request_bytes: 131072\nmax_inflight_bytes: 150000\nmax_inflight_bytes_per_token: 150000\nbody_timeout: 2s\n";
+        let tunnel = ProcTunnel::start("running", |t| format!("{t}{budget}"), |s| s.to_owned()).await;
+        let port = tunnel.sidecar_port;
+        let long = tokio::spawn(async move {
+            let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
+            let sql = format!("SELECT SLEEP(6) + LENGTH('{}')", "x".repeat(100_000));
+            conn.query_first::<u64, _>(sql).await.expect("the long statement")
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
+        let sql = format!("SELECT LENGTH('{}')", "y".repeat(100_000));
+        let length: Option<u64> = conn.query_first(sql).await.expect("room while the other runs");
+        assert_eq!(length, Some(100_000));
+        assert!(!long.is_finished(), "the first statement ended before the second was answered");
+        assert_eq!(long.await.expect("task"), Some(100_000));
+    })
+    .await;
+}

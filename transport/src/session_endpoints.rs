@@ -156,7 +156,7 @@ async fn command(
     if guard.as_mut().is_some_and(|link| !ready(link)) {
         return Err(Error::BadRequest("the upstream waits for something else".into()));
     }
-    let (body, _room) = match read_step_body(state, caller, &session, step, req).await? {
+    let (body, room) = match read_step_body(state, caller, &session, step, req).await? {
         StepBody::Whole(body, room) => (body, room),
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };
@@ -183,7 +183,7 @@ async fn command(
                 None => Then::Reply(turn_without_answer(TurnEnd::Done)),
             }
         };
-    let response = send_step(state, guard, &session, step, body, then).await;
+    let response = send_step(state, guard, &session, step, (body, room), then).await;
     state.metrics.upstream_first_byte_seconds.observe(started.elapsed().as_secs_f64());
     response
 }
@@ -206,7 +206,7 @@ async fn infile(
     if guard.as_mut().is_some_and(|link| !awaits_file(link)) {
         return Err(Error::BadRequest("no file is awaited".into()));
     }
-    let (body, _room) = match read_step_body(state, caller, &session, step, req).await? {
+    let (body, room) = match read_step_body(state, caller, &session, step, req).await? {
         StepBody::Whole(body, room) => (body, room),
         StepBody::Unfinished(have) => return Ok(uploads::unfinished(have)),
     };
@@ -232,7 +232,7 @@ async fn infile(
         None if last => Then::Reply(upstream_gone()),
         None => Then::Reply(no_content()),
     };
-    send_step(state, guard, &session, step, body, then).await
+    send_step(state, guard, &session, step, (body, room), then).await
 }
 
 /// A duration in whole milliseconds, as an opened session's terms are told.

@@ -18,6 +18,7 @@ use crate::relay::turn::{LinkGuard, OnEnd};
 use crate::relay::{Framing, RelayLink, Turn};
 use crate::reply::{Reply, frames};
 use crate::reply::{ResponseBody, StreamedTurn};
+use crate::request_body::Room;
 use crate::session::Session;
 use crate::state::AppState;
 use crate::steps::remember;
@@ -34,13 +35,14 @@ pub(crate) enum Then {
 /// they are out: off the path from the client's packets to the upstream). From the first byte
 /// written to the turn's start it runs to its end even when the request goes away meanwhile,
 /// so a resume finds the step's answer: at once when the socket takes the packets without
-/// waiting (most steps), else in [`uncancelled`] work.
+/// waiting (most steps), else in [`uncancelled`] work. The packets, and their `room` in the
+/// byte budget, are let go once they are written, not held while the statement runs.
 pub(crate) async fn send_step<F>(
     state: &Arc<AppState>,
     mut guard: LinkGuard,
     session: &Arc<Session>,
     step: Option<u64>,
-    body: Bytes,
+    (body, room): (Bytes, Option<Room>),
     then: F,
 ) -> Result<Reply, Error>
 where
@@ -48,7 +50,9 @@ where
 {
     let started = match guard.as_mut().map(|link| link.write_now(&body)) {
         Some(Ok((taken, true))) if taken == body.len() => {
-            after_write(guard, then, (state, session, step), &body)
+            let started = after_write(guard, then, (state, session, step), &body);
+            drop((body, room));
+            started
         }
         Some(Ok((taken, _))) => {
             let (state, held) = (state.clone(), session.clone());
@@ -57,6 +61,7 @@ where
                     Some(link) => link.write_raw(&body[taken..]).await,
                     None => Err(std::io::ErrorKind::NotConnected.into()),
                 };
+                drop(room);
                 match written {
                     Ok(()) => after_write(guard, then, (&state, &held, step), &body),
                     Err(e) => Err(lost(guard, &held, step, &e)),
