@@ -69,6 +69,7 @@ async fn faulted_run(setup: Setup) {
     let report = within(400, run(plan)).await;
     println!("{} ({}): {}", plan.describe(), faults.describe(), report.summary(seed));
     println!("  operations by kind: {}", report.kinds());
+    println!("  slowest by kind: {}", report.slowest());
     if faults.up_cut.0 != u64::MAX {
         assert!(report.cuts > 20, "the run was cut often: {}", report.summary(seed));
     }

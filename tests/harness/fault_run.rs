@@ -69,6 +69,8 @@ pub struct Report {
     pub blobs: (u64, u64),
     /// Operations by kind.
     pub kinds: std::collections::BTreeMap<String, u64>,
+    /// The slowest operation of each kind.
+    pub slowest: std::collections::BTreeMap<String, Duration>,
     /// Connections the fault proxy cut.
     pub cuts: u64,
     /// Pieces it stalled.
@@ -115,6 +117,12 @@ impl Report {
     pub fn kinds(&self) -> String {
         let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
         kinds.join(", ")
+    }
+
+    /// The slowest operation of each kind, on one line: `insert 0.4 s, blob insert 12.1 s, …`.
+    pub fn slowest(&self) -> String {
+        let slowest = self.slowest.iter().map(|(k, d)| format!("{k} {:.1} s", d.as_secs_f64()));
+        slowest.collect::<Vec<_>>().join(", ")
     }
 
     /// Empty when every invariant held, else what broke (the first few of each).
@@ -227,6 +235,10 @@ pub async fn run(plan: RunPlan) -> Report {
         report.blobs.1 += outcome.blobs.iter().map(|b| b.len).sum::<u64>();
         for (kind, n) in &outcome.kinds {
             *report.kinds.entry(kind.clone()).or_default() += n;
+        }
+        for (kind, took) in &outcome.slowest {
+            let slowest = report.slowest.entry(kind.clone()).or_default();
+            *slowest = (*slowest).max(*took);
         }
     }
     report.python_operations = if plan.python { outcomes[plan.clients].operations } else { 0 };
