@@ -136,10 +136,13 @@ impl StreamConn {
     /// after the other without waiting, then reads their answers in order. Each but the last
     /// is a `202` without a body; the first answer that is not ends the exchange (the answers
     /// after it are not read: the stream is not used again), and is answered, as is the last.
-    pub async fn send_parts(&mut self, messages: Vec<Vec<u8>>) -> io::Result<Box<ResponseHead>> {
+    pub async fn send_parts(
+        &mut self,
+        messages: impl ExactSizeIterator<Item = Vec<u8>>,
+    ) -> io::Result<Box<ResponseHead>> {
         self.keep_alive = false;
         let count = messages.len();
-        for (i, message) in messages.into_iter().enumerate() {
+        for (i, message) in messages.enumerate() {
             self.send_message(message, i + 1 == count).await?;
         }
         for left in (0..count).rev() {

@@ -76,8 +76,8 @@ impl Carrier for HttpConn {
         body: &[u8],
         (from, _): (Option<usize>, usize),
     ) -> io::Result<Box<ResponseHead>> {
-        let parts = upload_parts(step, body, from, usize::MAX);
-        let Some((step, range)) = parts.into_iter().next() else {
+        let mut parts = upload_parts(step, body, from, usize::MAX);
+        let Some((step, range)) = parts.next() else {
             return Err(io::Error::other("an upload of no parts"));
         };
         self.exchange(via, &step, &body[range]).await
@@ -102,9 +102,10 @@ impl Carrier for StreamConn {
         body: &[u8],
         (from, part): (Option<usize>, usize),
     ) -> io::Result<Box<ResponseHead>> {
+        // Each part's message is made as it goes out: a cut after the first few costs neither
+        // a copy nor the CRC of the rest of the body.
         let parts = upload_parts(step, body, from, part);
-        let messages = parts.into_iter().map(|(step, range)| message(&step, &body[range]));
-        self.send_parts(messages.collect()).await
+        self.send_parts(parts.map(|(step, range)| message(&step, &body[range]))).await
     }
 }
 
@@ -117,25 +118,25 @@ fn message(step: &StepHead, body: &[u8]) -> Vec<u8> {
 }
 
 /// The parts of a resumable upload of `body` from `from` (`None`: an empty probe), each at
-/// most `part` bytes: step heads that say where each starts and the CRC-32 of the bytes before.
-fn upload_parts(
-    step: &StepHead,
-    body: &[u8],
+/// most `part` bytes: step heads that say where each starts and the CRC-32 of the bytes before,
+/// each made when it is taken.
+fn upload_parts<'a>(
+    step: &'a StepHead,
+    body: &'a [u8],
     from: Option<usize>,
     part: usize,
-) -> Vec<(StepHead, Range<usize>)> {
+) -> impl ExactSizeIterator<Item = (StepHead, Range<usize>)> + 'a {
     let (start, end) = from.map_or((0, 0), |from| (from.min(body.len()), body.len()));
     let ranges = parts(start, end, part);
     let mut digest = AnswerDigest::default().then(&body[..ranges[0].start]);
     let total = body.len() as u64;
-    let heads = ranges.into_iter().map(|range| {
+    ranges.into_iter().map(move |range| {
         let mut piece = step.clone();
         let at = UploadRange { from: range.start as u64, total };
         piece.upload = Some(UploadAt { range: at, crc: Some(digest.proof().crc) });
         digest.update(&body[range.clone()]);
         (piece, range)
-    });
-    heads.collect()
+    })
 }
 
 /// A session's connection to the transport: HTTP requests, or a stream.
@@ -239,7 +240,7 @@ mod tests {
     fn upload_parts_cover_the_rest_of_the_body_each_with_the_crc_of_the_bytes_before() {
         let body: Vec<u8> = (0..10).collect();
         let step = StepHead::new(StepKind::Command);
-        let parts = upload_parts(&step, &body, Some(3), 4);
+        let parts: Vec<_> = upload_parts(&step, &body, Some(3), 4).collect();
         let ranges: Vec<_> = parts.iter().map(|(_, range)| range.clone()).collect();
         assert_eq!(ranges, [3..7, 7..10]);
         for (head, range) in &parts {
@@ -248,7 +249,7 @@ mod tests {
             let before = AnswerDigest::default().then(&body[..range.start]).proof().crc;
             assert_eq!(at.crc, Some(before), "the CRC-32 of bytes 0..{}", range.start);
         }
-        let probe = upload_parts(&step, &body, None, 4);
+        let probe: Vec<_> = upload_parts(&step, &body, None, 4).collect();
         assert_eq!(probe.len(), 1);
         assert_eq!(probe[0].1, 0..0, "a probe carries no bytes");
     }

@@ -262,6 +262,7 @@ impl TunnelConn {
             // turned out dead (1,749 in one run of tests/faults.rs) stretched a blob past 30 s.
             let outgoing = Outgoing { tries: 2, ..pending.outgoing(&head) };
             let sent = self.send_step(outgoing, true).await;
+            tracing::debug!(session = %common::wire::session_label(pending.session()), from, uploaded = self.steps.uploaded, outcome = ?sent.as_ref().map(|h| h.status), "a step sent again");
             if self.steps.uploaded > uploaded {
                 // An upload that moves on is not stuck: its time starts again.
                 pause = Duration::from_millis(50);
