@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use e2e::http::{call, raw_request};
 use e2e::processes::{Proc, ProcTunnel, free_port, wait_port};
-use e2e::{DATABASE, TOKEN, mysql_port, opts, within};
+use e2e::{Carrier, DATABASE, TOKEN, mysql_port, on_both_carriers, opts, within};
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -182,14 +182,16 @@ async fn concurrent_large_statements_share_the_inflight_budget() {
     .await;
 }
 
+on_both_carriers!(a_running_statement_holds_no_room);
 /// A statement's room in the transport's budget is given back once it is written upstream,
 /// not when its answer begins: while one that took all of the room runs, the next has room.
-#[tokio::test]
-async fn a_running_statement_holds_no_room() {
+/// (A body over 16 KiB takes room on either carrier.)
+async fn a_running_statement_holds_no_room(carrier: Carrier) {
     within(60, async {
         // Room for one 100 KB statement at a time; a wait for room gives up after 2 s.
         let budget = "max_request_bytes: 131072\nmax_inflight_bytes: 150000\nmax_inflight_bytes_per_token: 150000\nbody_timeout: 2s\n";
-        let tunnel = ProcTunnel::start("running", |t| format!("{t}{budget}"), |s| s.to_owned()).await;
+        let transport = |t: String| format!("{t}{budget}");
+        let tunnel = ProcTunnel::start_on(carrier, "running", transport, |s| s).await;
         let port = tunnel.sidecar_port;
         let long = tokio::spawn(async move {
             let mut conn = Conn::new(opts(port, Some(DATABASE))).await.expect("login");
