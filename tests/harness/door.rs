@@ -23,6 +23,11 @@ pub async fn transport_with(tag: &str, extra: &str) -> (Proc, u16) {
     (transport, port)
 }
 
+/// The sidecar's config for the transport at `port`, with the test token.
+fn yaml_for(port: u16) -> String {
+    sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN)
+}
+
 /// A legitimate user: a real sidecar (in this process) in front of the transport at `port`.
 pub struct Legit {
     sidecar: SocketAddr,
@@ -32,13 +37,12 @@ pub struct Legit {
 impl Legit {
     /// Starts the sidecar.
     pub async fn start(port: u16) -> Legit {
-        Self::start_with(sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN)).await
+        Self::start_with(yaml_for(port)).await
     }
 
     /// Starts the sidecar on `carrier` only (a promise of one carrier: no fallback unseen).
     pub async fn start_on(port: u16, carrier: Carrier) -> Legit {
-        let yaml = sidecar_yaml(&format!("http://127.0.0.1:{port}/"), TOKEN);
-        Self::start_with(carrier.sidecar(&yaml)).await
+        Self::start_with(carrier.sidecar(&yaml_for(port))).await
     }
 
     async fn start_with(yaml: String) -> Legit {
