@@ -1,11 +1,12 @@
 //! Session lifecycle: a silent sidecar's session expires (its row locks are released), while
-//! heartbeats keep idle sessions alive, a long-running command is never expired, and a stalled
-//! transport forgives the silence it caused; a frozen one is a clear error, not a hang. Each
-//! over a stream and over requests.
+//! heartbeats keep idle sessions alive and long commands' answers coming, a long-running
+//! command is never expired, and a stalled transport forgives the silence it caused; a frozen
+//! one is a clear error, not a hang. Each over a stream and over requests.
 
 use std::time::{Duration, Instant};
 
-use e2e::processes::ProcTunnel;
+use e2e::http::metric;
+use e2e::processes::{ProcTunnel, free_port};
 use e2e::{
     Carrier, DATABASE, TOKEN, Tunnel, direct, mysql_port, on_both_carriers, opts, sidecar_yaml,
     within,
@@ -106,6 +107,34 @@ async fn heartbeats_keep_an_idle_session_alive(carrier: Carrier) {
         tokio::time::sleep(Duration::from_secs(3)).await;
         let kept: Option<u32> = t.query_first("SELECT @kept").await.expect("session still there");
         assert_eq!(kept, Some(42));
+    })
+    .await;
+}
+
+on_both_carriers!(heartbeats_carry_a_long_command_past_the_silence_limit);
+async fn heartbeats_carry_a_long_command_past_the_silence_limit(carrier: Carrier) {
+    within(60, async {
+        // The sidecar takes 1 s without a byte (its floor over three 200 ms heartbeats) for a
+        // dead transport: only heartbeats carry these statements through.
+        let transport = format!("{}heartbeat_interval: 200ms\n", e2e::transport_yaml(mysql_port()));
+        let metrics = free_port();
+        let tunnel = Tunnel::start_custom(&transport, |url| {
+            format!(
+                "{}metrics_listen: 127.0.0.1:{metrics}\n",
+                carrier.sidecar(&sidecar_yaml(url, TOKEN))
+            )
+        })
+        .await;
+        let connects = || metric(metrics, None, "sqltunnel_sidecar_transport_connects_total");
+        let mut t = tunnel.connect().await;
+        t.query_drop("DO 1").await.expect("first");
+        let before = connects().await;
+        // Each turn puts the heartbeat off; the long ones find it due, again and again. (A
+        // silence would not fail them: the sidecar would reconnect and resume the step.)
+        for sql in ["SELECT SLEEP(2.5)", "SELECT 1", "SELECT SLEEP(1.5)", "SELECT SLEEP(1.5)"] {
+            t.query_drop(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        assert_eq!(connects().await, before, "the sidecar reconnected: it heard silence");
     })
     .await;
 }

@@ -81,9 +81,12 @@ pub struct RelayLink {
     /// The greeting's scramble and plugin (for the transport's own logins).
     greeting: Option<Greeting>,
     tls: Option<UpstreamTlsLink>,
-    /// The timer of a turn's heartbeats, kept from turn to turn: each turn puts it off (a
-    /// later deadline costs tokio no re-registration), none makes one.
+    /// The timer of a turn's heartbeats, kept from turn to turn, none makes one; due at
+    /// `heartbeat_due` or before (a turn that puts the heartbeat off moves only that: once
+    /// due, the timer is put off to it).
     pub heartbeat: Pin<Box<Sleep>>,
+    /// When the next heartbeat is due, if the upstream stays silent until then.
+    pub heartbeat_due: tokio::time::Instant,
     /// The wait for the session's cut, made by its first turn and kept from turn to turn, and
     /// polled again only when woken (one made each turn cost about 500 instructions, and the
     /// token's locks at each poll about 400, callgrind).
@@ -103,7 +106,7 @@ impl RelayLink {
             return;
         }
         self.shard = here;
-        self.heartbeat = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
+        self.heartbeat = Box::pin(tokio::time::sleep_until(self.heartbeat_due));
         if let MaybeTls::Plain(_) = self.stream {
             let MaybeTls::Plain(tcp) = std::mem::replace(&mut self.stream, MaybeTls::Gone) else {
                 return;
@@ -231,6 +234,7 @@ impl RelayLink {
             tls,
             // Set by each turn before it waits; until then far off.
             heartbeat: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
+            heartbeat_due: tokio::time::Instant::now() + Duration::from_secs(3600),
             cut_wait: None,
             shard: std::thread::current().id(),
         }

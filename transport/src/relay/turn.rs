@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll, Waker, ready};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -149,7 +149,7 @@ impl Turn {
         cut: Arc<CancellationToken>,
     ) -> Self {
         if let Some(link) = guard.as_mut() {
-            link.heartbeat.as_mut().reset(Instant::now() + heartbeat_every);
+            put_off_heartbeat(link, heartbeat_every);
         }
         Self {
             guard,
@@ -259,8 +259,16 @@ impl Turn {
                 }
                 Poll::Pending => {
                     // The cut's wait was polled at the top of the loop: it wakes this task.
-                    ready!(link.heartbeat.as_mut().poll(cx));
-                    link.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
+                    while let Poll::Ready(()) = link.heartbeat.as_mut().poll(cx) {
+                        match link.heartbeat.deadline() < link.heartbeat_due {
+                            true => link.heartbeat.as_mut().reset(link.heartbeat_due),
+                            false => break,
+                        }
+                    }
+                    if !link.heartbeat.is_elapsed() {
+                        return Poll::Pending;
+                    }
+                    put_off_heartbeat(link, self.heartbeat_every);
                     let mut hb = BytesMut::new();
                     encode_heartbeat(&mut hb);
                     return Poll::Ready(Some(hb.freeze()));
@@ -299,7 +307,7 @@ impl Turn {
 
     fn rearm_heartbeat(&mut self) {
         if let Some(link) = self.guard.as_mut() {
-            link.heartbeat.as_mut().reset(Instant::now() + self.heartbeat_every);
+            put_off_heartbeat(link, self.heartbeat_every);
         }
     }
 
@@ -357,4 +365,13 @@ fn turn_frame(end: TurnEnd) -> Bytes {
     let mut out = BytesMut::new();
     encode_turn(&mut out, end);
     out.freeze()
+}
+
+/// Puts the link's next heartbeat off to `every` from now: the timer is reset only when it
+/// would be late (a lowered interval); else it is put off once due.
+fn put_off_heartbeat(link: &mut RelayLink, every: Duration) {
+    link.heartbeat_due = Instant::now() + every;
+    if link.heartbeat.deadline() > link.heartbeat_due {
+        link.heartbeat.as_mut().reset(link.heartbeat_due);
+    }
 }
