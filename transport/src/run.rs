@@ -109,8 +109,9 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
     // Sessions opened after the list was made count too: any of this token's the upstream
     // ends meanwhile.
     // A session the caller may no longer reach ends now, and is reported revoked below.
+    let now = std::time::Instant::now();
     for (i, id) in list.sessions.iter().enumerate() {
-        if let Ok(session) = state.sessions.get(id, owner) {
+        if let Ok(session) = state.sessions.get(id, owner, now) {
             drop(ending::refuse_if_denied(state, caller, &session, false));
         }
         if i % KEEPALIVE_BATCH == KEEPALIVE_BATCH - 1 {
@@ -125,10 +126,10 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
         let reset: Vec<String> = ended.iter().filter(|e| e.1).map(|e| e.0.clone()).collect();
         let mut gone: Vec<String> = ended.into_iter().map(|e| e.0).collect();
         let mut seen: HashSet<&str> = gone.iter().map(String::as_str).collect();
-        let mut missing = Vec::new();
+        let (mut missing, now) = (Vec::new(), std::time::Instant::now());
         for (i, id) in list.sessions.iter().enumerate() {
             let held =
-                || state.sessions.get(id, owner).is_ok() || state.handover.may_hold(id, owner);
+                || state.sessions.get(id, owner, now).is_ok() || state.handover.may_hold(id, owner);
             if !held() && seen.insert(id) {
                 missing.push(id.clone());
             }

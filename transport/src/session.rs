@@ -87,9 +87,11 @@ impl Session {
         self.span.get_or_init(make).clone()
     }
 
-    /// Marks the session as heard from now (a parked one is back).
-    pub fn touch(&self) {
-        self.last_seen_ms.store(self.origin.elapsed().as_millis() as u64, Ordering::Relaxed);
+    /// Marks the session as heard from at `now` (a parked one is back).
+    pub fn touch(&self, now: Instant) {
+        let since_origin = now.saturating_duration_since(self.origin);
+        // (Never back: a caller's `now` may be older than another's.)
+        self.last_seen_ms.fetch_max(since_origin.as_millis() as u64, Ordering::Relaxed);
         if self.parked.swap(false, Ordering::AcqRel) {
             tracing::info!(session = %common::wire::session_label(&self.id), "a parked session's sidecar is back");
         }
@@ -237,8 +239,9 @@ impl SessionTable {
             let identity = limits.owner.name.to_string();
             return Err(Error::IdentityLimit { identity, limit: "max_sessions_per_token" });
         }
-        let session = Arc::new(self.make(id.clone(), limits.owner, upstream, link, Instant::now()));
-        session.touch();
+        let now = Instant::now();
+        let session = Arc::new(self.make(id.clone(), limits.owner, upstream, link, now));
+        session.touch(now);
         sessions.insert(id, session.clone());
         Ok(session)
     }
@@ -254,7 +257,7 @@ impl SessionTable {
         opened: Instant,
     ) -> Arc<Session> {
         let session = Arc::new(self.make(id.clone(), owner, upstream, link, opened));
-        session.touch();
+        session.touch(Instant::now());
         lock(&self.sessions).insert(id, session.clone());
         session
     }
@@ -291,12 +294,12 @@ impl SessionTable {
         }
     }
 
-    /// The session with this id, if the identity `owner` opened it, marked as heard from.
-    /// Another identity's session is as unknown as an id never issued.
-    pub fn get(&self, id: &str, owner: &IdentityId) -> Result<Arc<Session>, Error> {
+    /// The session with this id, if the identity `owner` opened it, marked as heard from at
+    /// `now`. Another identity's session is as unknown as an id never issued.
+    pub fn get(&self, id: &str, owner: &IdentityId, now: Instant) -> Result<Arc<Session>, Error> {
         let found = lock(&self.sessions).get(id).filter(|s| s.owner.id == *owner).cloned();
         let Some(session) = found else { return Err(Error::SessionNotFound) };
-        session.touch();
+        session.touch(now);
         Ok(session)
     }
 

@@ -104,11 +104,15 @@ pub async fn step(state: &Arc<AppState>, caller: &Caller, req: Step) -> Result<R
     let started = Instant::now();
     let owner = &caller.id;
     let id = req.session();
-    let session = match state.sessions.get(id, owner) {
+    let session = match state.sessions.get(id, owner, started) {
         Ok(session) => Ok(session),
         Err(_) if state.handover.was_moved(id, owner) => return Err(Error::SessionMoved),
         // Taking over: a step may come before its session.
-        Err(e) => state.handover.wait_for(|| state.sessions.get(id, owner).ok()).await.ok_or(e),
+        Err(e) => state
+            .handover
+            .wait_for(|| state.sessions.get(id, owner, Instant::now()).ok())
+            .await
+            .ok_or(e),
     };
     let Ok(session) = session else {
         // Its server closed it while idle, and this step crossed the news: the client's

@@ -94,7 +94,7 @@ pub async fn hand_over(
             // Its sidecar's keep-alives go to the new process now, which vouches for it: a
             // session waiting to move is not silent (a parked one stays parked).
             if !session.is_parked() {
-                session.touch();
+                session.touch(std::time::Instant::now());
             }
             // A turn waiting for a resume runs to its end here, its answer kept: the
             // sidecar's resume, sent to the new process, reads it there.
