@@ -217,11 +217,12 @@ impl StepHead {
             0 => None,
             _ => {
                 let len = usize::from(at.byte()?);
-                let id = std::str::from_utf8(at.take(len)?).ok().filter(|id| valid_id(id));
+                // Checked as UTF-8 where it is copied to: from an aligned start, a word at a time.
+                let id = String::from_utf8(at.take(len)?.to_vec()).ok().filter(|id| valid_id(id));
                 let Some(id) = id else {
                     return Err(Error::Wire("a step's session id is not one"));
                 };
-                Some(id.to_owned())
+                Some(id)
             }
         };
         let mut head = StepHead::new(kind);
