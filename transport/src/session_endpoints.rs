@@ -247,6 +247,9 @@ fn millis(d: std::time::Duration) -> u64 {
 /// The files the statements of a request name for LOAD DATA LOCAL (a quick look for the word
 /// first: most statements name none).
 fn files_named(asked: &[crate::relay::request::Asked<'_>]) -> Vec<Vec<u8>> {
-    let queries = asked.iter().filter(|a| may_ask_for_a_file(a.payload));
-    queries.flat_map(|a| common::mysql::local_infile::named_files(&a.payload[1..])).collect()
+    let mut files = Vec::new();
+    for query in asked.iter().filter(|a| may_ask_for_a_file(a.payload)) {
+        files.extend(common::mysql::local_infile::named_files(&query.payload[1..]));
+    }
+    files
 }

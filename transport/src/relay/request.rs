@@ -43,7 +43,8 @@ pub struct Asked<'a> {
 /// The commands of `body` that have an answer, in order (none when only commands without
 /// one ride in it).
 pub fn commands_asked(body: &[u8]) -> Result<Vec<Asked<'_>>, BadCommands> {
-    let mut asked = Vec::new();
+    // Room for one: most requests carry one command.
+    let mut asked = Vec::with_capacity(1);
     each_asked(body, |one| asked.push(one))?;
     Ok(asked)
 }
