@@ -77,6 +77,24 @@ pub enum Error {
         /// The CRC-32 of the bytes received.
         kept: u32,
     },
+    /// A log filter (`log.level`, `RUST_LOG`) that is not one.
+    #[error("invalid configuration: {what} {directives:?} is not a valid log filter: {why}")]
+    LogFilter {
+        /// Where it came from.
+        what: &'static str,
+        /// The filter as written.
+        directives: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A duration (`30s`, `1m30s`) that is not one.
+    #[error("invalid duration {text:?}: {why}")]
+    BadDuration {
+        /// The text as written.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The logging subscriber could not be installed.
     #[error("cannot initialise logging: {0}")]
     Telemetry(String),

@@ -47,14 +47,14 @@ impl Default for LogConfig {
 impl LogConfig {
     /// Checks `level` as start-up would.
     pub fn validate(&self) -> Result<(), Error> {
-        parse_filter("log.level", &self.level).map(drop).map_err(Error::ConfigInvalid)
+        parse_filter("log.level", &self.level).map(drop)
     }
 }
 
 /// A filter directive, or an error naming where it came from (`what`) and what is wrong. A
 /// bare word is taken as a level only if it is one: `verbose` is refused, not read as a target.
-fn parse_filter(what: &str, directives: &str) -> Result<EnvFilter, String> {
-    let bad = |why: String| format!("{what} {directives:?} is not a valid log filter: {why}");
+fn parse_filter(what: &'static str, directives: &str) -> Result<EnvFilter, Error> {
+    let bad = |why: String| Error::LogFilter { what, directives: directives.to_owned(), why };
     for directive in directives.split(',').map(str::trim).filter(|d| !d.is_empty()) {
         let level = directive.rsplit_once('=').map_or(directive, |(_, level)| level);
         let bare = !directive.contains(['=', ':', '[']);
@@ -150,7 +150,6 @@ fn start_filter(config: &LogConfig) -> Result<(EnvFilter, bool), Error> {
         Some(value) => parse_filter("RUST_LOG", &value).map(|f| (f, true)),
         None => parse_filter("log.level", &config.level).map(|f| (f, false)),
     }
-    .map_err(Error::Telemetry)
 }
 
 /// Checks what [`init`] would refuse, without installing or creating anything: the filter
@@ -191,7 +190,7 @@ pub fn init(config: &LogConfig) -> Result<Logging, Error> {
     let ansi = terminal && std::env::var_os("NO_COLOR").is_none();
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
-    let reload: Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync> = match config.format {
+    let reload: Box<dyn Fn(EnvFilter) -> Result<(), Error> + Send + Sync> = match config.format {
         LogFormat::Text => {
             let builder = builder.with_filter_reloading();
             let handle = builder.reload_handle();
@@ -200,7 +199,7 @@ pub fn init(config: &LogConfig) -> Result<Logging, Error> {
                 .with(filter_fn(may_log))
                 .try_init()
                 .map_err(|e| Error::Telemetry(e.to_string()))?;
-            Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()))
+            Box::new(move |f| handle.reload(f).map_err(|e| Error::Telemetry(e.to_string())))
         }
         LogFormat::Json => {
             let builder = builder.json().with_filter_reloading();
@@ -210,15 +209,14 @@ pub fn init(config: &LogConfig) -> Result<Logging, Error> {
                 .with(filter_fn(may_log))
                 .try_init()
                 .map_err(|e| Error::Telemetry(e.to_string()))?;
-            Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()))
+            Box::new(move |f| handle.reload(f).map_err(|e| Error::Telemetry(e.to_string())))
         }
     };
     let set_level = Box::new(move |level: &str| {
         if from_env {
             return Ok(());
         }
-        reload(parse_filter("log.level", level).map_err(Error::ConfigInvalid)?)
-            .map_err(Error::Telemetry)
+        reload(parse_filter("log.level", level)?)
     });
     Ok(Logging { set_level, file })
 }
@@ -233,7 +231,7 @@ mod tests {
             assert!(parse_filter("log.level", good).is_ok(), "{good}");
         }
         for bad in ["verbose", "info,transport=loud", "a=b=c"] {
-            let e = parse_filter("log.level", bad).err().unwrap_or_default();
+            let e = parse_filter("log.level", bad).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(e.contains("log.level") && e.contains(bad), "{bad}: {e}");
         }
     }

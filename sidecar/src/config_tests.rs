@@ -37,6 +37,7 @@ fn auth_mode_defaults_follow_users() {
 fn unknown_nested_key_is_named() {
     let err = parse_yaml::<SidecarConfig>(&MINIMAL.replace("  token:", "  tokn:"))
         .err()
+        .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(err.contains("tokn"), "{err}");
 }

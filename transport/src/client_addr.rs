@@ -9,6 +9,8 @@ use std::str::FromStr;
 use http::HeaderMap;
 use serde::Deserialize;
 
+use crate::Error;
+
 /// An address block, `10.0.0.0/8`, `::1/128`, or one address (`127.0.0.1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
@@ -18,10 +20,13 @@ pub struct Cidr {
 }
 
 impl FromStr for Cidr {
-    type Err = String;
+    type Err = Error;
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        let bad = || format!("{text:?} is not an address or a CIDR block (10.0.0.0/8, ::1/128)");
+    fn from_str(text: &str) -> Result<Self, Error> {
+        let bad = || {
+            let why = format!("{text:?} is not an address or a CIDR block (10.0.0.0/8, ::1/128)");
+            Error::Config(common::Error::ConfigInvalid(why))
+        };
         let (addr, bits) = match text.split_once('/') {
             Some((addr, bits)) => (addr, Some(bits)),
             None => (text, None),
@@ -37,9 +42,9 @@ impl FromStr for Cidr {
 }
 
 impl TryFrom<String> for Cidr {
-    type Error = String;
+    type Error = Error;
 
-    fn try_from(text: String) -> Result<Self, String> {
+    fn try_from(text: String) -> Result<Self, Error> {
         text.parse()
     }
 }

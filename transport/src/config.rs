@@ -289,7 +289,8 @@ mod tests {
     #[test]
     fn unknown_key_is_named_with_its_line() {
         let text = format!("{MINIMAL}sesion_timeout: 5s\n");
-        let err = parse_yaml::<TransportConfig>(&text).err().unwrap_or_default();
+        let err =
+            parse_yaml::<TransportConfig>(&text).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("sesion_timeout"), "{err}");
         assert!(err.contains("line 7") || err.contains("7:"), "{err}");
     }

@@ -82,6 +82,9 @@ pub enum Error {
     /// Upstream name not configured.
     #[error("{}", unknown_upstream(.0))]
     UnknownUpstream(String),
+    /// The OpenID issuer's keys (its JWKS) could not be fetched or used.
+    #[error("{0}")]
+    IssuerKeys(String),
     /// Too many sessions.
     #[error("too many sessions (max_sessions = {0})")]
     TooManySessions(usize),
@@ -132,7 +135,7 @@ impl Error {
             Error::UpstreamUnreachable { .. } => {
                 (StatusCode::BAD_GATEWAY, ApiErrorKind::UpstreamUnreachable)
             }
-            Error::Config(_) | Error::Io(_) => {
+            Error::Config(_) | Error::Io(_) | Error::IssuerKeys(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, ApiErrorKind::Unavailable)
             }
         };
@@ -142,7 +145,7 @@ impl Error {
     /// A short label of the error's kind (the `kind` label of the error counter).
     pub fn kind_label(&self) -> &'static str {
         match self {
-            Error::Config(_) | Error::Io(_) => "internal",
+            Error::Config(_) | Error::Io(_) | Error::IssuerKeys(_) => "internal",
             Error::Unauthorized(_) => "unauthorized",
             Error::Throttled => "throttled",
             Error::IdentityLimit { .. } => "identity_limit",

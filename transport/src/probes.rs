@@ -20,20 +20,23 @@ pub async fn run(state: Arc<AppState>, shutdown: CancellationToken) {
         let config = state.config();
         for upstream in &config.upstreams {
             let Some(login) = admin_login(upstream) else { continue };
-            let outcome = match state.upstream_tls(upstream) {
-                Ok(tls) => {
-                    // Each probe is a task of its own: whatever an upstream sends, a failure
-                    // (even a panic) is that probe's outcome, and the loop goes on.
-                    let (upstream, login) = (upstream.clone(), login.clone());
-                    let probing = tokio::spawn(async move {
-                        probe(&upstream, tls, &login, PROBE_TIMEOUT)
-                            .await
-                            .map_err(|e| e.to_string())
-                    });
-                    probing.await.unwrap_or_else(|_| Err("the probe failed unexpectedly".into()))
-                }
-                Err(e) => Err(e.to_string()),
-            };
+            let outcome: Result<(), Box<dyn std::error::Error + Send + Sync>> =
+                match state.upstream_tls(upstream) {
+                    Ok(tls) => {
+                        // Each probe is a task of its own: whatever an upstream sends, a failure
+                        // (even a panic) is that probe's outcome, and the loop goes on.
+                        let (upstream, login) = (upstream.clone(), login.clone());
+                        let probing = tokio::spawn(async move {
+                            probe(&upstream, tls, &login, PROBE_TIMEOUT).await
+                        });
+                        match probing.await {
+                            Ok(probed) => probed.map_err(Into::into),
+                            Err(failed) => Err(failed.into()),
+                        }
+                    }
+                    Err(e) => Err(e.into()),
+                };
+            let outcome = outcome.as_ref().map(drop).map_err(|e| &**e as &dyn std::error::Error);
             state.readiness.record(&upstream.name, outcome);
         }
         tokio::select! {

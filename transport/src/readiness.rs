@@ -43,7 +43,7 @@ pub struct UpstreamStatus {
 
 impl Readiness {
     /// Records the outcome of a connection to `upstream` (a probe, or a session's dial).
-    pub fn record(&self, upstream: &str, outcome: Result<(), String>) {
+    pub fn record(&self, upstream: &str, outcome: Result<(), &dyn std::error::Error>) {
         let mut last = lock(&self.last);
         let was_ready = last.get(upstream).is_none_or(|o| o.error.is_none());
         match (&outcome, was_ready) {
@@ -51,7 +51,8 @@ impl Readiness {
             (Ok(()), false) => info!(upstream, "upstream ready again"),
             _ => {}
         }
-        last.insert(upstream.to_owned(), Outcome { error: outcome.err(), at: Instant::now() });
+        let error = outcome.err().map(ToString::to_string);
+        last.insert(upstream.to_owned(), Outcome { error, at: Instant::now() });
     }
 
     /// Each configured upstream's status; ready when all are.

@@ -59,7 +59,7 @@ pub async fn open(state: &Arc<AppState>, req: Step, caller: &Arc<Caller>) -> Res
     let leg = ClientLeg { tls: open.client_tls, compression: open.client_compression };
     let dialed = RelayLink::dial(upstream, tls, leg, timeout).await;
     state.metrics.upstream_connect_seconds.observe(started.elapsed().as_secs_f64());
-    let outcome = dialed.as_ref().map(drop).map_err(ToString::to_string);
+    let outcome = dialed.as_ref().map(drop).map_err(|e| e as &dyn std::error::Error);
     state.readiness.record(&upstream.name, outcome);
     drop(opening);
     let (link, greeting) = dialed?;

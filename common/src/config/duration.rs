@@ -2,22 +2,23 @@
 
 use std::time::Duration;
 
+use crate::Error;
+
 /// Parses a human duration. A bare number is refused: the unit must be explicit.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, Error> {
     let text = text.trim();
+    let bad = |why| Error::BadDuration { text: text.to_owned(), why };
     if text.is_empty() {
-        return Err("empty duration".into());
+        return Err(bad("empty"));
     }
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
         let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         if digits == 0 {
-            return Err(format!("invalid duration {text:?}: expected a number"));
+            return Err(bad("expected a number"));
         }
-        let value: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
+        let value: u64 = rest[..digits].parse().map_err(|_| bad("number too large"))?;
         rest = &rest[digits..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let unit = &rest[..unit_len];
@@ -28,8 +29,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" => Duration::from_secs(value.saturating_mul(60)),
             "h" => Duration::from_secs(value.saturating_mul(3600)),
             "d" => Duration::from_secs(value.saturating_mul(86_400)),
-            "" => return Err(format!("invalid duration {text:?}: missing unit (ms, s, m, h, d)")),
-            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?}")),
+            "" => return Err(bad("missing unit (ms, s, m, h, d)")),
+            _ => return Err(bad("unknown unit (ms, s, m, h, d)")),
         };
         total = total.saturating_add(part);
     }
@@ -57,17 +58,18 @@ mod tests {
 
     #[test]
     fn parses_units_and_combinations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration(" 2d "), Ok(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("250ms").ok(), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30s").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m").ok(), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h").ok(), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1m30s").ok(), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration(" 2d ").ok(), Some(Duration::from_secs(172_800)));
     }
 
     #[test]
     fn refuses_missing_or_unknown_units() {
-        assert!(parse_duration("30").unwrap_err().contains("missing unit"));
+        let missing = parse_duration("30").err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(missing, "invalid duration \"30\": missing unit (ms, s, m, h, d)");
         assert!(parse_duration("3 weeks").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("s").is_err());

@@ -16,13 +16,19 @@ use crate::Error;
 pub fn load_yaml<T: DeserializeOwned>(path: &Path) -> Result<T, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| Error::ConfigRead { path: path.to_owned(), source })?;
-    parse_yaml(&text).map_err(|message| Error::ConfigParse { path: path.to_owned(), message })
+    serde_saphyr::from_str(&text)
+        .map_err(|e| Error::ConfigParse { path: path.to_owned(), message: message_of(&e) })
 }
 
-/// Parses YAML text into `T`, returning the parser's message (with line and column) on error.
-pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    serde_saphyr::from_str(text)
-        .map_err(|e| e.render_with_formatter(&serde_saphyr::UserMessageFormatter))
+/// Parses YAML text that is not a file's (a test's, an example's) into `T`; an error says what
+/// the parser said, with line and column.
+pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+    serde_saphyr::from_str(text).map_err(|e| Error::ConfigInvalid(message_of(&e)))
+}
+
+/// The parser's message for a person: the key and the line.
+fn message_of(e: &serde_saphyr::Error) -> String {
+    e.render_with_formatter(&serde_saphyr::UserMessageFormatter)
 }
 
 /// Serde helper for `Duration` fields written as human strings (`250ms`, `30s`, `5m`, `1h`).

@@ -10,6 +10,8 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::Error;
+
 /// Largest answer head a proxy may send to CONNECT.
 const MAX_HEAD: usize = 8 * 1024;
 
@@ -31,13 +33,15 @@ impl std::fmt::Debug for Proxy {
 impl Proxy {
     /// Parses `http://[user:password@]host[:port]` (port 80 by default; `https://` proxies,
     /// which need TLS to the proxy itself, are refused).
-    pub fn parse(url: &str) -> Result<Proxy, String> {
+    pub fn parse(url: &str) -> Result<Proxy, Error> {
+        let refused = |why: String| {
+            let message = format!("transport.proxy: proxy {url:?}{why}");
+            Error::Config(common::Error::ConfigInvalid(message))
+        };
         let rest = url
             .strip_prefix("http://")
             .or_else(|| (!url.contains("://")).then_some(url))
-            .ok_or_else(|| {
-                format!("proxy {url:?}: only http:// proxies (with CONNECT) are supported")
-            })?;
+            .ok_or_else(|| refused(": only http:// proxies (with CONNECT) are supported".into()))?;
         let rest = rest.trim_end_matches('/');
         let (credentials, address) = match rest.rsplit_once('@') {
             Some((c, a)) => (Some(c), a),
@@ -45,13 +49,13 @@ impl Proxy {
         };
         let (host, port) = match address.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || address.starts_with('[') => {
-                (h, p.parse().map_err(|_| format!("proxy {url:?}: bad port {p:?}"))?)
+                (h, p.parse().map_err(|_| refused(format!(": bad port {p:?}")))?)
             }
             _ => (address, 80),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err(format!("proxy {url:?} has no host"));
+            return Err(refused(" has no host".into()));
         }
         let authorization = credentials
             .map(|c| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(c)));
@@ -65,7 +69,7 @@ impl Proxy {
         https: bool,
         target_host: &str,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<Proxy>, String> {
+    ) -> Result<Option<Proxy>, Error> {
         if let Some(value) = configured {
             return if value == "direct" { Ok(None) } else { Proxy::parse(value).map(Some) };
         }
@@ -160,7 +164,10 @@ mod tests {
         assert_eq!(p.and_then(|p| p.authorization), Some("Basic dTpwJTIwdw==".into()));
         assert_eq!(Proxy::parse("proxy:80").ok().map(|p| p.address()), Some("proxy:80".into()));
         assert!(Proxy::parse("https://proxy:443").is_err());
-        assert!(Proxy::parse("http://proxy:notaport").is_err());
+        let bad_port = Proxy::parse("http://proxy:notaport").err().map(|e| e.to_string());
+        let said =
+            "invalid configuration: transport.proxy: proxy \"http://proxy:notaport\": bad port";
+        assert_eq!(bad_port, Some(format!("{said} \"notaport\"")));
     }
 
     #[test]
@@ -179,8 +186,8 @@ mod tests {
         assert_eq!(pick(true, "internal"), None);
         assert_eq!(pick(true, "10.1.2.3"), None);
         assert_eq!(pick(true, "notinternal"), Some("p:3128".into()));
-        assert_eq!(Proxy::choose(Some("direct"), true, "x", env(&vars)), Ok(None));
+        assert!(matches!(Proxy::choose(Some("direct"), true, "x", env(&vars)), Ok(None)));
         let all = [("HTTPS_PROXY", "http://p:3128"), ("NO_PROXY", "*")];
-        assert_eq!(Proxy::choose(None, true, "x", env(&all)), Ok(None));
+        assert!(matches!(Proxy::choose(None, true, "x", env(&all)), Ok(None)));
     }
 }

@@ -203,7 +203,7 @@ impl TokenCommand {
             return Err(failure.error());
         }
         let got = match &self.source {
-            Source::Command(argv) => run(argv).await.map_err(Failure::Command),
+            Source::Command(argv) => run(argv).await,
             Source::Login(refresher) => refresher.access_token().await.map_err(|e| match e {
                 Error::LoginNeeded(why) => Failure::LoginNeeded(why),
                 Error::LoginFailed(why) => Failure::Login(why),
@@ -248,8 +248,8 @@ impl TokenCommand {
 /// (journald, a redirected file), and a helper's verbose or debug output may hold its tokens;
 /// once it has exited, a process it left holding the pipes is not waited for beyond a moment.
 /// On Windows a `.cmd` or `.bat` helper (`gcloud`, `az`) runs through `cmd /C`.
-async fn run(argv: &[String]) -> Result<String, String> {
-    let (program, args) = argv.split_first().ok_or("empty command")?;
+async fn run(argv: &[String]) -> Result<String, Failure> {
+    let (program, args) = argv.split_first().ok_or(Failure::Command("empty command".into()))?;
     let mut command = tokio::process::Command::new(program);
     #[cfg(windows)]
     {
@@ -266,25 +266,30 @@ async fn run(argv: &[String]) -> Result<String, String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("{program} could not start: {e}"))?;
+        .map_err(|e| Failure::Command(format!("{program} could not start: {e}")))?;
     let (out, err) = (Arc::default(), Arc::default());
     let mut stdout = tokio::spawn(read_all(child.stdout.take(), Arc::clone(&out), false));
     let echo = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut stderr = tokio::spawn(read_all(child.stderr.take(), Arc::clone(&err), echo));
     let status = tokio::time::timeout(COMMAND_TIMEOUT, child.wait())
         .await
-        .map_err(|_| format!("{program} gave no token within {COMMAND_TIMEOUT:?}"))?
-        .map_err(|e| format!("{program}: {e}"))?;
+        .map_err(|_| {
+            Failure::Command(format!("{program} gave no token within {COMMAND_TIMEOUT:?}"))
+        })?
+        .map_err(|e| Failure::Command(format!("{program}: {e}")))?;
     let (out, err) = (collect(&mut stdout, &out).await, collect(&mut stderr, &err).await);
     if !status.success() {
         let said = String::from_utf8_lossy(&err);
         let said = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-        return Err(format!("{program} failed ({status}): {said}"));
+        return Err(Failure::Command(format!("{program} failed ({status}): {said}")));
     }
-    let out = String::from_utf8(out).map_err(|_| format!("{program} printed non-UTF-8"))?;
+    let out = String::from_utf8(out)
+        .map_err(|_| Failure::Command(format!("{program} printed non-UTF-8")))?;
     let token = out.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     if token.is_empty() || token.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-        return Err(format!("{program} printed no usable token on its first line"));
+        return Err(Failure::Command(format!(
+            "{program} printed no usable token on its first line"
+        )));
     }
     Ok(token.to_owned())
 }

@@ -165,8 +165,7 @@ impl TunnelClient {
                 Credential::fixed(&token)
             }
         };
-        let proxy = Proxy::choose(link.proxy.as_deref(), https, &host, |v| std::env::var(v).ok())
-            .map_err(|e| bad(format!("transport.proxy: {e}")))?;
+        let proxy = Proxy::choose(link.proxy.as_deref(), https, &host, |v| std::env::var(v).ok())?;
         if let Some(proxy) = &proxy {
             tracing::info!(proxy = %proxy.address(), "the transport is reached through a proxy (CONNECT)");
         }

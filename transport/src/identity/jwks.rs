@@ -130,7 +130,8 @@ impl KeySet {
     async fn fetch_now(&self) -> bool {
         let Source::Url { uri, tls } = &self.source else { return false };
         let fetched = tokio::time::timeout(FETCH_TIMEOUT, fetch(uri, tls.clone())).await;
-        match fetched.unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}"))) {
+        let no_answer = || Err(keys_error(format!("no answer within {FETCH_TIMEOUT:?}")));
+        match fetched.unwrap_or_else(|_| no_answer()) {
             Ok(keys) => {
                 info!(url = %uri, keys = keys.len(), "fetched the OpenID issuer's keys");
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
@@ -147,53 +148,51 @@ impl KeySet {
 }
 
 /// The signing keys of a JWKS document; keys of a type this transport cannot use are skipped.
-fn parse(text: &[u8]) -> Result<Vec<Jwk>, String> {
+fn parse(text: &[u8]) -> Result<Vec<Jwk>, Error> {
     #[derive(serde::Deserialize)]
     struct Document {
         keys: Vec<serde_json::Value>,
     }
-    let document: Document =
-        serde_json::from_slice(text).map_err(|e| format!("not a JWKS document: {e}"))?;
+    let document: Document = serde_json::from_slice(text)
+        .map_err(|e| keys_error(format!("not a JWKS document: {e}")))?;
     let keys: Vec<Jwk> =
         document.keys.into_iter().filter_map(|k| serde_json::from_value(k).ok()).collect();
     if keys.is_empty() {
-        return Err("the JWKS has no key this transport can use".into());
+        return Err(keys_error("the JWKS has no key this transport can use".into()));
     }
     Ok(keys)
 }
 
 /// GET `uri` (HTTP/1.1, TLS for https) and parse the answer.
-async fn fetch(
-    uri: &http::Uri,
-    tls: Option<Arc<rustls::ClientConfig>>,
-) -> Result<Vec<Jwk>, String> {
-    let host = uri.host().ok_or("no host in the URL")?.trim_matches(['[', ']']).to_owned();
+async fn fetch(uri: &http::Uri, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Vec<Jwk>, Error> {
+    let host = uri.host().ok_or_else(|| keys_error("no host in the URL".into()))?;
+    let host = host.trim_matches(['[', ']']).to_owned();
     let port = uri.port_u16().unwrap_or(if tls.is_some() { 443 } else { 80 });
-    let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect((host.as_str(), port)).await?;
     let request = http::Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
         .header(http::header::HOST, uri.authority().map_or(host.as_str(), |a| a.as_str()))
         .header(http::header::ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| keys_error(e.to_string()))?;
     let response = match tls {
         Some(tls) => {
             let name = rustls_pki_types::ServerName::try_from(host.clone())
-                .map_err(|e| format!("{host}: {e}"))?;
+                .map_err(|e| keys_error(format!("{host}: {e}")))?;
             let stream = tokio_rustls::TlsConnector::from(tls)
                 .connect(name, tcp)
                 .await
-                .map_err(|e| format!("TLS: {e}"))?;
+                .map_err(|e| keys_error(format!("TLS: {e}")))?;
             send(stream, request).await?
         }
         None => send(tcp, request).await?,
     };
     if !response.status().is_success() {
-        return Err(format!("HTTP {}", response.status()));
+        return Err(keys_error(format!("HTTP {}", response.status())));
     }
     let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
         .collect()
         .await
-        .map_err(|e| format!("reading the answer: {e}"))?
+        .map_err(|e| keys_error(format!("reading the answer: {e}")))?
         .to_bytes();
     parse(&body)
 }
@@ -202,16 +201,21 @@ async fn fetch(
 async fn send<S>(
     stream: S,
     request: http::Request<Empty<Bytes>>,
-) -> Result<http::Response<hyper::body::Incoming>, String>
+) -> Result<http::Response<hyper::body::Incoming>, Error>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let io = hyper_util::rt::TokioIo::new(stream);
     let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
+        hyper::client::conn::http1::handshake(io).await.map_err(|e| keys_error(e.to_string()))?;
     // The connection ends with its answer, or at the fetch's own deadline.
     tokio::spawn(tokio::time::timeout(FETCH_TIMEOUT, connection));
-    sender.send_request(request).await.map_err(|e| e.to_string())
+    sender.send_request(request).await.map_err(|e| keys_error(e.to_string()))
+}
+
+/// Why the issuer's keys could not be had.
+fn keys_error(why: String) -> Error {
+    Error::IssuerKeys(why)
 }
 
 #[cfg(test)]

@@ -23,32 +23,33 @@ pub fn upstream_tls(upstream: &UpstreamConfig) -> Result<Option<UpstreamTlsLink>
     let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
     let name = ServerName::try_from(host)
         .map_err(|e| invalid(format!("upstream {:?}: {e}", upstream.name)))?;
-    let config = client_config(tls)
-        .map_err(|e| invalid(format!("upstream {:?} TLS: {e}", upstream.name)))?;
+    let config = client_config(&upstream.name, tls)?;
     Ok(Some(UpstreamTlsLink { connector: TlsConnector::from(config), name }))
 }
 
-fn client_config(tls: &UpstreamTls) -> Result<Arc<ClientConfig>, String> {
+/// The TLS client configuration of upstream `name`'s `tls` section.
+fn client_config(name: &str, tls: &UpstreamTls) -> Result<Arc<ClientConfig>, Error> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        Error::Config(common::Error::ConfigInvalid(format!("upstream {name:?} TLS: {e}")))
+    };
     let provider = Arc::new(ring::default_provider());
     let mut roots = RootCertStore::empty();
     match &tls.ca_file {
         Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let in_file = |e: &dyn std::fmt::Display| invalid(&format!("{}: {e}", path.display()));
+            let certs = CertificateDer::pem_file_iter(path).map_err(|e| in_file(&e))?;
             for cert in certs {
-                roots
-                    .add(cert.map_err(|e| format!("{}: {e}", path.display()))?)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                roots.add(cert.map_err(|e| in_file(&e))?).map_err(|e| in_file(&e))?;
             }
         }
         None => roots.extend(webpki_roots_from_native()),
     }
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| invalid(&e))?;
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| invalid(&e))?;
     let config = if tls.skip_domain_validation {
         builder
             .dangerous()
