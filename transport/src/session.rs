@@ -87,11 +87,10 @@ impl Session {
         self.span.get_or_init(make).clone()
     }
 
-    /// Marks the session as heard from at `now` (a parked one is back).
+    /// Marks the session as heard from at `now`, unless later already (a parked one is back).
     pub fn touch(&self, now: Instant) {
-        let since_origin = now.saturating_duration_since(self.origin);
-        // (Never back: a caller's `now` may be older than another's.)
-        self.last_seen_ms.fetch_max(since_origin.as_millis() as u64, Ordering::Relaxed);
+        let ms = now.saturating_duration_since(self.origin).as_millis() as u64;
+        self.last_seen_ms.fetch_max(ms, Ordering::Relaxed);
         if self.parked.swap(false, Ordering::AcqRel) {
             tracing::info!(session = %common::wire::session_label(&self.id), "a parked session's sidecar is back");
         }
