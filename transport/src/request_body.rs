@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::wire::{BodyEncoding, decompress_exact};
+use common::wire::{BodyEncoding, StepHead, decompress_exact};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
@@ -29,6 +29,13 @@ pub const SMALL_WHOLE_BODY: usize = 16 * 1024;
 /// Least average rate of a body once `body_timeout` has passed: a body trickled slower than
 /// this fails ([`Error::BodyTimeout`]) instead of holding its room.
 pub const MIN_BODY_RATE: u64 = 16 * 1024;
+
+/// Whether a body a stream message brought whole, `body`, is held by its message already:
+/// plain and small (a stream reads one message at a time and streams are counted), it takes no
+/// room in the budget (most commands), and needs no wait.
+pub fn held_by_its_message(head: &StepHead, body: &Bytes, limit: usize) -> bool {
+    head.encoding == BodyEncoding::Plain && body.len() <= SMALL_WHOLE_BODY.min(limit)
+}
 
 /// Reads a request body of at most `limit` bytes; a pause longer than `stall`, or a body
 /// slower than [`MIN_BODY_RATE`] once `stall` has passed, fails it.
@@ -73,10 +80,8 @@ pub async fn read_body_within(
         return Err(Error::TooLarge { limit });
     }
     let room = declared.map_or(0, |n| n.max(decoded.unwrap_or(0)));
-    // A small plain body that came whole (a stream message's) is held by its message already:
-    // a stream reads one message at a time and streams are counted, so it takes no room (most
-    // commands).
-    let held_already = whole && decoded.is_none() && room <= SMALL_WHOLE_BODY;
+    let held_already =
+        matches!(&req.body, steps::Body::Whole(b) if held_by_its_message(&req.head, b, limit));
     let mut held = match &budget {
         Some(budget) if !held_already => Some(reserve(budget, room, stall).await?),
         _ => None,

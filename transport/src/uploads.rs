@@ -11,12 +11,12 @@ use crate::Error;
 use crate::identity::Caller;
 use crate::reply::{Reply, no_content};
 use crate::request_body::{
-    Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, hold_room,
-    read_body_within,
+    Budget, MIN_BODY_RATE, Room, append_body, decoded_length, finish_upload, held_by_its_message,
+    hold_room, read_body_within,
 };
 use crate::session::Session;
 use crate::state::AppState;
-use crate::steps::Step;
+use crate::steps::{Body, Step};
 use crate::upload_held::PartialUpload;
 
 /// The line an upload let go for its pace logs (the reaper's too).
@@ -51,7 +51,12 @@ pub async fn read_step_body(
         if let Some(step) = step {
             session.upload.forget_before(step);
         }
-        let (body, room) = read_body_within(req, limit, stall, Some(budget)).await?;
+        let (body, room) = match req.body {
+            Body::Whole(body) if held_by_its_message(&req.head, &body, limit) => (body, None),
+            body => {
+                read_body_within(Step { head: req.head, body }, limit, stall, Some(budget)).await?
+            }
+        };
         return Ok(StepBody::Whole(body, room));
     };
     let range = part.range;
