@@ -77,15 +77,15 @@ pub enum Error {
         /// The CRC-32 of the bytes received.
         kept: u32,
     },
-    /// A log filter (`log.level`, `RUST_LOG`) that is not one.
-    #[error("invalid configuration: {what} {directives:?} is not a valid log filter: {why}")]
+    /// A log filter (`log.level`, `RUST_LOG`) that is not one. (Two fields, not three: every
+    /// `Result` of this crate's error, and of the halves' that hold it, is as large as its
+    /// largest variant.)
+    #[error("invalid configuration: {what} {said}")]
     LogFilter {
         /// Where it came from.
         what: &'static str,
-        /// The filter as written.
-        directives: String,
-        /// What is wrong with it.
-        why: String,
+        /// The filter as written, and what is wrong with it.
+        said: String,
     },
     /// A duration (`30s`, `1m30s`) that is not one.
     #[error("invalid duration {text:?}: {why}")]
@@ -98,4 +98,18 @@ pub enum Error {
     /// The logging subscriber could not be installed.
     #[error("cannot initialise logging: {0}")]
     Telemetry(String),
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_error_is_no_larger_than_its_largest_variant_before_log_filters() {
+        // A path and a message: what every `Result` of this error (and of the halves' errors
+        // that hold it) moves at each return on a command's path.
+        assert!(
+            std::mem::size_of::<super::Error>() <= 56,
+            "{}",
+            std::mem::size_of::<super::Error>()
+        );
+    }
 }

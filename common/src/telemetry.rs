@@ -54,7 +54,10 @@ impl LogConfig {
 /// A filter directive, or an error naming where it came from (`what`) and what is wrong. A
 /// bare word is taken as a level only if it is one: `verbose` is refused, not read as a target.
 fn parse_filter(what: &'static str, directives: &str) -> Result<EnvFilter, Error> {
-    let bad = |why: String| Error::LogFilter { what, directives: directives.to_owned(), why };
+    let bad = |why: String| Error::LogFilter {
+        what,
+        said: format!("{directives:?} is not a valid log filter: {why}"),
+    };
     for directive in directives.split(',').map(str::trim).filter(|d| !d.is_empty()) {
         let level = directive.rsplit_once('=').map_or(directive, |(_, level)| level);
         let bare = !directive.contains(['=', ':', '[']);
