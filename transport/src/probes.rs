@@ -31,7 +31,8 @@ pub async fn run(state: Arc<AppState>, shutdown: CancellationToken) {
                         });
                         match probing.await {
                             Ok(probed) => probed.map_err(Into::into),
-                            Err(failed) => Err(failed.into()),
+                            // What a panic said stays in the log (callers read readiness).
+                            Err(_) => Err("the probe failed unexpectedly".into()),
                         }
                     }
                     Err(e) => Err(e.into()),

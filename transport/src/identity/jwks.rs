@@ -130,7 +130,7 @@ impl KeySet {
     async fn fetch_now(&self) -> bool {
         let Source::Url { uri, tls } = &self.source else { return false };
         let fetched = tokio::time::timeout(FETCH_TIMEOUT, fetch(uri, tls.clone())).await;
-        let no_answer = || Err(keys_error(format!("no answer within {FETCH_TIMEOUT:?}")));
+        let no_answer = || Err(Error::IssuerKeys(format!("no answer within {FETCH_TIMEOUT:?}")));
         match fetched.unwrap_or_else(|_| no_answer()) {
             Ok(keys) => {
                 info!(url = %uri, keys = keys.len(), "fetched the OpenID issuer's keys");
@@ -154,18 +154,18 @@ fn parse(text: &[u8]) -> Result<Vec<Jwk>, Error> {
         keys: Vec<serde_json::Value>,
     }
     let document: Document = serde_json::from_slice(text)
-        .map_err(|e| keys_error(format!("not a JWKS document: {e}")))?;
+        .map_err(|e| Error::IssuerKeys(format!("not a JWKS document: {e}")))?;
     let keys: Vec<Jwk> =
         document.keys.into_iter().filter_map(|k| serde_json::from_value(k).ok()).collect();
     if keys.is_empty() {
-        return Err(keys_error("the JWKS has no key this transport can use".into()));
+        return Err(Error::IssuerKeys("the JWKS has no key this transport can use".into()));
     }
     Ok(keys)
 }
 
 /// GET `uri` (HTTP/1.1, TLS for https) and parse the answer.
 async fn fetch(uri: &http::Uri, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Vec<Jwk>, Error> {
-    let host = uri.host().ok_or_else(|| keys_error("no host in the URL".into()))?;
+    let host = uri.host().ok_or_else(|| Error::IssuerKeys("no host in the URL".into()))?;
     let host = host.trim_matches(['[', ']']).to_owned();
     let port = uri.port_u16().unwrap_or(if tls.is_some() { 443 } else { 80 });
     let tcp = TcpStream::connect((host.as_str(), port)).await?;
@@ -173,26 +173,26 @@ async fn fetch(uri: &http::Uri, tls: Option<Arc<rustls::ClientConfig>>) -> Resul
         .header(http::header::HOST, uri.authority().map_or(host.as_str(), |a| a.as_str()))
         .header(http::header::ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())
-        .map_err(|e| keys_error(e.to_string()))?;
+        .map_err(|e| Error::IssuerKeys(e.to_string()))?;
     let response = match tls {
         Some(tls) => {
             let name = rustls_pki_types::ServerName::try_from(host.clone())
-                .map_err(|e| keys_error(format!("{host}: {e}")))?;
+                .map_err(|e| Error::IssuerKeys(format!("{host}: {e}")))?;
             let stream = tokio_rustls::TlsConnector::from(tls)
                 .connect(name, tcp)
                 .await
-                .map_err(|e| keys_error(format!("TLS: {e}")))?;
+                .map_err(|e| Error::IssuerKeys(format!("TLS: {e}")))?;
             send(stream, request).await?
         }
         None => send(tcp, request).await?,
     };
     if !response.status().is_success() {
-        return Err(keys_error(format!("HTTP {}", response.status())));
+        return Err(Error::IssuerKeys(format!("HTTP {}", response.status())));
     }
     let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
         .collect()
         .await
-        .map_err(|e| keys_error(format!("reading the answer: {e}")))?
+        .map_err(|e| Error::IssuerKeys(format!("reading the answer: {e}")))?
         .to_bytes();
     parse(&body)
 }
@@ -206,16 +206,12 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let io = hyper_util::rt::TokioIo::new(stream);
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(io).await.map_err(|e| keys_error(e.to_string()))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| Error::IssuerKeys(e.to_string()))?;
     // The connection ends with its answer, or at the fetch's own deadline.
     tokio::spawn(tokio::time::timeout(FETCH_TIMEOUT, connection));
-    sender.send_request(request).await.map_err(|e| keys_error(e.to_string()))
-}
-
-/// Why the issuer's keys could not be had.
-fn keys_error(why: String) -> Error {
-    Error::IssuerKeys(why)
+    sender.send_request(request).await.map_err(|e| Error::IssuerKeys(e.to_string()))
 }
 
 #[cfg(test)]
