@@ -125,8 +125,13 @@ async fn short_sessions_leave_nothing_behind(carrier: Carrier) {
         println!("transport RSS: {start} KiB after 200 sessions, {after} KiB after 2,000 more");
         // About 2.2 KiB a session stayed for good before: 4.3 MiB for these.
         assert!(after < start + 2 * 1024, "RSS {after} KiB against {start} KiB");
+        // Over requests the sidecar keeps as many idle keep-alive connections as its clients
+        // last used at once (four here): the transport counts them among its descriptors (a
+        // run ended 3 above its start where 2 were allowed). A descriptor left per session
+        // would be thousands.
+        let pooled = if carrier == Carrier::Requests { 4 } else { 0 };
         let now = descriptors_besides_streams(&t.transport, t.transport_port).await;
-        assert!(now <= fds + 2, "descriptors besides the streams: {now} against {fds}");
+        assert!(now <= fds + 2 + pooled, "descriptors besides the streams: {now} against {fds}");
     })
     .await;
 }
