@@ -61,6 +61,13 @@ if ((!QUICK)); then
     export WINEPREFIX="$WORK/wineprefix" SQLTUNNEL_TEST_WINE SQLTUNNEL_TEST_WINDOWS_DIR="$WORK/windows"
     SQLTUNNEL_TEST_WINE=$(wine_loader_path)
     WINEDEBUG=-all "$SQLTUNNEL_TEST_WINE" "$WORK/windows/sidecar.exe" --version
+    # Wine's service manager gives a service 10 s to reach its dispatcher, Windows 30 s; on a
+    # loaded machine a start took longer than 10 s. Wine reads ServicesPipeTimeout as a string,
+    # when its service manager starts: the profile's server (and with it that manager) exits
+    # before the tests.
+    WINEDEBUG=-all "$SQLTUNNEL_TEST_WINE" reg add 'HKLM\System\CurrentControlSet\Control' \
+        /v ServicesPipeTimeout /t REG_SZ /d 30000 /f
+    "$(dirname "$SQLTUNNEL_TEST_WINE")/wineserver" -w
     export SQLTUNNEL_TEST_TARGETS_DIR="$WORK/targets"
 fi
 
