@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod log_line;
 pub mod mysql;
 pub mod rare;
 pub mod runtime;

@@ -14,6 +14,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::Error;
+use crate::log_line::OneLine;
 
 /// Output format of the log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -182,15 +183,16 @@ pub fn init(config: &LogConfig) -> Result<Logging, Error> {
     let (filter, from_env) = start_filter(config)?;
     // Colours only on a terminal (log files and journald get plain text), and never with
     // NO_COLOR set.
-    let (writer, terminal, file) = match &config.file {
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // Each event on one line, whatever a logged value holds (`log_line`).
+    let (writer, ansi, file) = match &config.file {
         Some(path) => {
             let file = SharedFile(Arc::new(Mutex::new(open_log_file(path, true)?)));
             let log = LogFile { path: path.clone(), file: file.clone() };
-            (BoxMakeWriter::new(file), false, Some(log))
+            (BoxMakeWriter::new(OneLine::new(file, false)), false, Some(log))
         }
-        None => (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal(), None),
+        None => (BoxMakeWriter::new(OneLine::new(std::io::stderr, ansi)), ansi, None),
     };
-    let ansi = terminal && std::env::var_os("NO_COLOR").is_none();
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     let reload: Box<dyn Fn(EnvFilter) -> Result<(), Error> + Send + Sync> = match config.format {

@@ -22,13 +22,14 @@ use crate::state::AppState;
 use crate::steps::{self, Step};
 use crate::{run, stream};
 
-/// Answers one HTTP request of a connection whose last accepted token is in `last`; an error
-/// is no answer: the connection closes unanswered (see [`http_response`]).
+/// Answers one HTTP request of a connection whose last accepted token is in `last`, calling
+/// `shown` once its token is accepted (the connection's place is then its own); an error is
+/// no answer: the connection closes unanswered (see [`http_response`]).
 pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
     req: Request<RequestBody>,
-    last: &LastCaller,
+    (last, shown): (&LastCaller, impl FnOnce()),
 ) -> Result<Response<ResponseBody>, Error> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
@@ -47,6 +48,7 @@ pub async fn handle(
         Ok(caller) => caller,
         Err(refusal) => return http_response(refused(&state, peer, req.headers(), refusal).await),
     };
+    shown();
     if route == Route::Ready {
         return http_response(ready(&state, Some(&caller)));
     }

@@ -18,7 +18,8 @@
 //! → `session_endpoints`, `session_login` (a session's steps: open, command, infile; login)
 //! → `run` (a step's one entry point, whichever carrier brought it)
 //! → `api` (the HTTP carrier: routing, the token, what only HTTP has)
-//! → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `reaper`,
+//! → `slots` (a connection's place), `write_stall` (a bound on a write's wait), `http_conn`
+//! (one HTTP connection served), `reaper`,
 //! `takeover` (a new process takes the listeners and sessions over; Unix)
 //! → `listening` (the listeners given or taken over, and the door), `server`.
 
@@ -33,6 +34,7 @@ pub mod config_checks;
 pub mod ending;
 pub mod error;
 pub mod handover;
+pub mod http_conn;
 pub mod id_hash;
 pub mod identity;
 pub mod idle_watch;

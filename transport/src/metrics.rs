@@ -212,7 +212,7 @@ impl Metrics {
             ),
             (
                 "connections_refused",
-                "Connections closed at once because max_connections were open",
+                "Connections closed because max_connections were open: a new one at once, or one without a token to make room",
                 &m.connections_refused,
             ),
             (

@@ -26,13 +26,7 @@ use crate::identity::{Caller, HeldCaller, LastCaller, Refusal};
 use crate::slots::Slot;
 use crate::state::AppState;
 use crate::write_stall::WriteStall;
-use crate::{api, ending, listening, probes, reaper, stream};
-
-/// Time a client has to complete the TLS handshake.
-const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
-
-/// Time a new connection has to send its first byte (sidecars and proxies send at once).
-const FIRST_BYTE: Duration = Duration::from_secs(10);
+use crate::{api, ending, http_conn, listening, probes, reaper, stream};
 
 /// How long shutdown waits for the last answers to reach their sidecars.
 const FLUSH_GRACE: Duration = Duration::from_secs(2);
@@ -119,6 +113,7 @@ pub async fn run_with_reloads(
             }
         };
         state.metrics.connections_accepted.inc();
+        let (evicted, state_now) = (slot.evicted(), state.clone());
         // The connection's place in `max_connections`, handed to its stream if it upgrades.
         let slot = Arc::new(std::sync::Mutex::new(Some(slot)));
         let state = state.clone();
@@ -138,9 +133,12 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
+                let shown = || {
+                    slot.lock().unwrap_or_else(|p| p.into_inner()).as_mut().map(Slot::prove);
+                };
                 // An error is a step for a session that moved: the connection closes
                 // unanswered, and the sidecar sends it again on a new one.
-                let mut response = api::handle(state.clone(), peer, req, &last).await?;
+                let mut response = api::handle(state.clone(), peer, req, (&last, shown)).await?;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
                     let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                     let placing = (shards, streams.clone());
@@ -154,39 +152,17 @@ pub async fn run_with_reloads(
         let tls = tls.clone();
         shards.place(&connection_tasks, stream, move |stream| async move {
             let _slot = slot;
-            // A silent connection costs this small task only: HTTP and TLS state (boxed
-            // below) is allocated once it speaks.
-            let first_byte = FIRST_BYTE.min(idle_timeout);
-            // (A peek, not `readable()`: a new socket counts as readable until a read fails.)
-            match tokio::time::timeout(first_byte, stream.peek(&mut [0u8; 1])).await {
-                Ok(Ok(n)) if n > 0 => {}
-                Ok(_) => return,
-                Err(_) => return debug!(%peer, "a new connection sent nothing: closed"),
+            // Its place taken by a new connection before it showed a token, it closes.
+            let evicted = async {
+                evicted.cancelled().await;
+                state_now.metrics.connections_refused.inc();
+                debug!(%peer, "a connection that showed no token closed to make room for a new one");
+            };
+            tokio::select! {
+                biased;
+                () = evicted => {}
+                () = http_conn::connection(stream, peer, service, (closing, began), (tls, idle_timeout)) => {}
             }
-            Box::pin(async move {
-                // A write may wait `idle_timeout` at most: a peer that stops reading an answer
-                // does not hold its connection (and the turn it streams) for ever.
-                let result = match tls {
-                    None => {
-                        let io = TokioIo::new(WriteStall::new(stream, idle_timeout));
-                        serve(io, service, (closing, began), idle_timeout).await
-                    }
-                    Some(acceptor) => {
-                        match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
-                            Ok(Ok(stream)) => {
-                                let io = TokioIo::new(WriteStall::new(stream, idle_timeout));
-                                serve(io, service, (closing, began), idle_timeout).await
-                            }
-                            Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
-                            Err(_) => return debug!(%peer, "TLS handshake timed out"),
-                        }
-                    }
-                };
-                if let Err(e) = result {
-                    debug!(%peer, error = %e, "http connection ended with an error");
-                }
-            })
-            .await;
         });
     }
     // New connections are refused from here on, not left waiting in the backlog (after a
@@ -329,43 +305,9 @@ async fn serve_metrics(
         tokio::spawn(async move {
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(FIRST_BYTE)
+                .header_read_timeout(http_conn::FIRST_BYTE)
                 .serve_connection(TokioIo::new(stream), service);
             drop(tokio::time::timeout(Duration::from_secs(60), conn).await);
         });
     }
-}
-
-/// Serves HTTP/1.1 with keep-alive on one connection, plain or TLS, until `closing` asks it
-/// to finish what it is answering; a connection that has not begun a request yet (it was
-/// accepted, its first bytes are in) answers that one first (`began` holds a permit once a
-/// request began). A request head, or the wait for the next request, may take
-/// `idle_timeout`. An upgrade to a stream hands the socket over ([`carry_stream`]).
-async fn serve<IO, S>(
-    io: TokioIo<IO>,
-    service: S,
-    (closing, began): (CancellationToken, Arc<tokio::sync::Notify>),
-    idle_timeout: Duration,
-) -> hyper::Result<()>
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = crate::reply::ResponseBody>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let mut builder = http1::Builder::new();
-    builder.keep_alive(true).timer(TokioTimer::new()).header_read_timeout(idle_timeout);
-    let connection = builder.serve_connection(io, service).with_upgrades();
-    tokio::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => return result,
-        () = closing.cancelled() => {}
-    }
-    tokio::select! {
-        result = connection.as_mut() => return result,
-        () = began.notified() => {}
-    }
-    connection.as_mut().graceful_shutdown();
-    connection.await
 }
