@@ -20,6 +20,7 @@ use tracing::warn;
 use crate::Error;
 use crate::relay::Turn;
 use crate::resume::Resumable;
+use crate::resume_kept::Missed;
 
 /// A step's answer: its head (status, content, what the transport tells with it) and body.
 #[derive(Debug)]
@@ -197,8 +198,9 @@ impl Compressed {
 /// A turn streamed as a response body.
 pub struct StreamedTurn {
     source: Source,
-    /// Bytes to send first: a resumed turn's missed bytes, a chunk already taken.
-    first: Option<Bytes>,
+    /// Bytes to send first: a resumed turn's missed bytes (kept chunks, shared), a chunk
+    /// already taken.
+    first: Missed,
 }
 
 /// Where a streamed turn's chunks come from.
@@ -228,13 +230,14 @@ impl StreamedTurn {
             }
             None => Source::Own(turn),
         };
-        StreamedTurn { source, first: None }
+        StreamedTurn { source, first: Missed::new() }
     }
 
-    /// Streams a resumed turn, which `owner` now holds in `slot`: `missed` first, then the rest.
-    pub fn resumed(slot: Arc<Resumable>, owner: u64, missed: Bytes) -> Self {
-        let first = (!missed.is_empty()).then_some(missed);
-        StreamedTurn { source: Source::Slot(slot, owner), first }
+    /// Streams a resumed step's answer, which `owner` now reads in `slot`: `missed` first, then
+    /// the rest of its turn if it still runs. A later resume ends it at its next chunk.
+    pub fn resumed(slot: Arc<Resumable>, owner: u64, mut missed: Missed) -> Self {
+        missed.retain(|chunk| !chunk.is_empty());
+        StreamedTurn { source: Source::Slot(slot, owner), first: missed }
     }
 
     /// The next chunk (`None` at the end, or when a resume took the turn over).
@@ -253,10 +256,7 @@ impl StreamedTurn {
     /// Puts back a chunk taken with [`Self::next_chunk`]: the body sends it first. (A resumed
     /// turn's missed bytes are already there: they come before it.)
     pub fn put_back(&mut self, chunk: Bytes) {
-        self.first = Some(match self.first.take() {
-            None => chunk,
-            Some(missed) => [missed, chunk].concat().into(),
-        });
+        self.first.push_back(chunk);
     }
 
     /// The response body: what was put back or missed, then the rest of the turn.
@@ -265,7 +265,13 @@ impl StreamedTurn {
     }
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(first) = self.first.take() {
+        if let Some(first) = self.first.pop_front() {
+            if let Source::Slot(slot, owner) = &self.source
+                && !slot.is_reader(*owner)
+            {
+                self.first.clear();
+                return Poll::Ready(None);
+            }
             return Poll::Ready(Some(first));
         }
         match &mut self.source {
@@ -275,7 +281,7 @@ impl StreamedTurn {
     }
 
     fn is_end(&self) -> bool {
-        self.first.is_none() && self.is_finished()
+        self.first.is_empty() && self.is_finished()
     }
 }
 

@@ -19,7 +19,7 @@ use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
 use crate::resume_kept::ResumeBudget;
-use crate::resume_kept::{KeptAnswer, KeptPlace};
+use crate::resume_kept::{KeptAnswer, KeptPlace, Missed};
 
 /// The last step of a session as it moves to another process in a take-over: its number,
 /// status, whether its answer ended, and where its kept bytes stand (they go beside it).
@@ -60,15 +60,16 @@ pub enum StepRequest {
 /// The answer to a resumed step.
 #[derive(Debug)]
 pub enum Resumed {
-    /// The step had ended: the rest of its answer, whole, and the digest of what came before.
-    Whole(StatusCode, Bytes, AnswerDigest),
+    /// The step had ended: the rest of its answer, read by `owner` (until a later resume),
+    /// and the digest of what came before.
+    Whole(StatusCode, u64, Missed, AnswerDigest),
     /// The step's turn still runs, now owned by `owner`: what the sidecar missed, then the
     /// rest of the turn.
     Streamed {
         /// The new owner of the turn ([`Resumable::poll_turn`]).
         owner: u64,
         /// The answer's bytes the sidecar missed so far.
-        missed: Bytes,
+        missed: Missed,
         /// The digest of the answer's bytes before `missed`.
         before: AnswerDigest,
     },
@@ -102,6 +103,9 @@ struct State {
     live: Live,
     /// The last owner handed out.
     owners: u64,
+    /// The response that last began sending the step's answer: an earlier one that sends
+    /// kept bytes stops at its next chunk, so resumes never pile up.
+    reader: u64,
 }
 
 impl State {
@@ -133,6 +137,7 @@ impl Default for Resumable {
             complete: false,
             live: Live::Idle,
             owners: NOBODY,
+            reader: NOBODY,
         };
         Self { state: Mutex::new(state), window: DEFAULT_RESUME_WINDOW.into() }
     }
@@ -188,7 +193,13 @@ impl Resumable {
         let mut state = lock(&self.state);
         let owner = state.new_owner();
         state.live = Live::Running { turn, owner, waiting: None };
+        state.reader = owner;
         owner
+    }
+
+    /// True while `owner`'s response is the last to have begun sending the step's answer.
+    pub fn is_reader(&self, owner: u64) -> bool {
+        lock(&self.state).reader == owner
     }
 
     /// The next chunk of the turn for `owner`, recorded for a resume; `None` at its end, or
@@ -337,6 +348,7 @@ impl Resumable {
         if matches!(state.live, Live::Running { .. }) {
             let (missed, before) = state.kept.missed(from)?;
             let owner = state.new_owner();
+            state.reader = owner;
             let mut replaced = None;
             if let Live::Running { owner: current, waiting, .. } = &mut state.live {
                 *current = owner;
@@ -354,7 +366,10 @@ impl Resumable {
             // to), which the caller can tell (`steps::resume`); busy until then.
             return Err(Error::SessionBusy);
         }
-        state.kept.missed(from).map(|(m, before)| Resumed::Whole(state.status, m, before))
+        let (missed, before) = state.kept.missed(from)?;
+        let owner = state.new_owner();
+        state.reader = owner;
+        Ok(Resumed::Whole(state.status, owner, missed, before))
     }
 }
 

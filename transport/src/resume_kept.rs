@@ -10,10 +10,13 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::wire::AnswerDigest;
 
 use crate::Error;
+
+/// The bytes of an answer a resume sends: kept chunks, shared with the window.
+pub type Missed = VecDeque<Bytes>;
 
 /// Most chunks whose list is kept from one answer to the next, not freed.
 const KEEP_LIST_CAPACITY: usize = 16;
@@ -138,13 +141,24 @@ impl KeptAnswer {
         self.chunks.push_back(Bytes::from(bytes));
     }
 
+    /// True when `bytes` lie within a chunk kept (they share its memory).
+    #[cfg(test)]
+    pub fn holds(&self, bytes: &Bytes) -> bool {
+        let range = bytes.as_ptr_range();
+        self.chunks.iter().any(|c| {
+            let kept = c.as_ptr_range();
+            kept.start <= range.start && range.end <= kept.end
+        })
+    }
+
     /// The answer's offset of the first byte kept.
     pub fn base(&self) -> u64 {
         self.base
     }
 
-    /// The answer's bytes from `from` on, and the digest of those before.
-    pub fn missed(&self, from: u64) -> Result<(Bytes, AnswerDigest), Error> {
+    /// The answer's bytes from `from` on (the kept chunks themselves, shared, the first cut
+    /// where `from` falls: a resume copies nothing), and the digest of those before.
+    pub fn missed(&self, from: u64) -> Result<(Missed, AnswerDigest), Error> {
         if from < self.base || from > self.len {
             return Err(Error::StepRefused(format!(
                 "the answer cannot be resumed from byte {from}: {} to {} are kept",
@@ -152,7 +166,7 @@ impl KeptAnswer {
             )));
         }
         let mut skip = from - self.base;
-        let mut out = BytesMut::new();
+        let mut out = Missed::new();
         let mut before = self.base_digest;
         for chunk in &self.chunks {
             let len = chunk.len() as u64;
@@ -164,10 +178,10 @@ impl KeptAnswer {
             if out.is_empty() {
                 before.update(&chunk[..skip as usize]);
             }
-            out.extend_from_slice(&chunk[skip as usize..]);
+            out.push_back(chunk.slice(skip as usize..));
             skip = 0;
         }
-        Ok((out.freeze(), before))
+        Ok((out, before))
     }
 }
 

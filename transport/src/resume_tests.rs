@@ -5,9 +5,9 @@ use super::*;
 
 fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
     match r.resume(step, from) {
-        Ok(Resumed::Whole(_, bytes, before)) => {
+        Ok(Resumed::Whole(_, _, missed, before)) => {
             assert_eq!(before.len(), from, "the digest covers the bytes before the resume");
-            Ok(bytes)
+            Ok(Vec::from(missed).concat().into())
         }
         Ok(Resumed::Streamed { .. }) => Err("streamed".into()),
         Err(e) => Err(e.to_string()),
@@ -110,10 +110,33 @@ fn the_digest_before_a_resume_is_that_of_the_bytes_before_it() {
     assert!(base > 0, "the window dropped the oldest chunks");
     assert!(r.resume(1, base as u64 - 1).is_err(), "not kept");
     for from in [base, base + 1, base + 7_000, 39_999, 40_000] {
-        let Ok(Resumed::Whole(_, bytes, before)) = r.resume(1, from as u64) else {
+        let Ok(Resumed::Whole(_, _, missed, before)) = r.resume(1, from as u64) else {
             panic!("no resume from {from}");
         };
         assert_eq!(before, AnswerDigest::default().then(&answer[..from]), "from {from}");
-        assert_eq!(bytes[..], answer[from..]);
+        assert_eq!(
+            missed.iter().flat_map(|m| m.iter().copied()).collect::<Vec<u8>>(),
+            answer[from..]
+        );
+        // The kept chunks themselves go out, not a copy.
+        let kept = &lock(&r.state).kept;
+        assert!(missed.iter().skip(1).all(|m| kept.holds(m)), "from {from}");
     }
+}
+
+#[test]
+fn a_later_resume_ends_the_one_before_it() {
+    let r = Arc::new(Resumable::default());
+    assert!(r.begin(1).is_ok());
+    r.record_whole(StatusCode::OK, &Bytes::from(vec![7u8; 1000]));
+    let first = match r.resume(1, 10) {
+        Ok(Resumed::Whole(_, owner, missed, _)) => (owner, missed),
+        other => panic!("{other:?}"),
+    };
+    assert!(r.is_reader(first.0));
+    let Ok(Resumed::Whole(_, second, _, _)) = r.resume(1, 20) else { panic!("no resume") };
+    assert!(!r.is_reader(first.0) && r.is_reader(second));
+    let mut earlier = crate::reply::StreamedTurn::resumed(r.clone(), first.0, first.1);
+    let now = futures_util::FutureExt::now_or_never(earlier.next_chunk());
+    assert_eq!(now, Some(None), "the earlier resume sends nothing more");
 }

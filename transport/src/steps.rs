@@ -109,9 +109,10 @@ pub async fn resume(session: &Arc<Session>, step: u64, from: u64) -> Result<Repl
         other => other?,
     };
     Ok(match resumed {
-        Resumed::Whole(StatusCode::NO_CONTENT, _, _) => no_content(),
-        Resumed::Whole(status, bytes, before) => {
-            resumed_from(frames(status, ResponseBody::from(bytes), None), before)
+        Resumed::Whole(StatusCode::NO_CONTENT, ..) => no_content(),
+        Resumed::Whole(status, owner, missed, before) => {
+            let rest = StreamedTurn::resumed(session.resume.clone(), owner, missed);
+            resumed_from(frames(status, rest.into_body(), None), before)
         }
         Resumed::Streamed { owner, missed, before } => {
             let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
