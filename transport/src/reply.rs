@@ -199,8 +199,8 @@ impl Compressed {
 pub struct StreamedTurn {
     source: Source,
     /// Bytes to send first: a resumed turn's missed bytes (kept chunks, shared), a chunk
-    /// already taken.
-    first: Missed,
+    /// already taken. (Boxed: a command's turn has none, and makes and drops no queue.)
+    first: Option<Box<Missed>>,
 }
 
 /// Where a streamed turn's chunks come from.
@@ -230,14 +230,15 @@ impl StreamedTurn {
             }
             None => Source::Own(turn),
         };
-        StreamedTurn { source, first: Missed::new() }
+        StreamedTurn { source, first: None }
     }
 
     /// Streams a resumed step's answer, which `owner` now reads in `slot`: `missed` first, then
     /// the rest of its turn if it still runs. A later resume ends it at its next chunk.
     pub fn resumed(slot: Arc<Resumable>, owner: u64, mut missed: Missed) -> Self {
         missed.retain(|chunk| !chunk.is_empty());
-        StreamedTurn { source: Source::Slot(slot, owner), first: missed }
+        let first = (!missed.is_empty()).then(|| Box::new(missed));
+        StreamedTurn { source: Source::Slot(slot, owner), first }
     }
 
     /// The next chunk (`None` at the end, or when a resume took the turn over).
@@ -256,7 +257,7 @@ impl StreamedTurn {
     /// Puts back a chunk taken with [`Self::next_chunk`]: the body sends it first. (A resumed
     /// turn's missed bytes are already there: they come before it.)
     pub fn put_back(&mut self, chunk: Bytes) {
-        self.first.push_back(chunk);
+        self.first.get_or_insert_default().push_back(chunk);
     }
 
     /// The response body: what was put back or missed, then the rest of the turn.
@@ -265,14 +266,20 @@ impl StreamedTurn {
     }
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(first) = self.first.pop_front() {
+        if let Some(first) = &mut self.first {
+            let chunk = first.pop_front();
+            if first.is_empty() {
+                self.first = None;
+            }
             if let Source::Slot(slot, owner) = &self.source
                 && !slot.is_reader(*owner)
             {
-                self.first.clear();
+                self.first = None;
                 return Poll::Ready(None);
             }
-            return Poll::Ready(Some(first));
+            if chunk.is_some() {
+                return Poll::Ready(chunk);
+            }
         }
         match &mut self.source {
             Source::Own(turn) => turn.poll_chunk(cx),
@@ -281,7 +288,7 @@ impl StreamedTurn {
     }
 
     fn is_end(&self) -> bool {
-        self.first.is_empty() && self.is_finished()
+        self.first.is_none() && self.is_finished()
     }
 }
 
