@@ -2,7 +2,9 @@
 # scripts/fuzz.sh [SECONDS] [TARGET...]: runs each fuzz target (default: all) for SECONDS
 # (default 20) with cargo-fuzz on the stable toolchain (RUSTC_BOOTSTRAP=1, no sanitizer), from
 # the committed seeds, keeping what it finds under target/fuzz-corpus. Prints each target's
-# runs and exits non-zero on a crash (the input is saved under fuzz/artifacts/).
+# runs and exits non-zero on a crash (the input is saved under fuzz/artifacts/). FUZZ_PROFILE=dev
+# (scripts/test.sh's short pass) builds without optimisation, in half the time, with overflow
+# checks and debug assertions on; it runs several times fewer inputs a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -16,9 +18,15 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 export RUSTC_BOOTSTRAP=1
 echo "== building fuzz targets"
-# FUZZ_CODEGEN_UNITS=16 (scripts/test.sh's short pass) builds faster and fuzzes a little slower.
-cargo fuzz build --sanitizer none --fuzz-dir fuzz --codegen-units "${FUZZ_CODEGEN_UNITS:-1}"
-bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release"
+# FUZZ_CODEGEN_UNITS=16 builds the release targets faster and fuzzes a little slower.
+if [[ ${FUZZ_PROFILE:-release} == dev ]]; then
+    cargo fuzz build --sanitizer none --fuzz-dir fuzz --dev
+    profile=debug
+else
+    cargo fuzz build --sanitizer none --fuzz-dir fuzz --codegen-units "${FUZZ_CODEGEN_UNITS:-1}"
+    profile=release
+fi
+bin="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/$profile"
 for t in "${targets[@]}"; do
     corpus="target/fuzz-corpus/$t"
     mkdir -p "$corpus"

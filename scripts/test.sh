@@ -94,4 +94,4 @@ echo "== disk: target/ holds $(du -sh target | cut -f1), $(df -h --output=avail 
 
 ((QUICK)) && exit 0
 echo "== fuzzing each parser of network bytes briefly (scripts/fuzz.sh)"
-FUZZ_CODEGEN_UNITS=16 scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+FUZZ_PROFILE=dev scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
