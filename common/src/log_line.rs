@@ -103,11 +103,17 @@ pub fn escape_controls(event: &[u8], colours: bool) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The length of the colour code (`ESC [ digits ; … m`) `bytes` begin with, if they do.
+/// The length of the colour code `bytes` begin with, if they do: `ESC [ … m` with only what
+/// the formatter writes (reset, bold, dim, italic, the five level colours), so that a value
+/// cannot hide text or paint it black on black.
 fn colour_code(bytes: &[u8]) -> Option<usize> {
     let rest = bytes.strip_prefix(b"\x1b[")?;
     let params = rest.iter().take_while(|b| b.is_ascii_digit() || **b == b';').count();
-    (rest.get(params) == Some(&b'm')).then_some(2 + params + 1)
+    let known = |p: &[u8]| {
+        matches!(p, b"" | b"0" | b"1" | b"2" | b"3" | b"31" | b"32" | b"33" | b"34" | b"35")
+    };
+    let ours = rest[..params].split(|b| *b == b';').all(known);
+    (ours && rest.get(params) == Some(&b'm')).then_some(2 + params + 1)
 }
 
 #[cfg(test)]
@@ -141,6 +147,8 @@ mod tests {
             "\x1b[32m INFO\x1b[0m user=\\u001b]0;title\\u0007\\u001b[2J\n"
         );
         assert_eq!(escaped("\x1b[1;31mred\x1b[0m\n", true), "\x1b[1;31mred\x1b[0m\n");
+        // Hidden text, and black on black, are not the formatter's.
+        assert_eq!(escaped("a\x1b[8mb\x1b[30;40mc\n", true), "a\\u001b[8mb\\u001b[30;40mc\n");
         assert_eq!(escaped("\x1b[31mred\n", false), "\\u001b[31mred\n");
     }
 

@@ -23,13 +23,14 @@ use crate::steps::{self, Step};
 use crate::{run, stream};
 
 /// Answers one HTTP request of a connection whose last accepted token is in `last`, calling
-/// `shown` once its token is accepted (the connection's place is then its own); an error is
-/// no answer: the connection closes unanswered (see [`http_response`]).
+/// `shown` once its token is accepted (the connection's place is then its own; false: it gave
+/// its place to a newer one a moment before); an error is no answer: the connection closes
+/// unanswered (see [`http_response`]).
 pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
     req: Request<RequestBody>,
-    (last, shown): (&LastCaller, impl FnOnce()),
+    (last, shown): (&LastCaller, impl FnOnce() -> bool),
 ) -> Result<Response<ResponseBody>, Error> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
@@ -48,7 +49,9 @@ pub async fn handle(
         Ok(caller) => caller,
         Err(refusal) => return http_response(refused(&state, peer, req.headers(), refusal).await),
     };
-    shown();
+    if !shown() {
+        return Err(Error::Evicted);
+    }
     if route == Route::Ready {
         return http_response(ready(&state, Some(&caller)));
     }

@@ -53,6 +53,10 @@ pub enum Error {
     /// new connection (its answer is a hang-up: `reply.rs`).
     #[error("the session moved to the transport that took this one over")]
     SessionMoved,
+    /// The connection gave its place to a newer one before its token was accepted: it closes
+    /// unanswered.
+    #[error("the connection gave its place in max_connections to a newer one")]
+    Evicted,
     /// A step out of order, or one whose answer cannot be resumed.
     #[error("{0}")]
     StepRefused(String),
@@ -124,7 +128,7 @@ impl Error {
                 (StatusCode::UPGRADE_REQUIRED, ApiErrorKind::BadRequest)
             }
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
-            Error::Busy | Error::ShuttingDown | Error::SessionMoved => {
+            Error::Busy | Error::ShuttingDown | Error::SessionMoved | Error::Evicted => {
                 (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable)
             }
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
@@ -155,6 +159,7 @@ impl Error {
             Error::SessionNotFound => "session_not_found",
             Error::SessionBusy => "session_busy",
             Error::SessionMoved => "session_moved",
+            Error::Evicted => "evicted",
             Error::StepRefused(_) => "step_refused",
             Error::BadRequest(_) => "bad_request",
             Error::UpgradeRequired(_) | Error::StreamVersion => "upgrade_required",

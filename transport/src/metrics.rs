@@ -71,7 +71,8 @@ pub struct Metrics {
     pub identity_sessions: Family<Labels, Counter>,
     /// Sessions ended because a reload took their identity's access away.
     pub sessions_revoked: Counter,
-    /// Connections closed at once because `max_connections` were open.
+    /// Connections closed because `max_connections` were open: new ones, and ones that had
+    /// shown no token, to make room.
     pub connections_refused: Counter,
     /// HTTP connections accepted (a proxy that keeps its connections adds none under load).
     pub connections_accepted: Counter,

@@ -23,6 +23,7 @@ use common::cli::Reloads;
 
 use crate::config::TransportConfig;
 use crate::identity::{Caller, HeldCaller, LastCaller, Refusal};
+use crate::session::lock;
 use crate::slots::Slot;
 use crate::state::AppState;
 use crate::write_stall::WriteStall;
@@ -133,14 +134,12 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
-                let shown = || {
-                    slot.lock().unwrap_or_else(|p| p.into_inner()).as_mut().map(Slot::prove);
-                };
+                let shown = || lock(&slot).as_mut().is_none_or(Slot::prove);
                 // An error is a step for a session that moved: the connection closes
                 // unanswered, and the sidecar sends it again on a new one.
                 let mut response = api::handle(state.clone(), peer, req, (&last, shown)).await?;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
-                    let slot = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    let slot = lock(&slot).take();
                     let placing = (shards, streams.clone());
                     let held = (slot, closing);
                     streams.spawn(carry_stream(state, peer, upgrading, held, placing));

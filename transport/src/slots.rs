@@ -130,12 +130,13 @@ impl Slot {
         self
     }
 
-    /// The connection showed a valid token: its place is its own from now on. (Evicted a
-    /// moment before, it has none: it is closing.)
-    pub fn prove(&mut self) {
+    /// The connection showed a valid token: its place is its own from now on. False when it
+    /// was evicted a moment before (it has no place: it is closing, and runs nothing more).
+    pub fn prove(&mut self) -> bool {
         if let Some(unproven) = self.unproven.take() {
             self.permit = lock(&unproven.permit).take();
         }
+        self.permit.is_some()
     }
 
     /// Cancelled when a new connection took this one's place, before it showed a token.
@@ -175,10 +176,10 @@ mod tests {
             (0..7).filter_map(|_| slots.take(proxy, true, 3).ok()).collect();
         assert_eq!(through_proxy.len(), 7, "a proxy's connections count only in all");
         let mut proven = through_proxy;
-        proven.iter_mut().for_each(Slot::prove);
+        assert!(proven.iter_mut().all(Slot::prove));
         first.iter().for_each(|s| assert!(!s.evicted().is_cancelled()));
         let mut first = first;
-        first.iter_mut().for_each(Slot::prove);
+        assert!(first.iter_mut().all(Slot::prove));
         assert_eq!(slots.take(other, false, 3).err(), Some(Full::All));
         drop(first);
         assert_eq!(slots.open_from(client), 0);
@@ -190,7 +191,7 @@ mod tests {
         let slots = Slots::new(3);
         let peer: IpAddr = [10, 0, 0, 1].into();
         let mut shown = slots.take(peer, false, 10).expect("room");
-        shown.prove();
+        assert!(shown.prove());
         let (oldest, newer) = (slots.take(peer, false, 10), slots.take(peer, false, 10));
         let (oldest, newer) = (oldest.expect("room"), newer.expect("room"));
         let third = slots.take(peer, false, 10).expect("the oldest without a token made room");
@@ -199,12 +200,10 @@ mod tests {
         // Evicted, it keeps its client's count until it closes; proven late, it has no place.
         assert_eq!(slots.open_from(peer), 4);
         let mut oldest = oldest;
-        oldest.prove();
-        assert!(oldest.permit.is_none());
+        assert!(!oldest.prove(), "evicted, it has no place to keep");
         drop(oldest);
         let (mut newer, mut third) = (newer, third);
-        newer.prove();
-        third.prove();
+        assert!(newer.prove() && third.prove());
         assert_eq!(slots.take(peer, false, 10).err(), Some(Full::All), "every place shown a token");
         drop(third);
         assert!(slots.take(peer, false, 10).is_ok());
