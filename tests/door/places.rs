@@ -77,8 +77,10 @@ async fn connections_without_a_token_make_room(carrier: Carrier) {
         for attacker in attackers {
             attacker.abort();
         }
-        let refused = metric(port, Some(TOKEN), "sqltunnel_connections_refused_total").await;
+        // The log first: each eviction is counted before it is logged (and the metric's own
+        // connection may make room for itself meanwhile).
         let made_room = transport.log_count("closed to make room for a new one");
+        let refused = metric(port, Some(TOKEN), "sqltunnel_connections_refused_total").await;
         println!(
             "{carrier:?}: 20 logins and queries, the slowest {slowest:?}; {} of the attacker's connections closed, {made_room} logged as closed to make room, {refused} counted as refused or closed",
             closed.load(Ordering::Relaxed)
