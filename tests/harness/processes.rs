@@ -131,7 +131,9 @@ impl Proc {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count())
     }
 
-    /// Sends `signal` (a name such as `STOP`, `CONT`, `TERM`, `HUP`) with kill(1).
+    /// Sends `signal` (a name such as `STOP`, `CONT`, `TERM`, `HUP`) with kill(1). A `STOP`
+    /// returns once the process is stopped (a signal is delivered after kill(1) returns: until
+    /// then a busy process may still answer).
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
@@ -139,6 +141,18 @@ impl Proc {
             .status()
             .expect("kill(1)");
         assert!(status.success(), "kill -{signal} {}", self.pid());
+        if signal == "STOP" {
+            let stat = format!("/proc/{}/stat", self.pid());
+            let stopped = || {
+                let text = std::fs::read_to_string(&stat).unwrap_or_default();
+                text.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
+            };
+            let started = std::time::Instant::now();
+            while !stopped() {
+                assert!(started.elapsed() < Duration::from_secs(10), "{} did not stop", self.pid());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     /// How many times its log holds `needle` now.
