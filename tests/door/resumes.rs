@@ -1,16 +1,50 @@
-//! Resumes that are never read: a session's answer of about 10 MB (its last 8 MiB kept for a
-//! resume), then 40 connections each asking for that step again from its first kept byte and
-//! reading nothing. A resume sends the kept chunks themselves, and a later resume ends the
-//! ones before it at their next chunk: the transport's memory stays where it was (each resume
-//! copied the 8 MiB before, +345 MiB for 40), and a sidecar works meanwhile.
+//! What answers kept for resumes can be made to cost, by a token holder.
+//! - Resumes that are never read: a session's answer of about 10 MB (its last 8 MiB kept for
+//!   a resume), then 40 connections each asking for that step again from its first kept byte
+//!   and reading nothing. A resume sends the kept chunks themselves, and a later resume ends
+//!   the ones before it at their next chunk: the transport's memory stays where it was (each
+//!   resume copied the 8 MiB before, +345 MiB for 40).
+//! - One identity's sessions, each left idle after a 10 MB answer, keep at most its share of
+//!   the budget: another identity's session still keeps its whole window (before, it kept
+//!   nothing, and its resume was refused).
+//!
+//! A sidecar works meanwhile.
 
 use std::time::Duration;
 
-use e2e::door::{Legit, logged_in_session, packet, post, transport_with};
+use e2e::door::transport_with;
+use e2e::door::{Legit, logged_in_session, logged_in_session_as, packet, post_as};
+use e2e::http::metric;
 use e2e::{TOKEN, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const RESUMES: usize = 40;
+const KIND: (&str, &str) = ("content-type", "application/vnd.sqltunnel.packets");
+const BOB: &str = "bob-T0ken-8Rt2Wq5Zx7Lp3Nv6Kd";
+
+/// Runs a query answering about 10 MB as step 2 of session `id`; its answer.
+async fn large_answer(port: u16, token: &str, id: &str) -> Vec<u8> {
+    let path = format!("/v1/sessions/{id}/command");
+    let large = packet(0, b"\x03SELECT REPEAT('x', 1000000) FROM seq_1_to_10");
+    let (status, answer) =
+        post_as(port, token, &path, &[KIND, ("x-tunnel-step", "2")], &large).await;
+    assert!(status == 200 && answer.len() > 10_000_000, "{status}, {} bytes", answer.len());
+    answer
+}
+
+/// The first byte of step 2's answer session `id` keeps: a resume asked from byte 0 is
+/// refused naming it.
+async fn kept_from(port: u16, token: &str, id: &str) -> usize {
+    let path = format!("/v1/sessions/{id}/command");
+    let again = [KIND, ("x-tunnel-step", "2"), ("x-tunnel-resume-from", "0")];
+    let (status, said) = post_as(port, token, &path, &again, &packet(0, b"\x03SELECT 1")).await;
+    let said = String::from_utf8_lossy(&said).into_owned();
+    said.split("byte 0: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|from| from.parse().ok())
+        .unwrap_or_else(|| panic!("{status}: {said}"))
+}
 
 #[tokio::test]
 async fn resumes_that_are_never_read_take_no_memory() {
@@ -19,20 +53,8 @@ async fn resumes_that_are_never_read_take_no_memory() {
         let legit = Legit::start(port).await;
         let id = logged_in_session(port).await;
         let path = format!("/v1/sessions/{id}/command");
-        let kind = ("content-type", "application/vnd.sqltunnel.packets");
-        let large = packet(0, b"\x03SELECT REPEAT('x', 1000000) FROM seq_1_to_10");
-        let (status, answer) = post(port, &path, &[kind, ("x-tunnel-step", "2")], &large).await;
-        assert!(status == 200 && answer.len() > 10_000_000, "{status}, {} bytes", answer.len());
-        // Asked from byte 0, the refusal names the first byte kept.
-        let again = [kind, ("x-tunnel-step", "2"), ("x-tunnel-resume-from", "0")];
-        let (status, said) = post(port, &path, &again, &packet(0, b"\x03SELECT 1")).await;
-        let said = String::from_utf8_lossy(&said).into_owned();
-        let kept_from = said
-            .split("byte 0: ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_else(|| panic!("{status}: {said}"))
-            .to_owned();
+        large_answer(port, TOKEN, &id).await;
+        let kept_from = kept_from(port, TOKEN, &id).await;
         let before = transport.rss_kib();
         let mut held = Vec::new();
         for _ in 0..RESUMES {
@@ -60,6 +82,40 @@ async fn resumes_that_are_never_read_take_no_memory() {
         println!("{RESUMES} resumes unread: the transport's RSS {before} → {during} KiB (+{grown} MiB); a login and SELECT 1 took {took:?}");
         assert!(grown < 64, "{RESUMES} unread resumes grew the transport by {grown} MiB");
         drop(held);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn one_identity_cannot_take_the_whole_resume_budget() {
+    within(120, async {
+        let (budget, share) = (24 << 20, 12 << 20);
+        let extra = format!(
+            "max_resume_bytes: {budget}\nmax_resume_bytes_per_token: {share}\nidentities:\n  - name: bob\n    token: {BOB}\n    upstreams: [main]\n"
+        );
+        let (_transport, port) = transport_with("resume-shares", &extra).await;
+        let legit = Legit::start(port).await;
+        // The test token's sessions: each would keep 8 MiB, four of them 32 MiB.
+        for _ in 0..4 {
+            let id = logged_in_session(port).await;
+            large_answer(port, TOKEN, &id).await;
+            legit.login_and_query().await.expect("a sidecar works meanwhile");
+        }
+        let kept = metric(port, Some(TOKEN), "sqltunnel_resume_bytes").await;
+        assert!(kept <= share, "one identity's idle sessions keep {kept} bytes, over its share");
+        let id = logged_in_session_as(port, BOB).await;
+        let answer = large_answer(port, BOB, &id).await;
+        let from = kept_from(port, BOB, &id).await;
+        let window = answer.len() - from;
+        let total = metric(port, Some(TOKEN), "sqltunnel_resume_bytes").await;
+        println!("the test token's 4 idle sessions keep {kept} bytes (share {share}); bob's keeps {window} of its {} (all: {total} of {budget})", answer.len());
+        assert!(window >= 7 << 20, "bob's session keeps only {window} bytes for a resume");
+        let path = format!("/v1/sessions/{id}/command");
+        let again = [KIND, ("x-tunnel-step", "2"), ("x-tunnel-resume-from", &from.to_string())];
+        let (status, resumed) = post_as(port, BOB, &path, &again, &packet(0, b"\x03SELECT 1")).await;
+        assert_eq!(status, 200, "bob's resume: {}", String::from_utf8_lossy(&resumed));
+        assert!(resumed == answer[from..], "bob's resume sends the answer's last {window} bytes");
+        legit.login_and_query().await.expect("a sidecar works meanwhile");
     })
     .await;
 }

@@ -103,9 +103,20 @@ pub async fn read_head(s: &mut tokio::net::TcpStream, wait: Duration) -> Option<
 /// A POST of raw bytes with the tests' token and `headers`, on a new connection; the status
 /// and the body.
 pub async fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+    post_as(port, TOKEN, path, headers, body).await
+}
+
+/// [`post`] with `token`.
+pub async fn post_as(
+    port: u16,
+    token: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
     let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
@@ -115,13 +126,38 @@ pub async fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &[u8]) 
     let text = String::from_utf8_lossy(&answer);
     let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     let split = answer.windows(4).position(|w| w == b"\r\n\r\n").map_or(answer.len(), |i| i + 4);
-    (status, answer[split..].to_vec())
+    let chunked = text[..split].to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = &answer[split..];
+    (status, if chunked { dechunked(body) } else { body.to_vec() })
+}
+
+/// The bytes of a chunked body (as far as it is whole).
+fn dechunked(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(line) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&body[..line]).ok();
+        let size = size.and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok());
+        let start = line + 2;
+        match size {
+            Some(n) if n > 0 && body.len() >= start + n => {
+                out.extend_from_slice(&body[start..start + n]);
+                body = body[start + n..].strip_prefix(b"\r\n").unwrap_or_default();
+            }
+            _ => break,
+        }
+    }
+    out
 }
 
 /// A session opened and logged in by the transport itself (a `users`-style login), as a
 /// custom client of the API would: its id.
 pub async fn logged_in_session(port: u16) -> String {
-    let (status, id, _) = crate::http::call(port, TOKEN, "POST", "/v1/relay", "{}").await;
+    logged_in_session_as(port, TOKEN).await
+}
+
+/// [`logged_in_session`] with `token`.
+pub async fn logged_in_session_as(port: u16, token: &str) -> String {
+    let (status, id, _) = crate::http::call(port, token, "POST", "/v1/relay", "{}").await;
     assert_eq!(status, 201, "a session opens");
     // PROTOCOL_41 and friends, with LOCAL_FILES so the server may ask for a file.
     let flags: u32 = 0x000a_a28d;
@@ -129,7 +165,7 @@ pub async fn logged_in_session(port: u16) -> String {
         "{{\"user\":\"{USER}\",\"password\":\"{PASSWORD}\",\"database\":\"{DATABASE}\",\"client_flags\":{flags},\"collation\":45}}"
     );
     let (status, _, answer) =
-        crate::http::call(port, TOKEN, "POST", &format!("/v1/sessions/{id}/login"), &login).await;
+        crate::http::call(port, token, "POST", &format!("/v1/sessions/{id}/login"), &login).await;
     assert_eq!(status, 200, "the session logs in: {answer}");
     id
 }

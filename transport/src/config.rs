@@ -113,6 +113,8 @@ pub struct TransportConfig {
     /// Bytes kept for resumes by all sessions together; a session that finds no room keeps
     /// less of its answer, and a cut beyond what it kept is a lost connection for its client.
     pub max_resume_bytes: u64,
+    /// One identity's share of `max_resume_bytes`: its sessions together keep no more.
+    pub max_resume_bytes_per_token: u64,
     /// The audit log: one JSON line per command (off unless set).
     pub audit: Option<crate::audit::AuditConfig>,
     /// Logging.
@@ -157,6 +159,7 @@ impl Default for TransportConfig {
             compression: true,
             resume_window: DEFAULT_RESUME_WINDOW,
             max_resume_bytes: 256 << 20,
+            max_resume_bytes_per_token: 128 << 20,
             audit: None,
             log: LogConfig::default(),
         }

@@ -6,9 +6,10 @@
 //! `error`, `client_addr`, `id_hash`, `audit_redact`, `audit` (the audit log), `identity` (who
 //! a token is), `config`, `config_checks`
 //! → `relay` (the upstream leg at packet level)
+//! → `shares` (each identity's share of what the transport holds)
 //! → `resume_kept`, `resume` (a step's answer kept for a resume, within the
-//! budget all sessions share)
-//! → `shares` (each identity's share), `upload_held`, `session`, `handover` (what a take-over's
+//! budget all sessions share and the identity's share of it)
+//! → `upload_held`, `session`, `handover` (what a take-over's
 //! two processes know while sessions move), `readiness`, `refusals`
 //! → `metrics`, `churn`, `state`
 //! → `steps` (a step as either carrier brings it, run once, resumed), `request_body`, `reply`

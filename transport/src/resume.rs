@@ -7,8 +7,8 @@
 //! it comes. The window ([`DEFAULT_RESUME_WINDOW`] unless
 //! configured) must exceed what the sockets and proxies between the two hold in flight.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -18,7 +18,7 @@ use http::StatusCode;
 use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
-use crate::resume_kept::ResumeBudget;
+use crate::resume_kept::ResumeRoom;
 use crate::resume_kept::{KeptAnswer, KeptPlace, Missed};
 
 /// The last step of a session as it moves to another process in a take-over: its number,
@@ -133,7 +133,7 @@ impl Default for Resumable {
         let state = State {
             step: 0,
             status: StatusCode::OK,
-            kept: KeptAnswer::new(Arc::new(ResumeBudget::unlimited())),
+            kept: KeptAnswer::new(ResumeRoom::unlimited()),
             complete: false,
             live: Live::Idle,
             owners: NOBODY,
@@ -149,8 +149,9 @@ impl Resumable {
         self.window.store(bytes, Ordering::Relaxed);
     }
 
-    /// Takes the room for kept answers from `budget` (the transport's `max_resume_bytes`).
-    pub fn set_budget(&self, budget: Arc<ResumeBudget>) {
+    /// Takes the room for kept answers from `budget` (the transport's `max_resume_bytes`,
+    /// within the session's identity's share).
+    pub fn set_budget(&self, budget: ResumeRoom) {
         let mut state = lock(&self.state);
         state.kept.set_budget(budget);
     }

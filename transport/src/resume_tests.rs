@@ -2,6 +2,9 @@
 //! budget, resumes from any kept byte.
 
 use super::*;
+use std::sync::Arc;
+
+use crate::resume_kept::ResumeBudget;
 
 fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
     match r.resume(step, from) {
@@ -66,10 +69,10 @@ fn only_the_window_is_kept() {
 
 #[test]
 fn the_budget_bounds_what_all_sessions_keep() {
-    let budget = Arc::new(ResumeBudget::new(3 << 20));
+    let budget = Arc::new(ResumeBudget::new(3 << 20, 3 << 20));
     let (a, b) = (Resumable::default(), Resumable::default());
-    a.set_budget(budget.clone());
-    b.set_budget(budget.clone());
+    a.set_budget(ResumeRoom::new(budget.clone(), None));
+    b.set_budget(ResumeRoom::new(budget.clone(), None));
     let chunk = Bytes::from(vec![1u8; 1 << 20]);
     for r in [&a, &b] {
         assert!(r.begin(1).is_ok());

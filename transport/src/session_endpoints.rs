@@ -25,6 +25,7 @@ use crate::reply::ResponseBody;
 use crate::reply::{Reply, frames, no_content};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::resume::StepRequest;
+use crate::resume_kept::ResumeRoom;
 use crate::session::Session;
 use crate::state::AppState;
 use crate::steps::Step;
@@ -81,7 +82,8 @@ pub async fn open(state: &Arc<AppState>, req: Step, caller: &Arc<Caller>) -> Res
     // A reload that ran while the upstream answered may have taken this upstream away.
     crate::ending::refuse_if_denied(state, caller, &session, true)?;
     session.resume.set_window(config.resume_window);
-    session.resume.set_budget(state.resume_budget.clone());
+    let owner = session.owner_counts(&state.shares).clone();
+    session.resume.set_budget(ResumeRoom::new(state.resume_budget.clone(), Some(owner)));
     state.metrics.session_opened(&caller.label);
     drop(state.reaper.send(session.clone()));
     tokio::spawn(idle_watch::watch(state.clone(), session.clone()));

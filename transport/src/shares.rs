@@ -1,5 +1,6 @@
 //! Each identity's share of what the transport holds at once: its WebSocket streams, its
-//! upstream connects in flight and its bytes of request bodies, so that one token (or one
+//! upstream connects in flight, its bytes of request bodies and of answers kept for resumes,
+//! so that one token (or one
 //! leaked single-sign-on user) cannot take what the others need. A share is taken with a
 //! guard and given back when the guard drops.
 
@@ -18,6 +19,8 @@ pub enum Share {
     Opening,
     /// Bytes of request bodies held (`max_inflight_bytes_per_token`).
     InflightBytes,
+    /// Bytes of answers kept for resumes (`max_resume_bytes_per_token`).
+    ResumeBytes,
 }
 
 impl Share {
@@ -27,6 +30,7 @@ impl Share {
             Share::Streams => "max_streams_per_token",
             Share::Opening => "max_opening_per_token",
             Share::InflightBytes => "max_inflight_bytes_per_token",
+            Share::ResumeBytes => "max_resume_bytes_per_token",
         }
     }
 
@@ -59,17 +63,33 @@ const MIN_PRUNE_AT: usize = 64;
 /// One identity's counts, one per [`Share`]; alive while one of its shares is taken, or while
 /// a session of the identity keeps them at hand ([`Shares::counts`]).
 #[derive(Debug, Default)]
-pub struct IdentityCounts([AtomicUsize; 3]);
+pub struct IdentityCounts([AtomicUsize; 4]);
 
 impl IdentityCounts {
     /// Adds `more` to `share`'s count unless it would pass `max`.
-    fn add(&self, share: Share, more: usize, max: usize) -> bool {
+    pub(crate) fn add(&self, share: Share, more: usize, max: usize) -> bool {
         let count = &self.0[share.index()];
         count
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
                 now.checked_add(more).filter(|&then| then <= max)
             })
             .is_ok()
+    }
+
+    /// Takes `less` off `share`'s count (room taken with [`Self::add`], which nothing waits
+    /// for: bytes kept for resumes).
+    pub(crate) fn sub(&self, share: Share, less: usize) {
+        let count = &self.0[share.index()];
+        // The update always applies (it never answers None).
+        let _before = count.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+            Some(now.saturating_sub(less))
+        });
+    }
+
+    /// What `share` counts now.
+    #[cfg(test)]
+    pub(crate) fn held(&self, share: Share) -> usize {
+        self.0[share.index()].load(Ordering::Acquire)
     }
 }
 

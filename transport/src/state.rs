@@ -87,7 +87,10 @@ impl AppState {
         Ok(Self {
             reaper,
             inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
-            resume_budget: Arc::new(crate::resume_kept::ResumeBudget::new(config.max_resume_bytes)),
+            resume_budget: Arc::new(crate::resume_kept::ResumeBudget::new(
+                config.max_resume_bytes,
+                config.max_resume_bytes_per_token,
+            )),
             identities: RwLock::new(Arc::new(identities)),
             revoked: std::sync::Mutex::default(),
             config: RwLock::new(Arc::new(config)),
@@ -164,7 +167,7 @@ impl AppState {
         if let Some(audit) = self.audit.get() {
             audit.reopen();
         }
-        self.resume_budget.set_limit(new.max_resume_bytes);
+        self.resume_budget.set_limits(new.max_resume_bytes, new.max_resume_bytes_per_token);
         let count = identities.count();
         *write(&self.identities) = Arc::new(identities);
         lock(&self.upstream_tls).clear();
@@ -288,6 +291,9 @@ impl AppState {
             crate::shares::Share::Streams => config.max_streams_per_token,
             crate::shares::Share::Opening => config.max_opening_per_token,
             crate::shares::Share::InflightBytes => config.max_inflight_bytes_per_token,
+            crate::shares::Share::ResumeBytes => {
+                usize::try_from(config.max_resume_bytes_per_token).unwrap_or(usize::MAX)
+            }
         };
         self.shares
             .take_of(counts, share, amount, max)

@@ -13,6 +13,7 @@ use crate::identity::Caller;
 use crate::relay::RelayLink;
 use crate::relay::link_state::LinkState;
 use crate::resume::LastStep;
+use crate::resume_kept::ResumeRoom;
 use crate::session::{Session, Who, lock};
 use crate::state::AppState;
 
@@ -102,7 +103,8 @@ impl MovedSession {
         uses.in_transaction.store(self.in_transaction, Ordering::Release);
         uses.awaiting_client.store(self.awaiting_client, Ordering::Release);
         session.resume.set_window(config.resume_window);
-        session.resume.set_budget(state.resume_budget.clone());
+        let owner = session.owner_counts(&state.shares).clone();
+        session.resume.set_budget(ResumeRoom::new(state.resume_budget.clone(), Some(owner)));
         session.resume.import(self.last, kept);
         if self.parked {
             session.park();
