@@ -1,13 +1,16 @@
 //! The transport's connection places under attack: connections that never show a token (each
 //! an unfinished request head, reopened when closed) from an attacker's address hold every
-//! place in `max_connections`, and a sidecar started meanwhile still gets its connections: the
-//! oldest connection without a token makes room for each new one. On both carriers.
+//! place in `max_connections`, and a sidecar started meanwhile still gets its connections: a
+//! connection without a token makes room for each new one, the attacker's first (its client
+//! holds the most). A slow client's connection, opened before the attack and showing its token
+//! only after it (as a long TLS handshake or a token fetched from an issuer would), is not the
+//! one that goes. On both carriers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use e2e::door::{Legit, attacker_connect, transport_with};
+use e2e::door::{Legit, attacker_connect, read_head, transport_with};
 use e2e::http::metric;
 use e2e::{Carrier, TOKEN, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,6 +33,9 @@ async fn connections_without_a_token_make_room(carrier: Carrier) {
         let extra = format!("max_connections: {PLACES}\nlog:\n  level: debug\n");
         let tag = format!("places-{carrier:?}");
         let (transport, port) = transport_with(&tag, &extra).await;
+        // The slow client's request, begun before the attack and ended after it.
+        let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n").await.expect("send");
         let stop = Arc::new(AtomicBool::new(false));
         let (holding, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let mut attackers = Vec::new();
@@ -73,6 +79,11 @@ async fn connections_without_a_token_make_room(carrier: Carrier) {
                 slowest = slowest.max(took);
             }
         }
+        let rest = format!("Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n");
+        slow.write_all(rest.as_bytes()).await.expect("the slow client's connection is open");
+        let head = read_head(&mut slow, Duration::from_secs(10)).await;
+        let head = head.expect("the slow client's connection was not closed to make room");
+        assert!(head.starts_with("HTTP/1.1 200"), "the slow client's request: {head}");
         stop.store(true, Ordering::Relaxed);
         for attacker in attackers {
             attacker.abort();

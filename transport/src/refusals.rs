@@ -34,7 +34,7 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 const MAX_CLIENTS: usize = 10_000;
 
 /// A client as the slow-down counts it: an IPv4 address, or an IPv6 /64 (one host's share).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientKey(u128);
 
 impl ClientKey {

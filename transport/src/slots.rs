@@ -2,10 +2,12 @@
 //! (an address, an IPv6 one by its /64; a trusted proxy's connections count only in the
 //! first): one client cannot take every connection, however fast it opens them. A connection
 //! that has not shown a valid token yet holds its place only until a new connection needs it:
-//! with every place taken, the oldest such connection is closed to make room, so connections
-//! without a token, from however many addresses, never keep out a sidecar.
+//! with every place taken, one such connection is closed to make room, the oldest of the
+//! client holding the most of them (else the oldest of all). Connections without a token, from
+//! however many addresses, cannot hold every place, and a client opening them loses its own
+//! before a slow one's connection goes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -24,10 +26,27 @@ type ByClient = Arc<Mutex<HashMap<ClientKey, usize>>>;
 pub struct Slots {
     total: Arc<Semaphore>,
     by_client: ByClient,
-    /// The places of connections that have not shown a token, oldest first (held weakly: one
-    /// that showed a token or closed is skipped, and swept out now and then).
-    unproven: Mutex<VecDeque<Weak<Unproven>>>,
+    /// The places of connections that have not shown a token.
+    waiting: Arc<Mutex<Waiting>>,
     capacity: usize,
+}
+
+/// The connections that have not shown a token: oldest first, and by client (held weakly: one
+/// that showed a token or closed is skipped, and swept out now and then).
+#[derive(Debug, Default)]
+struct Waiting {
+    oldest_first: VecDeque<Weak<Unproven>>,
+    by_client: HashMap<ClientKey, ClientWaiting>,
+    /// Clients by how many places they hold without a token, fewest first.
+    ranked: BTreeSet<(usize, ClientKey)>,
+}
+
+/// One client's connections without a token.
+#[derive(Debug, Default)]
+struct ClientWaiting {
+    oldest_first: VecDeque<Weak<Unproven>>,
+    /// Those that still hold a place.
+    holding: usize,
 }
 
 /// Why a connection has no place.
@@ -42,8 +61,11 @@ pub enum Full {
 /// The place of a connection that has not shown a token: a new connection may take it.
 #[derive(Debug)]
 struct Unproven {
+    /// Taken out (under the lock of [`Waiting`]) when it shows a token, is evicted or closes.
     permit: Mutex<Option<OwnedSemaphorePermit>>,
     evicted: CancellationToken,
+    /// Its client, unless it came through a trusted proxy.
+    client: Option<ClientKey>,
 }
 
 /// One connection's place, given back when dropped; a stream's also holds its place in its
@@ -52,9 +74,62 @@ struct Unproven {
 pub struct Slot {
     /// Its own once it showed a token ([`Slot::prove`]); until then it is in `unproven`.
     permit: Option<OwnedSemaphorePermit>,
-    unproven: Option<Arc<Unproven>>,
+    unproven: Option<(Arc<Unproven>, Arc<Mutex<Waiting>>)>,
     client: Option<(ByClient, ClientKey)>,
     _share: Option<Arc<Taken>>,
+}
+
+impl Waiting {
+    /// Counts `unproven` among its client's.
+    fn add(&mut self, unproven: &Arc<Unproven>, capacity: usize) {
+        if self.oldest_first.len() >= 2 * capacity.max(8) {
+            self.oldest_first.retain(|entry| entry.strong_count() > 0);
+        }
+        self.oldest_first.push_back(Arc::downgrade(unproven));
+        let Some(key) = unproven.client else { return };
+        let client = self.by_client.entry(key).or_default();
+        if client.oldest_first.len() >= 2 * client.holding + 8 {
+            client.oldest_first.retain(|entry| entry.strong_count() > 0);
+        }
+        client.oldest_first.push_back(Arc::downgrade(unproven));
+        self.ranked.remove(&(client.holding, key));
+        client.holding += 1;
+        self.ranked.insert((client.holding, key));
+    }
+
+    /// Takes `unproven`'s place out (it showed a token, was evicted or closed), and counts it
+    /// no more among its client's.
+    fn release(&mut self, unproven: &Unproven) -> Option<OwnedSemaphorePermit> {
+        let permit = lock(&unproven.permit).take()?;
+        if let Some(key) = unproven.client
+            && let Some(client) = self.by_client.get_mut(&key)
+        {
+            self.ranked.remove(&(client.holding, key));
+            client.holding -= 1;
+            match client.holding {
+                0 => drop(self.by_client.remove(&key)),
+                holding => drop(self.ranked.insert((holding, key))),
+            }
+        }
+        Some(permit)
+    }
+
+    /// The place of a connection without a token, which is told to close: the oldest of the
+    /// client holding the most such places, when it holds more than one; else the oldest of
+    /// all. A client opening connections that show no token loses its own first.
+    fn evict(&mut self) -> Option<OwnedSemaphorePermit> {
+        loop {
+            let most = self.ranked.last().copied().filter(|(holding, _)| *holding > 1);
+            let entry = match most {
+                Some((_, key)) => self.by_client.get_mut(&key)?.oldest_first.pop_front(),
+                None => self.oldest_first.pop_front(),
+            }?;
+            let Some(victim) = entry.upgrade() else { continue };
+            let Some(permit) = self.release(&victim) else { continue };
+            victim.evicted.cancel();
+            return Some(permit);
+        }
+    }
 }
 
 impl Slots {
@@ -63,14 +138,15 @@ impl Slots {
         Self {
             total: Arc::new(Semaphore::new(max_connections)),
             by_client: Arc::default(),
-            unproven: Mutex::default(),
+            waiting: Arc::default(),
             capacity: max_connections,
         }
     }
 
     /// A place for a connection from `peer`, counted against its client's `per_client` unless
-    /// `peer` is a trusted proxy; with every place taken, the oldest connection that has not
-    /// shown a token gives up its own (and is told so through [`Slot::evicted`]).
+    /// `peer` is a trusted proxy; with every place taken, a connection that has not shown a
+    /// token gives up its own (and is told so through [`Slot::evicted`]): see
+    /// [`Waiting::evict`].
     pub fn take(&self, peer: IpAddr, trusted_proxy: bool, per_client: usize) -> Result<Slot, Full> {
         let client = match trusted_proxy {
             true => None,
@@ -85,35 +161,20 @@ impl Slots {
                 Some((self.by_client.clone(), key))
             }
         };
+        let key = client.as_ref().map(|(_, key)| *key);
         // Dropped on a refusal below, it gives the client's count back.
         let mut slot = Slot { permit: None, unproven: None, client, _share: None };
+        let mut waiting = lock(&self.waiting);
         let permit = match self.total.clone().try_acquire_owned() {
             Ok(permit) => permit,
-            Err(_) => self.evict_oldest_unproven().ok_or(Full::All)?,
+            Err(_) => waiting.evict().ok_or(Full::All)?,
         };
-        let unproven = Arc::new(Unproven {
-            permit: Mutex::new(Some(permit)),
-            evicted: CancellationToken::new(),
-        });
-        let mut queue = lock(&self.unproven);
-        if queue.len() >= 2 * self.capacity.max(8) {
-            queue.retain(|entry| entry.strong_count() > 0);
-        }
-        queue.push_back(Arc::downgrade(&unproven));
-        slot.unproven = Some(unproven);
+        let evicted = CancellationToken::new();
+        let unproven =
+            Arc::new(Unproven { permit: Mutex::new(Some(permit)), evicted, client: key });
+        waiting.add(&unproven, self.capacity);
+        slot.unproven = Some((unproven, self.waiting.clone()));
         Ok(slot)
-    }
-
-    /// The place of the oldest connection still without a token, which is told to close.
-    fn evict_oldest_unproven(&self) -> Option<OwnedSemaphorePermit> {
-        let mut queue = lock(&self.unproven);
-        while let Some(entry) = queue.pop_front() {
-            let Some(victim) = entry.upgrade() else { continue };
-            let Some(permit) = lock(&victim.permit).take() else { continue };
-            victim.evicted.cancel();
-            return Some(permit);
-        }
-        None
     }
 
     /// Connections open now from `peer`'s client.
@@ -133,20 +194,23 @@ impl Slot {
     /// The connection showed a valid token: its place is its own from now on. False when it
     /// was evicted a moment before (it has no place: it is closing, and runs nothing more).
     pub fn prove(&mut self) -> bool {
-        if let Some(unproven) = self.unproven.take() {
-            self.permit = lock(&unproven.permit).take();
+        if let Some((unproven, waiting)) = self.unproven.take() {
+            self.permit = lock(&waiting).release(&unproven);
         }
         self.permit.is_some()
     }
 
     /// Cancelled when a new connection took this one's place, before it showed a token.
     pub fn evicted(&self) -> CancellationToken {
-        self.unproven.as_ref().map(|u| u.evicted.clone()).unwrap_or_default()
+        self.unproven.as_ref().map(|(u, _)| u.evicted.clone()).unwrap_or_default()
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some((unproven, waiting)) = self.unproven.take() {
+            drop(lock(&waiting).release(&unproven));
+        }
         if let Some((by_client, key)) = self.client.take() {
             let mut by_client = lock(&by_client);
             if let Some(open) = by_client.get_mut(&key) {
@@ -208,5 +272,31 @@ mod tests {
         drop(third);
         assert!(slots.take(peer, false, 10).is_ok());
         assert_eq!(slots.open_from(peer), 2);
+    }
+
+    #[test]
+    fn the_client_holding_most_places_without_a_token_loses_one_first() {
+        let slots = Slots::new(5);
+        let (slow, attacker, other): (IpAddr, IpAddr, IpAddr) =
+            ([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), [10, 0, 0, 3].into());
+        let slow_one = slots.take(slow, false, 10).expect("room");
+        let mut attack: Vec<Slot> =
+            (0..4).map(|_| slots.take(attacker, false, 10).expect("room")).collect();
+        for n in 0..6 {
+            let newer = slots.take(attacker, false, 10).expect("the attacker's oldest made room");
+            assert!(attack[n].evicted().is_cancelled(), "the attacker's oldest went");
+            attack.push(newer);
+        }
+        assert!(!slow_one.evicted().is_cancelled(), "the slow client's only one stays");
+        let from_other = slots.take(other, false, 10).expect("room from the attacker's");
+        assert!(!slow_one.evicted().is_cancelled());
+        drop(attack);
+        // One each: the oldest of all goes.
+        let address = |n: u8| IpAddr::from([10, 0, 1, n]);
+        let _three: Vec<Slot> =
+            (0..3).map(|n| slots.take(address(n), false, 10).expect("room")).collect();
+        assert!(!slow_one.evicted().is_cancelled() && !from_other.evicted().is_cancelled());
+        let _newest = slots.take(address(3), false, 10).expect("room from the oldest of all");
+        assert!(slow_one.evicted().is_cancelled() && !from_other.evicted().is_cancelled());
     }
 }
