@@ -17,26 +17,30 @@ use e2e::door::{Legit, logged_in_session, logged_in_session_as, packet, post_as}
 use e2e::http::metric;
 use e2e::{TOKEN, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 const RESUMES: usize = 40;
+const CYCLES: u64 = 16;
 const KIND: (&str, &str) = ("content-type", "application/vnd.sqltunnel.packets");
 const BOB: &str = "bob-T0ken-8Rt2Wq5Zx7Lp3Nv6Kd";
 
-/// Runs a query answering about 10 MB as step 2 of session `id`; its answer.
-async fn large_answer(port: u16, token: &str, id: &str) -> Vec<u8> {
+/// Runs a query answering about 10 MB as step `step` of session `id`; its answer.
+async fn large_answer(port: u16, token: &str, id: &str, step: u64) -> Vec<u8> {
     let path = format!("/v1/sessions/{id}/command");
     let large = packet(0, b"\x03SELECT REPEAT('x', 1000000) FROM seq_1_to_10");
+    let step = step.to_string();
     let (status, answer) =
-        post_as(port, token, &path, &[KIND, ("x-tunnel-step", "2")], &large).await;
+        post_as(port, token, &path, &[KIND, ("x-tunnel-step", &step)], &large).await;
     assert!(status == 200 && answer.len() > 10_000_000, "{status}, {} bytes", answer.len());
     answer
 }
 
-/// The first byte of step 2's answer session `id` keeps: a resume asked from byte 0 is
+/// The first byte of step `step`'s answer session `id` keeps: a resume asked from byte 0 is
 /// refused naming it.
-async fn kept_from(port: u16, token: &str, id: &str) -> usize {
+async fn kept_from(port: u16, token: &str, id: &str, step: u64) -> usize {
     let path = format!("/v1/sessions/{id}/command");
-    let again = [KIND, ("x-tunnel-step", "2"), ("x-tunnel-resume-from", "0")];
+    let step = step.to_string();
+    let again = [KIND, ("x-tunnel-step", &*step), ("x-tunnel-resume-from", "0")];
     let (status, said) = post_as(port, token, &path, &again, &packet(0, b"\x03SELECT 1")).await;
     let said = String::from_utf8_lossy(&said).into_owned();
     said.split("byte 0: ")
@@ -46,41 +50,73 @@ async fn kept_from(port: u16, token: &str, id: &str) -> usize {
         .unwrap_or_else(|| panic!("{status}: {said}"))
 }
 
+/// `n` resumes of step `step` of session `id` from byte `from`, each on a connection with a
+/// small receive buffer, their answers begun (the first byte read) and the rest left unread.
+async fn unread_resumes(port: u16, id: &str, step: u64, from: usize, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("a small receive buffer");
+        let mut s = socket.connect(([127, 0, 0, 1], port).into()).await.expect("connect");
+        let body = packet(0, b"\x03SELECT 1");
+        let head = format!(
+            "POST /v1/sessions/{id}/command HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/vnd.sqltunnel.packets\r\nx-tunnel-step: {step}\r\nx-tunnel-resume-from: {from}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(&[head.as_bytes(), &body].concat()).await.expect("send");
+        held.push(s);
+    }
+    for s in &mut held {
+        let mut byte = [0u8; 1];
+        let begun = tokio::time::timeout(Duration::from_secs(20), s.read(&mut byte)).await;
+        assert!(matches!(begun, Ok(Ok(1))), "a resume was answered: {begun:?}");
+    }
+    held
+}
+
 #[tokio::test]
 async fn resumes_that_are_never_read_take_no_memory() {
     within(120, async {
         let (transport, port) = transport_with("resumes", "").await;
         let legit = Legit::start(port).await;
         let id = logged_in_session(port).await;
-        let path = format!("/v1/sessions/{id}/command");
-        large_answer(port, TOKEN, &id).await;
-        let kept_from = kept_from(port, TOKEN, &id).await;
+        large_answer(port, TOKEN, &id, 2).await;
+        let from = kept_from(port, TOKEN, &id, 2).await;
         let before = transport.rss_kib();
-        let mut held = Vec::new();
-        for _ in 0..RESUMES {
-            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-            socket.set_recv_buffer_size(4096).expect("a small receive buffer");
-            let mut s = socket.connect(([127, 0, 0, 1], port).into()).await.expect("connect");
-            let body = packet(0, b"\x03SELECT 1");
-            let head = format!(
-                "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/vnd.sqltunnel.packets\r\nx-tunnel-step: 2\r\nx-tunnel-resume-from: {kept_from}\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            );
-            s.write_all(&[head.as_bytes(), &body].concat()).await.expect("send");
-            held.push(s);
-        }
-        // Each answer has begun (its first byte is here): the rest waits unread.
-        for s in &mut held {
-            let mut byte = [0u8; 1];
-            let begun = tokio::time::timeout(Duration::from_secs(20), s.read(&mut byte)).await;
-            assert!(matches!(begun, Ok(Ok(1))), "a resume was answered: {begun:?}");
-        }
+        let held = unread_resumes(port, &id, 2, from, RESUMES).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let during = transport.rss_kib();
         let took = legit.login_and_query().await.expect("a sidecar works meanwhile");
         let grown = during.saturating_sub(before) / 1024;
         println!("{RESUMES} resumes unread: the transport's RSS {before} → {during} KiB (+{grown} MiB); a login and SELECT 1 took {took:?}");
         assert!(grown < 64, "{RESUMES} unread resumes grew the transport by {grown} MiB");
+        drop(held);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unread_resumes_of_past_steps_hold_no_kept_answer() {
+    within(120, async {
+        let (transport, port) = transport_with("resumes-past", "").await;
+        let legit = Legit::start(port).await;
+        let id = logged_in_session(port).await;
+        large_answer(port, TOKEN, &id, 2).await;
+        let before = transport.rss_kib();
+        let mut held = Vec::new();
+        // Each cycle: a large answer, resumes of it left unread, then the next step.
+        for step in 2..2 + CYCLES {
+            let from = kept_from(port, TOKEN, &id, step).await;
+            held.extend(unread_resumes(port, &id, step, from, 4).await);
+            large_answer(port, TOKEN, &id, step + 1).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let during = transport.rss_kib();
+        let took = legit.login_and_query().await.expect("a sidecar works meanwhile");
+        let grown = during.saturating_sub(before) / 1024;
+        let kept = metric(port, Some(TOKEN), "sqltunnel_resume_bytes").await;
+        println!("{CYCLES} steps of 10 MB, each resumed 4 times unread before the next: the transport's RSS {before} → {during} KiB (+{grown} MiB), {kept} bytes kept; a login and SELECT 1 took {took:?}");
+        assert!(grown < 32, "unread resumes of past steps grew the transport by {grown} MiB");
         drop(held);
     })
     .await;
@@ -98,14 +134,14 @@ async fn one_identity_cannot_take_the_whole_resume_budget() {
         // The test token's sessions: each would keep 8 MiB, four of them 32 MiB.
         for _ in 0..4 {
             let id = logged_in_session(port).await;
-            large_answer(port, TOKEN, &id).await;
+            large_answer(port, TOKEN, &id, 2).await;
             legit.login_and_query().await.expect("a sidecar works meanwhile");
         }
         let kept = metric(port, Some(TOKEN), "sqltunnel_resume_bytes").await;
         assert!(kept <= share, "one identity's idle sessions keep {kept} bytes, over its share");
         let id = logged_in_session_as(port, BOB).await;
-        let answer = large_answer(port, BOB, &id).await;
-        let from = kept_from(port, BOB, &id).await;
+        let answer = large_answer(port, BOB, &id, 2).await;
+        let from = kept_from(port, BOB, &id, 2).await;
         let window = answer.len() - from;
         let total = metric(port, Some(TOKEN), "sqltunnel_resume_bytes").await;
         println!("the test token's 4 idle sessions keep {kept} bytes (share {share}); bob's keeps {window} of its {} (all: {total} of {budget})", answer.len());

@@ -20,7 +20,7 @@ use tracing::warn;
 use crate::Error;
 use crate::relay::Turn;
 use crate::resume::Resumable;
-use crate::resume_kept::Missed;
+use crate::resume_kept::KeptChunk;
 
 /// A step's answer: its head (status, content, what the transport tells with it) and body.
 #[derive(Debug)]
@@ -198,9 +198,10 @@ impl Compressed {
 /// A turn streamed as a response body.
 pub struct StreamedTurn {
     source: Source,
-    /// Bytes to send first: a resumed turn's missed bytes (kept chunks, shared), a chunk
-    /// already taken. (Boxed: a command's turn has none, and makes and drops no queue.)
-    first: Option<Box<Missed>>,
+    /// A chunk to send first: taken already, and put back.
+    first: Option<Bytes>,
+    /// A resumed turn's next byte to send from the session's kept bytes, until it caught up.
+    kept_from: Option<u64>,
 }
 
 /// Where a streamed turn's chunks come from.
@@ -230,15 +231,14 @@ impl StreamedTurn {
             }
             None => Source::Own(turn),
         };
-        StreamedTurn { source, first: None }
+        StreamedTurn { source, first: None, kept_from: None }
     }
 
-    /// Streams a resumed step's answer, which `owner` now reads in `slot`: `missed` first, then
-    /// the rest of its turn if it still runs. A later resume ends it at its next chunk.
-    pub fn resumed(slot: Arc<Resumable>, owner: u64, mut missed: Missed) -> Self {
-        missed.retain(|chunk| !chunk.is_empty());
-        let first = (!missed.is_empty()).then(|| Box::new(missed));
-        StreamedTurn { source: Source::Slot(slot, owner), first }
+    /// Streams a resumed step's answer, which `owner` now reads in `slot`: the kept bytes
+    /// from `from` (taken a chunk at a time), then the rest of its turn if it still runs. A
+    /// later resume, or a new step, ends it at its next chunk.
+    pub fn resumed(slot: Arc<Resumable>, owner: u64, from: u64) -> Self {
+        StreamedTurn { source: Source::Slot(slot, owner), first: None, kept_from: Some(from) }
     }
 
     /// The next chunk (`None` at the end, or when a resume took the turn over).
@@ -254,10 +254,9 @@ impl StreamedTurn {
         }
     }
 
-    /// Puts back a chunk taken with [`Self::next_chunk`]: the body sends it first. (A resumed
-    /// turn's missed bytes are already there: they come before it.)
+    /// Puts back the chunk just taken with [`Self::next_chunk`]: the body sends it first.
     pub fn put_back(&mut self, chunk: Bytes) {
-        self.first.get_or_insert_default().push_back(chunk);
+        self.first = Some(chunk);
     }
 
     /// The response body: what was put back or missed, then the rest of the turn.
@@ -266,19 +265,25 @@ impl StreamedTurn {
     }
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(first) = &mut self.first {
-            let chunk = first.pop_front();
-            if first.is_empty() {
-                self.first = None;
-            }
+        if let Some(chunk) = self.first.take() {
             if let Source::Slot(slot, owner) = &self.source
                 && !slot.is_reader(*owner)
             {
-                self.first = None;
                 return Poll::Ready(None);
             }
-            if chunk.is_some() {
-                return Poll::Ready(chunk);
+            return Poll::Ready(Some(chunk));
+        }
+        if let (Some(from), Source::Slot(slot, owner)) = (self.kept_from, &self.source) {
+            match slot.kept_chunk(*owner, from) {
+                KeptChunk::Bytes(chunk) => {
+                    self.kept_from = Some(from + chunk.len() as u64);
+                    return Poll::Ready(Some(chunk));
+                }
+                KeptChunk::CaughtUp => self.kept_from = None,
+                KeptChunk::Gone => {
+                    self.kept_from = None;
+                    return Poll::Ready(None);
+                }
             }
         }
         match &mut self.source {
@@ -288,7 +293,7 @@ impl StreamedTurn {
     }
 
     fn is_end(&self) -> bool {
-        self.first.is_none() && self.is_finished()
+        self.first.is_none() && self.kept_from.is_none() && self.is_finished()
     }
 }
 

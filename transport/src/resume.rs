@@ -19,7 +19,7 @@ use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
 use crate::resume_kept::ResumeRoom;
-use crate::resume_kept::{KeptAnswer, KeptPlace, Missed};
+use crate::resume_kept::{KeptAnswer, KeptChunk, KeptPlace};
 
 /// The last step of a session as it moves to another process in a take-over: its number,
 /// status, whether its answer ended, and where its kept bytes stand (they go beside it).
@@ -43,34 +43,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// What a request's step number asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepRequest {
-    /// The next step: run it.
-    Next(u64),
-    /// The last step again, from this byte of its answer.
-    Again {
-        /// The step.
-        step: u64,
-        /// Bytes of its answer the sidecar already has.
-        from: u64,
-    },
-}
-
 /// The answer to a resumed step.
 #[derive(Debug)]
 pub enum Resumed {
-    /// The step had ended: the rest of its answer, read by `owner` (until a later resume),
-    /// and the digest of what came before.
-    Whole(StatusCode, u64, Missed, AnswerDigest),
-    /// The step's turn still runs, now owned by `owner`: what the sidecar missed, then the
-    /// rest of the turn.
+    /// The step had ended: the rest of its answer from byte `from`, read by `owner` from the
+    /// kept bytes ([`Resumable::kept_chunk`], until a later resume), and the digest of what
+    /// came before.
+    Whole(StatusCode, u64, u64, AnswerDigest),
+    /// The step's turn still runs, now owned by `owner`: what the sidecar missed, from the
+    /// kept bytes, then the rest of the turn.
     Streamed {
         /// The new owner of the turn ([`Resumable::poll_turn`]).
         owner: u64,
-        /// The answer's bytes the sidecar missed so far.
-        missed: Missed,
-        /// The digest of the answer's bytes before `missed`.
+        /// The answer's first byte the sidecar missed.
+        from: u64,
+        /// The digest of the answer's bytes before `from`.
         before: AnswerDigest,
     },
 }
@@ -181,6 +168,8 @@ impl Resumable {
             state.step = step;
             state.status = StatusCode::OK;
             state.kept.restart();
+            // A response still sending the last step's kept bytes stops at its next chunk.
+            state.reader = NOBODY;
             state.complete = false;
             std::mem::take(&mut state.live)
         };
@@ -201,6 +190,18 @@ impl Resumable {
     /// True while `owner`'s response is the last to have begun sending the step's answer.
     pub fn is_reader(&self, owner: u64) -> bool {
         lock(&self.state).reader == owner
+    }
+
+    /// The kept bytes from `from` on, up to the end of a chunk, for `owner`'s resumed
+    /// response: read a chunk at a time, they stay the session's (within its budget), and a
+    /// response nobody reads holds one at most. Gone once a later response began reading the
+    /// step, or a new step began.
+    pub fn kept_chunk(&self, owner: u64, from: u64) -> KeptChunk {
+        let state = lock(&self.state);
+        if state.reader != owner {
+            return KeptChunk::Gone;
+        }
+        state.kept.chunk_from(from)
     }
 
     /// The next chunk of the turn for `owner`, recorded for a resume; `None` at its end, or
@@ -286,7 +287,7 @@ impl Resumable {
         {
             let mut state = lock(&self.state);
             state.kept.forget();
-            state.complete = false;
+            (state.complete, state.reader) = (false, NOBODY);
         }
         self.abandon();
     }
@@ -347,7 +348,7 @@ impl Resumable {
             )));
         }
         if matches!(state.live, Live::Running { .. }) {
-            let (missed, before) = state.kept.missed(from)?;
+            let before = state.kept.before(from)?;
             let owner = state.new_owner();
             state.reader = owner;
             let mut replaced = None;
@@ -360,17 +361,17 @@ impl Resumable {
             if let Some(previous) = replaced {
                 previous.wake();
             }
-            return Ok(Resumed::Streamed { owner, missed, before });
+            return Ok(Resumed::Streamed { owner, from, before });
         }
         if !state.complete {
             // Begun and not answered yet: its turn may be being set up (the upstream written
             // to), which the caller can tell (`steps::resume`); busy until then.
             return Err(Error::SessionBusy);
         }
-        let (missed, before) = state.kept.missed(from)?;
+        let before = state.kept.before(from)?;
         let owner = state.new_owner();
         state.reader = owner;
-        Ok(Resumed::Whole(state.status, owner, missed, before))
+        Ok(Resumed::Whole(state.status, owner, from, before))
     }
 }
 

@@ -17,8 +17,17 @@ use common::wire::AnswerDigest;
 use crate::Error;
 use crate::shares::{IdentityCounts, Share};
 
-/// The bytes of an answer a resume sends: kept chunks, shared with the window.
-pub type Missed = VecDeque<Bytes>;
+/// What a resumed response sends next from the kept bytes ([`KeptAnswer::chunk_from`]).
+#[derive(Debug)]
+pub enum KeptChunk {
+    /// These bytes (a kept chunk or its end, shared, not copied).
+    Bytes(Bytes),
+    /// Every kept byte was sent: the rest is the turn's, if it still runs.
+    CaughtUp,
+    /// The bytes asked for are kept no more (a new step began, a later resume reads them, or
+    /// they left the window): the response ends there.
+    Gone,
+}
 
 /// Most chunks whose list is kept from one answer to the next, not freed.
 const KEEP_LIST_CAPACITY: usize = 16;
@@ -158,9 +167,9 @@ impl KeptAnswer {
         self.base
     }
 
-    /// The answer's bytes from `from` on (the kept chunks themselves, shared, the first cut
-    /// where `from` falls: a resume copies nothing), and the digest of those before.
-    pub fn missed(&self, from: u64) -> Result<(Missed, AnswerDigest), Error> {
+    /// The digest of the answer's bytes before `from`, where a resume from there begins; an
+    /// error unless the bytes from `from` on are kept.
+    pub fn before(&self, from: u64) -> Result<AnswerDigest, Error> {
         if from < self.base || from > self.len {
             return Err(Error::StepRefused(format!(
                 "the answer cannot be resumed from byte {from}: {} to {} are kept",
@@ -168,22 +177,37 @@ impl KeptAnswer {
             )));
         }
         let mut skip = from - self.base;
-        let mut out = Missed::new();
         let mut before = self.base_digest;
         for chunk in &self.chunks {
             let len = chunk.len() as u64;
-            if skip >= len {
-                before.update(chunk);
-                skip -= len;
-                continue;
-            }
-            if out.is_empty() {
+            if skip < len {
                 before.update(&chunk[..skip as usize]);
+                break;
             }
-            out.push_back(chunk.slice(skip as usize..));
-            skip = 0;
+            before.update(chunk);
+            skip -= len;
         }
-        Ok((out, before))
+        Ok(before)
+    }
+
+    /// The kept bytes from `from` to the end of the chunk holding it (shared: nothing is
+    /// copied).
+    pub fn chunk_from(&self, from: u64) -> KeptChunk {
+        if from == self.len {
+            return KeptChunk::CaughtUp;
+        }
+        if from < self.base || from > self.len {
+            return KeptChunk::Gone;
+        }
+        let mut skip = from - self.base;
+        for chunk in &self.chunks {
+            let len = chunk.len() as u64;
+            if skip < len {
+                return KeptChunk::Bytes(chunk.slice(skip as usize..));
+            }
+            skip -= len;
+        }
+        KeptChunk::Gone
     }
 }
 

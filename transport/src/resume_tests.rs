@@ -4,13 +4,28 @@
 use super::*;
 use std::sync::Arc;
 
-use crate::resume_kept::ResumeBudget;
+use crate::resume_kept::{ResumeBudget, ResumeRoom};
+
+/// The kept chunks `owner`'s resumed response sends from `from` on.
+fn kept_chunks(r: &Resumable, owner: u64, mut from: u64) -> Result<Vec<Bytes>, String> {
+    let mut chunks = Vec::new();
+    loop {
+        match r.kept_chunk(owner, from) {
+            KeptChunk::Bytes(chunk) => {
+                from += chunk.len() as u64;
+                chunks.push(chunk);
+            }
+            KeptChunk::CaughtUp => return Ok(chunks),
+            KeptChunk::Gone => return Err(format!("gone at {from}")),
+        }
+    }
+}
 
 fn resumed_bytes(r: &Resumable, step: u64, from: u64) -> Result<Bytes, String> {
     match r.resume(step, from) {
-        Ok(Resumed::Whole(_, _, missed, before)) => {
+        Ok(Resumed::Whole(_, owner, from, before)) => {
             assert_eq!(before.len(), from, "the digest covers the bytes before the resume");
-            Ok(Vec::from(missed).concat().into())
+            Ok(kept_chunks(r, owner, from)?.concat().into())
         }
         Ok(Resumed::Streamed { .. }) => Err("streamed".into()),
         Err(e) => Err(e.to_string()),
@@ -113,9 +128,10 @@ fn the_digest_before_a_resume_is_that_of_the_bytes_before_it() {
     assert!(base > 0, "the window dropped the oldest chunks");
     assert!(r.resume(1, base as u64 - 1).is_err(), "not kept");
     for from in [base, base + 1, base + 7_000, 39_999, 40_000] {
-        let Ok(Resumed::Whole(_, _, missed, before)) = r.resume(1, from as u64) else {
+        let Ok(Resumed::Whole(_, owner, _, before)) = r.resume(1, from as u64) else {
             panic!("no resume from {from}");
         };
+        let missed = kept_chunks(&r, owner, from as u64).expect("kept");
         assert_eq!(before, AnswerDigest::default().then(&answer[..from]), "from {from}");
         assert_eq!(
             missed.iter().flat_map(|m| m.iter().copied()).collect::<Vec<u8>>(),
@@ -123,7 +139,7 @@ fn the_digest_before_a_resume_is_that_of_the_bytes_before_it() {
         );
         // The kept chunks themselves go out, not a copy.
         let kept = &lock(&r.state).kept;
-        assert!(missed.iter().skip(1).all(|m| kept.holds(m)), "from {from}");
+        assert!(missed.iter().all(|m| kept.holds(m)), "from {from}");
     }
 }
 
@@ -142,4 +158,21 @@ fn a_later_resume_ends_the_one_before_it() {
     let mut earlier = crate::reply::StreamedTurn::resumed(r.clone(), first.0, first.1);
     let now = futures_util::FutureExt::now_or_never(earlier.next_chunk());
     assert_eq!(now, Some(None), "the earlier resume sends nothing more");
+}
+
+#[test]
+fn a_new_step_ends_a_resumed_answer_which_held_one_chunk_at_most() {
+    let budget = Arc::new(ResumeBudget::new(1 << 20, 1 << 20));
+    let r = Arc::new(Resumable::default());
+    r.set_budget(ResumeRoom::new(budget.clone(), None));
+    assert!(r.begin(1).is_ok());
+    r.record_whole(StatusCode::OK, &Bytes::from(vec![7u8; 1000]));
+    let Ok(Resumed::Whole(_, owner, from, _)) = r.resume(1, 10) else { panic!("no resume") };
+    let mut resumed = crate::reply::StreamedTurn::resumed(r.clone(), owner, from);
+    let chunk = futures_util::FutureExt::now_or_never(resumed.next_chunk());
+    assert_eq!(chunk.flatten().map(|c| c.len()), Some(990));
+    assert!(r.begin(2).is_ok());
+    assert_eq!(budget.used(), 0, "the last step's kept bytes are given back");
+    let now = futures_util::FutureExt::now_or_never(resumed.next_chunk());
+    assert_eq!(now, Some(None), "the resumed answer of the last step sends nothing more");
 }

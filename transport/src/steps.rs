@@ -14,7 +14,7 @@ use tracing::debug;
 use crate::Error;
 use crate::reply::{Reply, frames, no_content};
 use crate::reply::{ResponseBody, StreamedTurn};
-use crate::resume::{Resumed, StepRequest};
+use crate::resume::Resumed;
 use crate::session::Session;
 
 /// An HTTP request's body, as hyper reads it (boxed: the tests make their own).
@@ -66,6 +66,20 @@ impl Step {
     }
 }
 
+/// What a request's step number asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepRequest {
+    /// The next step: run it.
+    Next(u64),
+    /// The last step again, from this byte of its answer.
+    Again {
+        /// The step.
+        step: u64,
+        /// Bytes of its answer the sidecar already has.
+        from: u64,
+    },
+}
+
 /// The step a request names, if any: the next one, or the last one again (a resume).
 pub fn step_request(req: &Step, session: &Session) -> Option<StepRequest> {
     let step = req.head.step?;
@@ -110,12 +124,12 @@ pub async fn resume(session: &Arc<Session>, step: u64, from: u64) -> Result<Repl
     };
     Ok(match resumed {
         Resumed::Whole(StatusCode::NO_CONTENT, ..) => no_content(),
-        Resumed::Whole(status, owner, missed, before) => {
-            let rest = StreamedTurn::resumed(session.resume.clone(), owner, missed);
+        Resumed::Whole(status, owner, from, before) => {
+            let rest = StreamedTurn::resumed(session.resume.clone(), owner, from);
             resumed_from(frames(status, rest.into_body(), None), before)
         }
-        Resumed::Streamed { owner, missed, before } => {
-            let streamed = StreamedTurn::resumed(session.resume.clone(), owner, missed);
+        Resumed::Streamed { owner, from, before } => {
+            let streamed = StreamedTurn::resumed(session.resume.clone(), owner, from);
             resumed_from(frames(StatusCode::OK, streamed.into_body(), None), before)
         }
     })
