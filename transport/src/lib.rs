@@ -11,7 +11,7 @@
 //! budget all sessions share and the identity's share of it)
 //! → `upload_held`, `session`, `handover` (what a take-over's
 //! two processes know while sessions move), `readiness`, `refusals`
-//! → `metrics`, `churn`, `state`
+//! → `process_metrics`, `metrics`, `churn`, `state`
 //! → `steps` (a step as either carrier brings it, run once, resumed), `request_body`, `reply`
 //! (a step's answer: its head and body, a turn streamed), `stream` (the WebSocket carrier),
 //! `command_log`, `turn_reply` (a step answered with its turn), `uploads`, `idle_watch`,
@@ -42,6 +42,7 @@ pub mod idle_watch;
 pub mod listening;
 pub mod metrics;
 pub mod probes;
+pub mod process_metrics;
 pub mod readiness;
 pub mod reaper;
 pub mod refusals;

@@ -2,9 +2,6 @@
 //! format: every family has HELP and TYPE, units are in the names. Served on `/metrics` (with a
 //! token) and, when `metrics_listen` is set, on that address without one.
 
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -71,9 +68,10 @@ pub struct Metrics {
     pub identity_sessions: Family<Labels, Counter>,
     /// Sessions ended because a reload took their identity's access away.
     pub sessions_revoked: Counter,
-    /// Connections closed because `max_connections` were open: new ones, and ones that had
-    /// shown no token, to make room.
+    /// New connections closed at once: `max_connections` (or their client's share) were open.
     pub connections_refused: Counter,
+    /// Connections that had shown no token, closed to make room for a new one.
+    pub connections_evicted: Counter,
     /// HTTP connections accepted (a proxy that keeps its connections adds none under load).
     pub connections_accepted: Counter,
     /// Streams opened (WebSocket upgrades), each carrying a sidecar connection's requests.
@@ -88,16 +86,7 @@ pub struct Metrics {
     pub upstream_ready: Family<Labels, Gauge>,
     /// Sessions of take-overs by outcome: `moved`/`stayed` (given), `taken`/`failed` (taken).
     pub take_over_sessions: Family<Labels, Counter>,
-    process: ProcessMetrics,
-}
-
-/// What `/proc/self` says of the process, read when rendered.
-#[derive(Debug, Default)]
-struct ProcessMetrics {
-    cpu: Counter<f64, std::sync::atomic::AtomicU64>,
-    cpu_seen: Mutex<f64>,
-    resident: Gauge,
-    open_fds: Gauge,
+    process: crate::process_metrics::ProcessMetrics,
 }
 
 fn latency_buckets() -> impl Iterator<Item = f64> {
@@ -141,6 +130,7 @@ impl Metrics {
             identity_sessions: Family::default(),
             sessions_revoked: Counter::default(),
             connections_refused: Counter::default(),
+            connections_evicted: Counter::default(),
             connections_accepted: Counter::default(),
             streams_opened: Counter::default(),
             budget_waits: Counter::default(),
@@ -148,7 +138,7 @@ impl Metrics {
             take_over_sessions: Family::default(),
             audit_dropped: Counter::default(),
             requests_closing: Counter::default(),
-            process: ProcessMetrics::default(),
+            process: crate::process_metrics::ProcessMetrics::default(),
             registry: Registry::default(),
         };
         r.register("sessions_open", "Sessions open", m.sessions_open.clone());
@@ -213,8 +203,13 @@ impl Metrics {
             ),
             (
                 "connections_refused",
-                "Connections closed because max_connections were open: a new one at once, or one without a token to make room",
+                "New connections closed at once because max_connections (or their client's max_connections_per_client) were open",
                 &m.connections_refused,
+            ),
+            (
+                "connections_evicted",
+                "Connections that had shown no token, closed to make room for a new one while max_connections were open",
+                &m.connections_evicted,
             ),
             (
                 "budget_waits",
@@ -287,28 +282,7 @@ impl Metrics {
         let build: Family<Labels, Gauge> = Family::default();
         build.get_or_create(&vec![("version".into(), env!("CARGO_PKG_VERSION").into())]).set(1);
         r.register("build_info", "The running build (always 1)", build);
-        let p = &m.process;
-        registry.register_with_unit(
-            "process_cpu",
-            "CPU time the process has used",
-            Unit::Seconds,
-            p.cpu.clone(),
-        );
-        registry.register_with_unit(
-            "process_resident_memory",
-            "Resident memory of the process",
-            Unit::Bytes,
-            p.resident.clone(),
-        );
-        registry.register("process_open_fds", "Open file descriptors", p.open_fds.clone());
-        let started: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
-        started.set(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64());
-        registry.register_with_unit(
-            "process_start_time",
-            "When the process started, since the Unix epoch",
-            Unit::Seconds,
-            started,
-        );
+        m.process.register(&mut registry);
         Self { registry, ..m }
     }
 
@@ -359,35 +333,5 @@ impl Metrics {
         // Writing to a String cannot fail.
         encode(&mut out, &self.registry).unwrap_or_default();
         out
-    }
-}
-
-impl ProcessMetrics {
-    /// Reads CPU time, resident memory and open descriptors (Linux; elsewhere they stay 0).
-    fn read(&self) {
-        // utime and stime are fields 14 and 15, after the parenthesised command name.
-        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
-            && let Some((_, rest)) = stat.rsplit_once(')')
-        {
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let ticks: f64 = fields
-                .get(11..13)
-                .map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
-            // USER_HZ is 100 on every Linux this runs on.
-            let seconds = ticks / 100.0;
-            let mut seen = self.cpu_seen.lock().unwrap_or_else(|p| p.into_inner());
-            if seconds > *seen {
-                self.cpu.inc_by(seconds - *seen);
-                *seen = seconds;
-            }
-        }
-        if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
-            let pages: i64 =
-                statm.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-            self.resident.set(pages * 4096);
-        }
-        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-            self.open_fds.set(i64::try_from(fds.count()).unwrap_or(0));
-        }
     }
 }

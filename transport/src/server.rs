@@ -154,7 +154,7 @@ pub async fn run_with_reloads(
             // Its place taken by a new connection before it showed a token, it closes.
             let evicted = async {
                 evicted.cancelled().await;
-                state_now.metrics.connections_refused.inc();
+                state_now.metrics.connections_evicted.inc();
                 debug!(%peer, "a connection that showed no token closed to make room for a new one");
             };
             tokio::select! {
