@@ -119,10 +119,22 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
         }
     }
     let mut news = state.ended_news();
-    let since = *news.borrow_and_update();
+    let mut since = *news.borrow_and_update();
+    // The list is looked through once, then again only when a session of the caller's ended:
+    // another identity's sessions ending wake the poll, and cost it a look at the news since
+    // it last looked.
+    let mut look = true;
     loop {
-        news.mark_unchanged();
+        let latest = *news.borrow_and_update();
         let ended = state.ended_since(since, owner);
+        if !look && ended.is_empty() {
+            since = latest;
+            if tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
+                return Ok(json(StatusCode::OK, &KeepAliveAnswer::default()));
+            }
+            continue;
+        }
+        look = false;
         let reset: Vec<String> = ended.iter().filter(|e| e.1).map(|e| e.0.clone()).collect();
         let mut gone: Vec<String> = ended.into_iter().map(|e| e.0).collect();
         let mut seen: HashSet<&str> = gone.iter().map(String::as_str).collect();

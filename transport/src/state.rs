@@ -348,10 +348,12 @@ impl AppState {
     /// connection.
     pub fn ended_since(&self, since: u64, owner: &IdentityId) -> Vec<(String, bool)> {
         let list = lock(&self.ended.list);
-        list.iter()
-            .filter(|e| e.seq > since && e.owner == *owner)
-            .map(|e| (e.id.clone(), e.reset))
-            .collect()
+        // Newest last: only the entries after `since` are looked at.
+        let newer = list.iter().rev().take_while(|e| e.seq > since);
+        let mut ended: Vec<_> =
+            newer.filter(|e| e.owner == *owner).map(|e| (e.id.clone(), e.reset)).collect();
+        ended.reverse();
+        ended
     }
 
     /// The TLS settings of links to `upstream`, built on first use.
