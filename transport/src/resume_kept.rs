@@ -47,7 +47,9 @@ pub struct KeptPlace {
 /// An answer's last bytes, in chunks (shared with what went out, not copied).
 #[derive(Debug)]
 pub struct KeptAnswer {
-    chunks: VecDeque<Bytes>,
+    /// Each chunk kept, with the answer's offset of its first byte (a resume finds the chunk
+    /// holding a byte by a binary search: answers read as they come are many small chunks).
+    chunks: VecDeque<(u64, Bytes)>,
     /// The answer's offset of the first chunk kept.
     base: u64,
     /// The digest of the answer's bytes before `base`.
@@ -76,7 +78,10 @@ impl KeptAnswer {
     pub fn record(&mut self, chunk: &Bytes, window: u64) {
         let n = chunk.len() as u64;
         self.len += n;
-        while self.chunks.front().is_some_and(|c| self.len - (self.base + c.len() as u64) >= window)
+        while self
+            .chunks
+            .front()
+            .is_some_and(|c| self.len - (self.base + c.1.len() as u64) >= window)
         {
             self.drop_oldest();
         }
@@ -92,12 +97,12 @@ impl KeptAnswer {
         if self.chunks.is_empty() {
             self.base = self.len - n;
         }
-        self.chunks.push_back(chunk.clone());
+        self.chunks.push_back((self.len - n, chunk.clone()));
     }
 
     /// Drops the oldest kept chunk (hashed now) and gives its room back.
     fn drop_oldest(&mut self) {
-        if let Some(chunk) = self.chunks.pop_front() {
+        if let Some((_, chunk)) = self.chunks.pop_front() {
             self.base_digest.update(&chunk);
             self.base += chunk.len() as u64;
             self.budget.give_back(chunk.len() as u64);
@@ -106,7 +111,7 @@ impl KeptAnswer {
 
     /// Drops every kept chunk, hashed (the answer can be resumed only from its end).
     pub fn forget(&mut self) {
-        for chunk in &self.chunks {
+        for (_, chunk) in &self.chunks {
             self.base_digest.update(chunk);
         }
         self.release();
@@ -115,7 +120,7 @@ impl KeptAnswer {
 
     /// Drops every kept chunk, unhashed, and gives their room back (the answer is done with).
     pub fn release(&mut self) {
-        let kept: u64 = self.chunks.iter().map(|c| c.len() as u64).sum();
+        let kept: u64 = self.chunks.iter().map(|c| c.1.len() as u64).sum();
         // A small list is kept for the next answer (most answers are a chunk or a few); one a
         // large answer grew is freed.
         if self.chunks.capacity() > KEEP_LIST_CAPACITY {
@@ -135,7 +140,7 @@ impl KeptAnswer {
     /// Where the kept bytes stand, and the bytes (a take-over moves them).
     pub fn export(&self) -> (KeptPlace, Vec<Bytes>) {
         let place = KeptPlace { base: self.base, base_digest: self.base_digest, len: self.len };
-        (place, self.chunks.iter().cloned().collect())
+        (place, self.chunks.iter().map(|c| c.1.clone()).collect())
     }
 
     /// Takes what [`Self::export`] gave, within the budget (else the bytes are not kept, and
@@ -149,14 +154,14 @@ impl KeptAnswer {
             self.base = place.len;
             return;
         }
-        self.chunks.push_back(Bytes::from(bytes));
+        self.chunks.push_back((place.base, Bytes::from(bytes)));
     }
 
     /// True when `bytes` lie within a chunk kept (they share its memory).
     #[cfg(test)]
     pub fn holds(&self, bytes: &Bytes) -> bool {
         let range = bytes.as_ptr_range();
-        self.chunks.iter().any(|c| {
+        self.chunks.iter().any(|(_, c)| {
             let kept = c.as_ptr_range();
             kept.start <= range.start && range.end <= kept.end
         })
@@ -176,16 +181,14 @@ impl KeptAnswer {
                 self.base, self.len
             )));
         }
-        let mut skip = from - self.base;
         let mut before = self.base_digest;
-        for chunk in &self.chunks {
-            let len = chunk.len() as u64;
-            if skip < len {
+        for (start, chunk) in &self.chunks {
+            let skip = from - start;
+            if skip < chunk.len() as u64 {
                 before.update(&chunk[..skip as usize]);
                 break;
             }
             before.update(chunk);
-            skip -= len;
         }
         Ok(before)
     }
@@ -199,15 +202,15 @@ impl KeptAnswer {
         if from < self.base || from > self.len {
             return KeptChunk::Gone;
         }
-        let mut skip = from - self.base;
-        for chunk in &self.chunks {
-            let len = chunk.len() as u64;
-            if skip < len {
-                return KeptChunk::Bytes(chunk.slice(skip as usize..));
-            }
-            skip -= len;
+        // The first chunk that starts after `from`; the one before it holds it.
+        let after = self.chunks.partition_point(|(start, _)| *start <= from);
+        let Some((start, chunk)) = after.checked_sub(1).and_then(|i| self.chunks.get(i)) else {
+            return KeptChunk::Gone;
+        };
+        match usize::try_from(from - start) {
+            Ok(skip) if skip < chunk.len() => KeptChunk::Bytes(chunk.slice(skip..)),
+            _ => KeptChunk::Gone,
         }
-        KeptChunk::Gone
     }
 }
 

@@ -173,6 +173,8 @@ fn a_new_step_ends_a_resumed_answer_which_held_one_chunk_at_most() {
     assert_eq!(chunk.flatten().map(|c| c.len()), Some(990));
     assert!(r.begin(2).is_ok());
     assert_eq!(budget.used(), 0, "the last step's kept bytes are given back");
+    // The new step's answer is longer: its bytes are kept where the old response stood.
+    r.record_whole(StatusCode::OK, &Bytes::from(vec![8u8; 2000]));
     let now = futures_util::FutureExt::now_or_never(resumed.next_chunk());
     assert_eq!(now, Some(None), "the resumed answer of the last step sends nothing more");
 }
