@@ -6,7 +6,8 @@
 //! `error`, `client_addr`, `id_hash`, `audit_redact`, `audit` (the audit log), `identity` (who
 //! a token is), `config`, `config_checks`
 //! → `relay` (the upstream leg at packet level)
-//! → `shares` (each identity's share of what the transport holds)
+//! → `shares` (each identity's share of what the transport holds), `ended` (sessions ended
+//! lately, each identity's news of them)
 //! → `resume_kept`, `resume` (a step's answer kept for a resume, within the
 //! budget all sessions share and the identity's share of it)
 //! → `upload_held`, `session`, `handover` (what a take-over's
@@ -32,6 +33,7 @@ pub mod client_addr;
 pub mod command_log;
 pub mod config;
 pub mod config_checks;
+pub mod ended;
 pub mod ending;
 pub mod error;
 pub mod handover;

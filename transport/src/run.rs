@@ -118,17 +118,15 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
             tokio::task::yield_now().await;
         }
     }
-    let mut news = state.ended_news();
-    let mut since = *news.borrow_and_update();
-    // The list is looked through once, then again only when a session of the caller's ended:
-    // another identity's sessions ending wake the poll, and cost it a look at the news since
-    // it last looked.
+    // News of the caller's own sessions only: sessions of others ending never wake it.
+    let (mut news, mut since) = state.ended.news(owner);
+    // The list is looked through once, then again only when a session of the caller's ended.
     let mut look = true;
     loop {
         let latest = *news.borrow_and_update();
-        let ended = state.ended_since(since, owner);
+        let ended = state.ended.since(since, owner);
         if !look && ended.is_empty() {
-            since = latest;
+            since = since.max(latest);
             if tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
                 return Ok(json(StatusCode::OK, &KeepAliveAnswer::default()));
             }

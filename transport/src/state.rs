@@ -16,27 +16,8 @@ use crate::session::{Session, SessionLimits, SessionTable, lock};
 /// The share of sessions not logged in yet, as its config key names it.
 const LOGGING_IN: &str = "max_sessions_logging_in_per_token";
 
-/// Most ended sessions remembered for keep-alives waiting for news.
-const MAX_ENDED: usize = 4096;
-
-/// Sessions that ended, oldest first, and the latest sequence.
-#[derive(Debug, Default)]
-struct EndedSessions {
-    list: std::sync::Mutex<std::collections::VecDeque<Ended>>,
-    news: tokio::sync::watch::Sender<u64>,
-}
-
-/// A session that ended.
-#[derive(Debug)]
-struct Ended {
-    seq: u64,
-    id: String,
-    owner: IdentityId,
-    /// Its upstream reset the connection.
-    reset: bool,
-    /// Its upstream closed the connection (it was not ended by the transport).
-    by_upstream: bool,
-}
+/// Most sessions revoked by a reload remembered (to tell their next request why).
+const MAX_REVOKED: usize = 4096;
 
 /// Everything request handlers share.
 #[derive(Debug)]
@@ -59,8 +40,8 @@ pub struct AppState {
     pub shares: Arc<crate::shares::Shares>,
     /// Room for answers kept for resumes, all sessions together (`max_resume_bytes`).
     pub resume_budget: Arc<crate::resume_kept::ResumeBudget>,
-    /// Sessions ended by their upstream, newest last; keep-alives waiting for news watch it.
-    ended: EndedSessions,
+    /// Sessions that ended lately, and each identity's news of them for its keep-alives.
+    pub ended: crate::ended::EndedSessions,
     /// New sessions for the reaper to watch.
     pub reaper: mpsc::UnboundedSender<Arc<Session>>,
     /// TLS settings of upstream links, built once per upstream.
@@ -103,7 +84,7 @@ impl AppState {
             audit: std::sync::OnceLock::new(),
             churn: crate::churn::Churn::default(),
             handover: crate::handover::Handover::default(),
-            ended: EndedSessions::default(),
+            ended: crate::ended::EndedSessions::default(),
             upstream_tls: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -186,7 +167,7 @@ impl AppState {
     pub fn revoke(&self, session: &Session) -> Option<Arc<Session>> {
         let session = self.sessions.remove(&session.id)?;
         let mut list = lock(&self.revoked);
-        if list.len() >= MAX_ENDED {
+        if list.len() >= MAX_REVOKED {
             list.pop_front();
         }
         list.push_back((session.id.clone(), session.owner.clone()));
@@ -312,48 +293,18 @@ impl AppState {
     /// Records that session `id` of `owner` ended (the transport ended it), and wakes the
     /// keep-alives waiting for news.
     pub fn session_ended(&self, id: &str, owner: &IdentityId, reset: bool) {
-        self.record_end(id, owner, reset, false);
+        self.ended.record(id, owner, reset, false);
     }
 
     /// [`Self::session_ended`] for a session whose upstream closed its connection (`reset`:
     /// with a reset) while it was idle.
     pub fn session_closed_by_upstream(&self, id: &str, owner: &IdentityId, reset: bool) {
-        self.record_end(id, owner, reset, true);
+        self.ended.record(id, owner, reset, true);
     }
 
     /// True when session `id` of `owner` ended lately because its upstream closed it.
     pub fn closed_by_upstream(&self, id: &str, owner: &IdentityId) -> bool {
-        let list = lock(&self.ended.list);
-        list.iter().rev().any(|e| e.by_upstream && e.id == id && e.owner == *owner)
-    }
-
-    fn record_end(&self, id: &str, owner: &IdentityId, reset: bool, by_upstream: bool) {
-        let mut list = lock(&self.ended.list);
-        let seq = list.back().map_or(1, |e| e.seq + 1);
-        if list.len() >= MAX_ENDED {
-            list.pop_front();
-        }
-        let (id, owner) = (id.to_owned(), owner.clone());
-        list.push_back(Ended { seq, id, owner, reset, by_upstream });
-        drop(list);
-        self.ended.news.send_replace(seq);
-    }
-
-    /// Where the record of ended sessions stands now, to wait for news from.
-    pub fn ended_news(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.ended.news.subscribe()
-    }
-
-    /// Sessions of `owner` that ended after `since`, and whether the upstream reset the
-    /// connection.
-    pub fn ended_since(&self, since: u64, owner: &IdentityId) -> Vec<(String, bool)> {
-        let list = lock(&self.ended.list);
-        // Newest last: only the entries after `since` are looked at.
-        let newer = list.iter().rev().take_while(|e| e.seq > since);
-        let mut ended: Vec<_> =
-            newer.filter(|e| e.owner == *owner).map(|e| (e.id.clone(), e.reset)).collect();
-        ended.reverse();
-        ended
+        self.ended.closed_by_upstream(id, owner)
     }
 
     /// The TLS settings of links to `upstream`, built on first use.
