@@ -149,7 +149,7 @@ impl Metrics {
         r.register("stream_lanes", lanes, m.stream_lanes.clone());
         r.register(
             "resume_bytes",
-            "Answer bytes kept for resumes (bounded by max_resume_bytes)",
+            "Answer bytes kept for resumes, with 64 bytes per chunk kept (bounded by max_resume_bytes)",
             m.resume_bytes.clone(),
         );
         let counters = [

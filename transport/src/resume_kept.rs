@@ -29,6 +29,11 @@ pub enum KeptChunk {
     Gone,
 }
 
+/// What keeping a chunk costs beyond its bytes (its handle, offset and place in the list),
+/// counted in the budget with them: an answer that trickles in as tiny chunks cannot keep
+/// many times its budget in bookkeeping.
+pub const KEPT_CHUNK_COST: u64 = 64;
+
 /// Most chunks whose list is kept from one answer to the next, not freed.
 const KEEP_LIST_CAPACITY: usize = 16;
 
@@ -85,7 +90,7 @@ impl KeptAnswer {
         {
             self.drop_oldest();
         }
-        while !self.budget.try_take(n) {
+        while !self.budget.try_take(n + KEPT_CHUNK_COST) {
             if self.chunks.is_empty() {
                 // No room at all: only a resume from the very end is possible.
                 self.base_digest.update(chunk);
@@ -105,7 +110,7 @@ impl KeptAnswer {
         if let Some((_, chunk)) = self.chunks.pop_front() {
             self.base_digest.update(&chunk);
             self.base += chunk.len() as u64;
-            self.budget.give_back(chunk.len() as u64);
+            self.budget.give_back(chunk.len() as u64 + KEPT_CHUNK_COST);
         }
     }
 
@@ -120,7 +125,7 @@ impl KeptAnswer {
 
     /// Drops every kept chunk, unhashed, and gives their room back (the answer is done with).
     pub fn release(&mut self) {
-        let kept: u64 = self.chunks.iter().map(|c| c.1.len() as u64).sum();
+        let kept: u64 = self.chunks.iter().map(|c| c.1.len() as u64 + KEPT_CHUNK_COST).sum();
         // A small list is kept for the next answer (most answers are a chunk or a few); one a
         // large answer grew is freed.
         if self.chunks.capacity() > KEEP_LIST_CAPACITY {
@@ -149,7 +154,8 @@ impl KeptAnswer {
         self.restart();
         (self.base, self.base_digest, self.len) = (place.base, place.base_digest, place.len);
         let n = bytes.len() as u64;
-        if n == 0 || place.len.checked_sub(place.base) != Some(n) || !self.budget.try_take(n) {
+        let cost = n + KEPT_CHUNK_COST;
+        if n == 0 || place.len.checked_sub(place.base) != Some(n) || !self.budget.try_take(cost) {
             self.base_digest = place.base_digest.then(&bytes);
             self.base = place.len;
             return;

@@ -4,7 +4,7 @@
 use super::*;
 use std::sync::Arc;
 
-use crate::resume_kept::{ResumeBudget, ResumeRoom};
+use crate::resume_kept::{KEPT_CHUNK_COST, ResumeBudget, ResumeRoom};
 
 /// The kept chunks `owner`'s resumed response sends from `from` on.
 fn kept_chunks(r: &Resumable, owner: u64, mut from: u64) -> Result<Vec<Bytes>, String> {
@@ -84,7 +84,8 @@ fn only_the_window_is_kept() {
 
 #[test]
 fn the_budget_bounds_what_all_sessions_keep() {
-    let budget = Arc::new(ResumeBudget::new(3 << 20, 3 << 20));
+    let room = (3 << 20) + 3 * KEPT_CHUNK_COST;
+    let budget = Arc::new(ResumeBudget::new(room, room));
     let (a, b) = (Resumable::default(), Resumable::default());
     a.set_budget(ResumeRoom::new(budget.clone(), None));
     b.set_budget(ResumeRoom::new(budget.clone(), None));
@@ -97,12 +98,13 @@ fn the_budget_bounds_what_all_sessions_keep() {
         }
         state.complete = true;
     }
-    assert_eq!(budget.used(), 3 << 20, "the budget is full, not exceeded");
+    assert_eq!(budget.used(), room, "the budget is full, not exceeded");
     assert_eq!(resumed_bytes(&a, 1, 0).map(|m| m.len()), Ok(2 << 20), "a kept its answer");
     assert!(resumed_bytes(&b, 1, 0).is_err(), "b kept only its last MiB");
     assert_eq!(resumed_bytes(&b, 1, 1 << 20).map(|m| m.len()), Ok(1 << 20));
     drop(a);
-    assert_eq!(budget.used(), 1 << 20, "a session's room is given back when it goes");
+    let one = (1 << 20) + KEPT_CHUNK_COST;
+    assert_eq!(budget.used(), one, "a session's room is given back when it goes");
     b.release();
     assert_eq!(budget.used(), 0);
 }
@@ -177,4 +179,18 @@ fn a_new_step_ends_a_resumed_answer_which_held_one_chunk_at_most() {
     r.record_whole(StatusCode::OK, &Bytes::from(vec![8u8; 2000]));
     let now = futures_util::FutureExt::now_or_never(resumed.next_chunk());
     assert_eq!(now, Some(None), "the resumed answer of the last step sends nothing more");
+}
+
+#[test]
+fn tiny_chunks_are_counted_with_their_bookkeeping() {
+    let budget = Arc::new(ResumeBudget::new(65_000, 65_000));
+    let r = Resumable::default();
+    r.set_budget(ResumeRoom::new(budget.clone(), None));
+    assert!(r.begin(1).is_ok());
+    let mut state = lock(&r.state);
+    for _ in 0..10_000 {
+        state.kept.record(&Bytes::from_static(b"x"), DEFAULT_RESUME_WINDOW);
+    }
+    assert_eq!(budget.used(), 65_000);
+    assert_eq!(state.kept.base(), 9_000, "1,000 chunks of a byte and their bookkeeping fill it");
 }
