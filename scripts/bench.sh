@@ -19,6 +19,10 @@
 #   take-over [ROUNDS] [SECONDS]
 #                              queries through repeated take-overs and without
 #                              (tests/benches/take_over.rs)
+#   keepalive [ROUNDS] [POLLS] [ENDS]
+#                              the transport's CPU per session end with no keep-alive long
+#                              poll waiting and with POLLS of another identity's waiting
+#                              (tests/benches/keepalive.rs)
 #   attack [ROUNDS] [SECONDS] [REQUESTS]
 #                              a sidecar's logins and queries under each attack on the door,
 #                              then the seeded door fuzzer (tests/benches/attack.rs,
@@ -49,6 +53,7 @@ case $what in
         ;;
     faults) cargo_bench faults "${1:-1500}" ${2:+"$2"} ;;
     take-over) cargo_bench take_over "${1:-3}" "${2:-10}" ;;
+    keepalive) cargo_bench keepalive "${1:-3}" "${2:-200}" "${3:-240}" ;;
     attack)
         cargo_bench attack "${1:-3}" "${2:-8}"
         # The fuzzer checks invariants, not speed: the test build, as scripts/test.sh's short pass.
@@ -56,6 +61,6 @@ case $what in
         TMPDIR="$WORK/tmp" SQLTUNNEL_TEST_MYSQL_PORT=$db_port SQLTUNNEL_DOOR_REQUESTS=${3:-5000} \
             cargo test -p e2e --test door --locked -- fuzz:: --nocapture
         ;;
-    help | -h) sed -n '2,25p' "$0" ;;
-    *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+    help | -h) sed -n '2,29p' "$0" ;;
+    *) sed -n '2,29p' "$0" >&2; exit 2 ;;
 esac

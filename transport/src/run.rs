@@ -127,7 +127,7 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
         let ended = state.ended.since(since, owner);
         if !look && ended.is_empty() {
             since = since.max(latest);
-            if tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
+            if !news_before(&mut news, deadline).await {
                 return Ok(json(StatusCode::OK, &KeepAliveAnswer::default()));
             }
             continue;
@@ -148,7 +148,7 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
             }
         }
         gone.extend(missing);
-        if !gone.is_empty() || tokio::time::timeout_at(deadline, news.changed()).await.is_err() {
+        if !gone.is_empty() || !news_before(&mut news, deadline).await {
             let revoked = gone
                 .iter()
                 .filter(|id| matches!(state.session_gone(id, owner), Error::AccessRevoked(_)))
@@ -157,6 +157,15 @@ async fn keep_alive(state: &Arc<AppState>, req: Step, caller: &Caller) -> Result
             return Ok(json(StatusCode::OK, &KeepAliveAnswer { gone, reset, revoked }));
         }
     }
+}
+
+/// True when news came before `deadline`; false at the deadline (or should the news ever
+/// close: the answer is then that none ended, never a loop).
+async fn news_before(
+    news: &mut tokio::sync::watch::Receiver<u64>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    matches!(tokio::time::timeout_at(deadline, news.changed()).await, Ok(Ok(())))
 }
 
 /// The session ends and its upstream connection is closed, without making the client wait:
