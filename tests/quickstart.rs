@@ -69,7 +69,7 @@ async fn the_linux_quick_start_runs_as_written_and_its_sidecar_relays() {
             std::fs::create_dir_all(d).expect("dir");
         }
         let pid_file = dir.join("sidecar.pid");
-        let _started = Started(pid_file.clone());
+        let started = Started(pid_file.clone());
 
         // The archive and its sums, as scripts/release.sh makes them.
         let name = format!("sqltunnel-{}-x86_64-unknown-linux-musl", env!("CARGO_PKG_VERSION"));
@@ -144,6 +144,8 @@ esac
         let one: Option<u8> = conn.query_first("SELECT 1").await.expect("query");
         assert_eq!(one, Some(1));
         drop(conn.disconnect().await);
+        // The sidecar stopped first: its pid is in the directory.
+        drop(started);
         drop(std::fs::remove_dir_all(&dir));
     })
     .await;

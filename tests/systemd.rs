@@ -324,5 +324,7 @@ esac
     assert!(answer.contains(r#""identity":"bob""#), "the new instance serves bob: {answer}");
     let installed = root.join("usr/local/bin/transport");
     assert_eq!(mode(&installed), 0o755, "the new binary installed");
+    // The instances stopped first: their pids are in the directory.
+    drop(service);
     drop(std::fs::remove_dir_all(&dir));
 }
