@@ -155,3 +155,40 @@ async fn one_identity_cannot_take_the_whole_resume_budget() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_running_step_takes_room_from_its_identitys_idle_sessions() {
+    within(120, async {
+        let (budget, share) = (24 << 20, 12 << 20);
+        let extra = format!("max_resume_bytes: {budget}\nmax_resume_bytes_per_token: {share}\n");
+        let (_transport, port) = transport_with("resume-reclaim", &extra).await;
+        let legit = Legit::start(port).await;
+        // Three sessions of one identity, each left idle after a 10 MB answer: without room
+        // taken back, the first two would hold the whole share and the third keep nothing.
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            let id = logged_in_session(port).await;
+            let answer = large_answer(port, TOKEN, &id, 2).await;
+            sessions.push((id, answer.len()));
+            legit.login_and_query().await.expect("a sidecar works meanwhile");
+        }
+        let (last, len) = &sessions[2];
+        let window = len - kept_from(port, TOKEN, last, 2).await;
+        let kept = metric(port, Some(TOKEN), "sqltunnel_resume_bytes").await;
+        println!(
+            "the third session keeps {window} bytes of its answer; all keep {kept} (share {share})"
+        );
+        assert!(window >= 7 << 20, "the last step keeps only {window} bytes for a resume");
+        assert!(kept <= share, "the identity keeps {kept} bytes, over its share");
+        // The first session's answer was let go: a resume from its end still works.
+        let (first, len) = &sessions[0];
+        assert_eq!(kept_from(port, TOKEN, first, 2).await, *len, "nothing kept before its end");
+        let path = format!("/v1/sessions/{first}/command");
+        let end = len.to_string();
+        let again = [KIND, ("x-tunnel-step", "2"), ("x-tunnel-resume-from", &*end)];
+        let (status, rest) = post_as(port, TOKEN, &path, &again, &packet(0, b"\x03SELECT 1")).await;
+        assert_eq!((status, rest.len()), (200, 0), "a resume from the end of a let-go answer");
+        legit.login_and_query().await.expect("a sidecar works meanwhile");
+    })
+    .await;
+}

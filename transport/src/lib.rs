@@ -8,8 +8,9 @@
 //! → `relay` (the upstream leg at packet level)
 //! → `shares` (each identity's share of what the transport holds), `ended` (sessions ended
 //! lately, each identity's news of them)
-//! → `resume_kept`, `resume` (a step's answer kept for a resume, within the
-//! budget all sessions share and the identity's share of it)
+//! → `resume_idle` (finished answers a step without room may let go), `resume_room` (the
+//! budget all sessions share and each identity's share of it), `resume_kept`, `resume` (a
+//! step's answer kept for a resume)
 //! → `upload_held`, `session`, `handover` (what a take-over's
 //! two processes know while sessions move), `readiness`, `refusals`
 //! → `process_metrics`, `metrics`, `churn`, `state`
@@ -52,7 +53,9 @@ pub mod relay;
 pub mod reply;
 pub mod request_body;
 pub mod resume;
+pub mod resume_idle;
 pub mod resume_kept;
+pub mod resume_room;
 pub mod run;
 pub mod server;
 pub mod session;

@@ -7,8 +7,8 @@
 //! it comes. The window ([`DEFAULT_RESUME_WINDOW`] unless
 //! configured) must exceed what the sockets and proxies between the two hold in flight.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, TryLockError, Weak};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -18,22 +18,13 @@ use http::StatusCode;
 use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
-use crate::resume_kept::ResumeRoom;
-use crate::resume_kept::{KeptAnswer, KeptChunk, KeptPlace};
+use crate::resume_idle::{Reclaim, Reclaimed};
+use crate::resume_kept::{KeptAnswer, KeptChunk};
+use crate::resume_room::ResumeRoom;
 
-/// The last step of a session as it moves to another process in a take-over: its number,
-/// status, whether its answer ended, and where its kept bytes stand (they go beside it).
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub struct LastStep {
-    /// The step.
-    pub step: u64,
-    /// Its answer's HTTP status.
-    pub status: u16,
-    /// Its answer ended.
-    pub complete: bool,
-    /// Where its kept bytes stand.
-    pub kept: KeptPlace,
-}
+#[path = "resume_moved.rs"]
+mod moved;
+pub use moved::LastStep;
 
 /// The owner of a turn whose response is gone: the turn waits for its step to come again.
 const NOBODY: u64 = 0;
@@ -93,12 +84,27 @@ struct State {
     /// The response that last began sending the step's answer: an earlier one that sends
     /// kept bytes stops at its next chunk, so resumes never pile up.
     reader: u64,
+    /// The session is on its budget's list of finished answers that may be let go.
+    listed: bool,
+    /// Itself, as that list holds it.
+    me: Weak<Resumable>,
 }
 
 impl State {
     fn new_owner(&mut self) -> u64 {
         self.owners += 1;
         self.owners
+    }
+
+    /// The step's answer is whole: while it keeps bytes, a step of another session that finds
+    /// no room may let them go (`resume_idle`).
+    fn finished(&mut self) {
+        self.complete = true;
+        if !self.kept.is_empty() {
+            let holder: Weak<dyn Reclaim> = self.me.clone();
+            self.kept.room().finished(holder, self.listed);
+            self.listed = true;
+        }
     }
 }
 
@@ -125,6 +131,8 @@ impl Default for Resumable {
             live: Live::Idle,
             owners: NOBODY,
             reader: NOBODY,
+            listed: false,
+            me: Weak::new(),
         };
         Self { state: Mutex::new(state), window: DEFAULT_RESUME_WINDOW.into() }
     }
@@ -138,9 +146,10 @@ impl Resumable {
 
     /// Takes the room for kept answers from `budget` (the transport's `max_resume_bytes`,
     /// within the session's identity's share).
-    pub fn set_budget(&self, budget: ResumeRoom) {
+    pub fn set_budget(self: &Arc<Self>, budget: ResumeRoom) {
         let mut state = lock(&self.state);
         state.kept.set_budget(budget);
+        state.me = Arc::downgrade(self);
     }
 
     /// True when answers are kept for a resume.
@@ -226,7 +235,7 @@ impl Resumable {
             state.kept.record(chunk, window);
         }
         let ended = finished.then(|| {
-            state.complete = true;
+            state.finished();
             std::mem::take(&mut state.live)
         });
         drop(state);
@@ -257,7 +266,7 @@ impl Resumable {
         }
         state.status = status;
         state.kept.record(body, u64::MAX);
-        state.complete = true;
+        state.finished();
     }
 
     /// True while a turn waits for its step to be sent again.
@@ -290,51 +299,6 @@ impl Resumable {
             (state.complete, state.reader) = (false, NOBODY);
         }
         self.abandon();
-    }
-
-    /// The last step and its kept bytes, to move to another process; `None` while a turn runs.
-    pub fn export(&self) -> Option<(LastStep, Vec<Bytes>)> {
-        let state = lock(&self.state);
-        if !matches!(state.live, Live::Idle) {
-            return None;
-        }
-        let (kept, bytes) = state.kept.export();
-        let (step, status, complete) = (state.step, state.status.as_u16(), state.complete);
-        Some((LastStep { step, status, complete, kept }, bytes))
-    }
-
-    /// Takes the last step of a session that moved here ([`Self::export`]'s).
-    pub fn import(&self, last: LastStep, bytes: Vec<u8>) {
-        let mut state = lock(&self.state);
-        state.step = last.step;
-        state.status = StatusCode::from_u16(last.status).unwrap_or(StatusCode::OK);
-        state.complete = last.complete;
-        state.kept.import(last.kept, bytes);
-    }
-
-    /// Runs a turn that waits for a resume to its end, its answer kept as it comes (within
-    /// the window): a take-over moves the session once it is between turns, and the sidecar's
-    /// resume reads the rest from what was kept. False when no turn waits.
-    pub async fn finish_parked(&self) -> bool {
-        let owner = {
-            let mut state = lock(&self.state);
-            let owner = state.new_owner();
-            match &mut state.live {
-                Live::Running { owner: current, .. } if *current == NOBODY => *current = owner,
-                _ => return false,
-            }
-            owner
-        };
-        std::future::poll_fn(|cx| {
-            loop {
-                match self.poll_turn(owner, cx) {
-                    Poll::Ready(Some(_)) => continue,
-                    Poll::Ready(None) => return Poll::Ready(true),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-        })
-        .await
     }
 
     /// Step `step` again, from byte `from` of its answer. A running turn is taken over at
@@ -372,6 +336,26 @@ impl Resumable {
         let owner = state.new_owner();
         state.reader = owner;
         Ok(Resumed::Whole(state.status, owner, from, before))
+    }
+}
+
+impl Reclaim for Resumable {
+    fn reclaim(&self) -> Reclaimed {
+        let mut state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Reclaimed::Busy,
+        };
+        if !matches!(state.live, Live::Idle) {
+            return Reclaimed::Busy;
+        }
+        state.listed = false;
+        if !state.complete || state.kept.is_empty() {
+            return Reclaimed::Empty;
+        }
+        // Hashed as it goes: a resume from the answer's end (nothing lost) still works.
+        state.kept.forget();
+        Reclaimed::Freed
     }
 }
 

@@ -8,14 +8,12 @@
 //! never more memory.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use common::wire::AnswerDigest;
 
 use crate::Error;
-use crate::shares::{IdentityCounts, Share};
+use crate::resume_room::ResumeRoom;
 
 /// What a resumed response sends next from the kept bytes ([`KeptAnswer::chunk_from`]).
 #[derive(Debug)]
@@ -173,6 +171,16 @@ impl KeptAnswer {
         })
     }
 
+    /// True when no byte is kept.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Where the kept bytes' room comes from.
+    pub fn room(&self) -> &ResumeRoom {
+        &self.budget
+    }
+
     /// The answer's offset of the first byte kept.
     pub fn base(&self) -> u64 {
         self.base
@@ -217,143 +225,5 @@ impl KeptAnswer {
             Ok(skip) if skip < chunk.len() => KeptChunk::Bytes(chunk.slice(skip..)),
             _ => KeptChunk::Gone,
         }
-    }
-}
-
-/// Where one session's kept bytes take their room: the transport's budget and, for a session
-/// of an identity, that identity's share of it.
-#[derive(Debug, Clone)]
-pub struct ResumeRoom {
-    budget: Arc<ResumeBudget>,
-    owner: Option<Arc<IdentityCounts>>,
-}
-
-impl ResumeRoom {
-    /// Room from `budget`, within the share of the identity whose counts are `owner`.
-    pub fn new(budget: Arc<ResumeBudget>, owner: Option<Arc<IdentityCounts>>) -> Self {
-        Self { budget, owner }
-    }
-
-    /// Room without a limit (a session on its own, in unit tests).
-    pub fn unlimited() -> Self {
-        Self::new(Arc::new(ResumeBudget::new(u64::MAX, u64::MAX)), None)
-    }
-
-    /// Takes room for `n` bytes: the owner's share first, then the budget; false (and nothing
-    /// taken) when either has none.
-    fn try_take(&self, n: u64) -> bool {
-        let share = usize::try_from(n).unwrap_or(usize::MAX);
-        let within_share = self
-            .owner
-            .as_ref()
-            .is_none_or(|owner| owner.add(Share::ResumeBytes, share, self.budget.share_limit()));
-        if !within_share {
-            return false;
-        }
-        if self.budget.try_take(n) {
-            return true;
-        }
-        if let Some(owner) = &self.owner {
-            owner.sub(Share::ResumeBytes, share);
-        }
-        false
-    }
-
-    /// Gives back room for `n` bytes, to the budget and the owner's share.
-    fn give_back(&self, n: u64) {
-        self.budget.give_back(n);
-        if let Some(owner) = &self.owner {
-            owner.sub(Share::ResumeBytes, usize::try_from(n).unwrap_or(usize::MAX));
-        }
-    }
-}
-
-/// Bytes kept for resumes, against a limit for all sessions and one for each identity's.
-#[derive(Debug)]
-pub struct ResumeBudget {
-    limit: AtomicU64,
-    share_limit: AtomicU64,
-    used: AtomicU64,
-}
-
-impl ResumeBudget {
-    /// A budget of `limit` bytes, of which one identity's sessions keep at most `share_limit`.
-    pub fn new(limit: u64, share_limit: u64) -> Self {
-        let (limit, share_limit) = (AtomicU64::new(limit), AtomicU64::new(share_limit));
-        Self { limit, share_limit, used: AtomicU64::new(0) }
-    }
-
-    /// Changes the limits (a reload); bytes kept beyond lower ones are given back as their
-    /// sessions move on.
-    pub fn set_limits(&self, limit: u64, share_limit: u64) {
-        self.limit.store(limit, Ordering::Relaxed);
-        self.share_limit.store(share_limit, Ordering::Relaxed);
-    }
-
-    /// Most bytes one identity's sessions keep.
-    fn share_limit(&self) -> usize {
-        usize::try_from(self.share_limit.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
-    }
-
-    /// Takes room for `n` bytes; false when it would pass the limit.
-    pub fn try_take(&self, n: u64) -> bool {
-        let limit = self.limit.load(Ordering::Relaxed);
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(n).filter(|&total| total <= limit)
-            })
-            .is_ok()
-    }
-
-    /// Gives back room for `n` bytes.
-    pub fn give_back(&self, n: u64) {
-        // The update always applies (it never answers None).
-        let _before = self
-            .used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| Some(used.saturating_sub(n)));
-    }
-
-    /// Bytes kept now.
-    pub fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn room_is_taken_within_the_limit_and_given_back() {
-        let budget = ResumeBudget::new(100, 100);
-        assert!(budget.try_take(60));
-        assert!(!budget.try_take(41), "past the limit");
-        assert!(budget.try_take(40));
-        assert_eq!(budget.used(), 100);
-        budget.give_back(70);
-        assert!(budget.try_take(70));
-        budget.set_limits(50, 50);
-        assert!(!budget.try_take(1), "a lower limit holds at once for new room");
-        budget.give_back(1_000);
-        assert_eq!(budget.used(), 0, "never below zero");
-    }
-
-    #[test]
-    fn one_identity_keeps_no_more_than_its_share() {
-        let budget = Arc::new(ResumeBudget::new(100, 60));
-        let (alice, bob) =
-            (Arc::new(IdentityCounts::default()), Arc::new(IdentityCounts::default()));
-        let room =
-            |owner: &Arc<IdentityCounts>| ResumeRoom::new(budget.clone(), Some(owner.clone()));
-        let (a1, a2, b) = (room(&alice), room(&alice), room(&bob));
-        assert!(a1.try_take(40));
-        assert!(!a2.try_take(30), "alice's sessions together are at her share");
-        assert!(a2.try_take(20));
-        assert!(b.try_take(40), "bob finds the rest of the budget");
-        assert!(!b.try_take(1), "the budget is full");
-        assert_eq!(bob.held(Share::ResumeBytes), 40, "a refusal takes nothing of the share");
-        a1.give_back(40);
-        assert_eq!((alice.held(Share::ResumeBytes), budget.used()), (20, 60));
-        assert!(b.try_take(20), "bob's share is his own");
     }
 }

@@ -4,7 +4,9 @@
 use super::*;
 use std::sync::Arc;
 
-use crate::resume_kept::{KEPT_CHUNK_COST, ResumeBudget, ResumeRoom};
+use crate::resume_kept::KEPT_CHUNK_COST;
+use crate::resume_room::{ResumeBudget, ResumeRoom};
+use crate::shares::IdentityCounts;
 
 /// The kept chunks `owner`'s resumed response sends from `from` on.
 fn kept_chunks(r: &Resumable, owner: u64, mut from: u64) -> Result<Vec<Bytes>, String> {
@@ -86,7 +88,7 @@ fn only_the_window_is_kept() {
 fn the_budget_bounds_what_all_sessions_keep() {
     let room = (3 << 20) + 3 * KEPT_CHUNK_COST;
     let budget = Arc::new(ResumeBudget::new(room, room));
-    let (a, b) = (Resumable::default(), Resumable::default());
+    let (a, b) = (Arc::new(Resumable::default()), Arc::new(Resumable::default()));
     a.set_budget(ResumeRoom::new(budget.clone(), None));
     b.set_budget(ResumeRoom::new(budget.clone(), None));
     let chunk = Bytes::from(vec![1u8; 1 << 20]);
@@ -184,7 +186,7 @@ fn a_new_step_ends_a_resumed_answer_which_held_one_chunk_at_most() {
 #[test]
 fn tiny_chunks_are_counted_with_their_bookkeeping() {
     let budget = Arc::new(ResumeBudget::new(65_000, 65_000));
-    let r = Resumable::default();
+    let r = Arc::new(Resumable::default());
     r.set_budget(ResumeRoom::new(budget.clone(), None));
     assert!(r.begin(1).is_ok());
     let mut state = lock(&r.state);
@@ -193,4 +195,46 @@ fn tiny_chunks_are_counted_with_their_bookkeeping() {
     }
     assert_eq!(budget.used(), 65_000);
     assert_eq!(state.kept.base(), 9_000, "1,000 chunks of a byte and their bookkeeping fill it");
+}
+
+#[test]
+fn a_step_without_room_takes_it_from_idle_sessions_finished_answers_its_identitys_first() {
+    let mib = 1u64 << 20;
+    let room = 3 * (mib + KEPT_CHUNK_COST);
+    let budget = Arc::new(ResumeBudget::new(room, 2 * (mib + KEPT_CHUNK_COST)));
+    let (alice, bob) = (Arc::new(IdentityCounts::default()), Arc::new(IdentityCounts::default()));
+    let session = |owner: &Arc<IdentityCounts>| {
+        let r = Arc::new(Resumable::default());
+        r.set_budget(ResumeRoom::new(budget.clone(), Some(owner.clone())));
+        r
+    };
+    let (idle_alice, idle_bob, running) = (session(&alice), session(&bob), session(&alice));
+    let chunk = Bytes::from(vec![1u8; 1 << 20]);
+    for r in [&idle_bob, &idle_alice] {
+        assert!(r.begin(1).is_ok());
+        r.record_whole(StatusCode::OK, &chunk);
+    }
+    assert!(running.begin(1).is_ok());
+    let mut state = lock(&running.state);
+    state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
+    assert_eq!(budget.used(), room, "the budget is full");
+    state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
+    drop(state);
+    assert!(resumed_bytes(&running, 1, 0).is_err(), "still running");
+    assert_eq!(lock(&running.state).kept.base(), 0, "the running step kept both chunks");
+    assert!(resumed_bytes(&idle_alice, 1, 0).is_err(), "alice's idle answer was let go");
+    assert_eq!(resumed_bytes(&idle_alice, 1, mib).map(|b| b.len()), Ok(0), "but from its end");
+    assert_eq!(resumed_bytes(&idle_bob, 1, 0).map(|b| b.len()), Ok(1 << 20), "bob's is his");
+    // Alice is at her share: a third chunk takes the running step's own oldest.
+    let mut state = lock(&running.state);
+    state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
+    assert_eq!(state.kept.base(), mib);
+    drop(state);
+    // The budget, not a share, is what is short for carol: anyone's finished answer goes.
+    let carol = Arc::new(IdentityCounts::default());
+    let hers = session(&carol);
+    assert!(hers.begin(1).is_ok());
+    lock(&hers.state).kept.record(&chunk, DEFAULT_RESUME_WINDOW);
+    assert!(!lock(&hers.state).kept.is_empty(), "carol kept hers");
+    assert!(resumed_bytes(&idle_bob, 1, 0).is_err(), "bob's idle answer made the room");
 }

@@ -24,7 +24,7 @@ use crate::relay::{Framing, Phase, RelayLink};
 use crate::reply::ResponseBody;
 use crate::reply::{Reply, frames, no_content};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
-use crate::resume_kept::ResumeRoom;
+use crate::resume_room::ResumeRoom;
 use crate::session::Session;
 use crate::state::AppState;
 use crate::steps::{Step, StepRequest};

@@ -87,7 +87,6 @@ impl IdentityCounts {
     }
 
     /// What `share` counts now.
-    #[cfg(test)]
     pub(crate) fn held(&self, share: Share) -> usize {
         self.0[share.index()].load(Ordering::Acquire)
     }

@@ -39,7 +39,7 @@ pub struct AppState {
     /// What each identity holds of its shares (streams, connects, body bytes).
     pub shares: Arc<crate::shares::Shares>,
     /// Room for answers kept for resumes, all sessions together (`max_resume_bytes`).
-    pub resume_budget: Arc<crate::resume_kept::ResumeBudget>,
+    pub resume_budget: Arc<crate::resume_room::ResumeBudget>,
     /// Sessions that ended lately, and each identity's news of them for its keep-alives.
     pub ended: crate::ended::EndedSessions,
     /// New sessions for the reaper to watch.
@@ -68,7 +68,7 @@ impl AppState {
         Ok(Self {
             reaper,
             inflight: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_bytes)),
-            resume_budget: Arc::new(crate::resume_kept::ResumeBudget::new(
+            resume_budget: Arc::new(crate::resume_room::ResumeBudget::new(
                 config.max_resume_bytes,
                 config.max_resume_bytes_per_token,
             )),

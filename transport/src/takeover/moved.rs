@@ -13,7 +13,7 @@ use crate::identity::Caller;
 use crate::relay::RelayLink;
 use crate::relay::link_state::LinkState;
 use crate::resume::LastStep;
-use crate::resume_kept::ResumeRoom;
+use crate::resume_room::ResumeRoom;
 use crate::session::{Session, Who, lock};
 use crate::state::AppState;
 
