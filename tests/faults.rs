@@ -5,7 +5,8 @@
 //! see an error: the transport holds every session throughout, and in two runs a new transport
 //! takes the running one over every 2–5 s meanwhile. The seed is printed;
 //! `SQLTUNNEL_FAULT_SEED` replays one, `SQLTUNNEL_FAULT_CUTS` (`ci`, `LO-HI` in KB, `none`)
-//! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run.
+//! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run,
+//! `SQLTUNNEL_FAULT_RESUME_SHARE` (bytes) sets the identity's share of the resume budget.
 //! `scripts/bench.sh faults` runs a long pass.
 
 use e2e::fault_run::{RunPlan, run};

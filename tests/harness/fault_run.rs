@@ -151,6 +151,10 @@ pub async fn run(plan: RunPlan) -> Report {
     let proxy = FaultProxy::start(transport_addr, plan.faults).await;
     let mut transport = transport_yaml(mysql_port())
         .replace("session_timeout: 30s\n", "session_timeout: 60s\nheartbeat_interval: 1s\n");
+    // A small share of the resume budget (bytes), so that steps take room from idle sessions.
+    if let Ok(share) = std::env::var("SQLTUNNEL_FAULT_RESUME_SHARE") {
+        transport.push_str(&format!("max_resume_bytes_per_token: {share}\n"));
+    }
     // Runs of one seed may go on at once (a replay of it in every test): each its own names.
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let run = RUNS.fetch_add(1, Ordering::Relaxed);
