@@ -5,8 +5,9 @@
 //! see an error: the transport holds every session throughout, and in two runs a new transport
 //! takes the running one over every 2–5 s meanwhile. The seed is printed;
 //! `SQLTUNNEL_FAULT_SEED` replays one, `SQLTUNNEL_FAULT_CUTS` (`ci`, `LO-HI` in KB, `none`)
-//! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run,
-//! `SQLTUNNEL_FAULT_RESUME_SHARE` (bytes) sets the identity's share of the resume budget.
+//! sets where cuts fall, `SQLTUNNEL_FAULT_BLOBS=1` adds blobs to every run. In the plain
+//! stream run, four sessions stay idle after 3 MB answers that nearly fill the identity's
+//! share of the resume budget: the running steps' answers are kept by taking their room.
 //! `scripts/bench.sh faults` runs a long pass.
 
 use e2e::fault_run::{RunPlan, run};
@@ -34,13 +35,15 @@ struct Setup {
     stream: bool,
     blobs: bool,
     take_overs: bool,
+    /// Sessions left idle nearly fill the identity's resume share.
+    idle: bool,
 }
 
 /// A take-over every 2–5 s, in the runs that have them.
 const TAKE_OVER_EVERY: (u64, u64) = (2_000, 5_000);
 
 async fn faulted_run(setup: Setup) {
-    let Setup { compressed, passthrough, stream, blobs, take_overs } = setup;
+    let Setup { compressed, passthrough, stream, blobs, take_overs, idle } = setup;
     let seed = seed();
     if let Ok(level) = std::env::var("SQLTUNNEL_TEST_LOG") {
         let config = common::telemetry::LogConfig { level, ..Default::default() };
@@ -66,6 +69,7 @@ async fn faulted_run(setup: Setup) {
         passthrough,
         stream,
         take_overs: take_overs.then_some(TAKE_OVER_EVERY),
+        idle_sessions: if idle { 4 } else { 0 },
     };
     let report = within(400, run(plan)).await;
     println!("{} ({}): {}", plan.describe(), faults.describe(), report.summary(seed));
@@ -88,6 +92,7 @@ async fn random_cuts_neither_garble_nor_lose_nor_fail() {
         stream: false,
         blobs: false,
         take_overs: false,
+        idle: false,
     })
     .await;
 }
@@ -100,6 +105,7 @@ async fn random_cuts_of_compressed_answers_with_listed_logins() {
         stream: false,
         blobs: false,
         take_overs: false,
+        idle: false,
     })
     .await;
 }
@@ -112,6 +118,7 @@ async fn random_cuts_of_streams_neither_garble_nor_lose_nor_fail() {
         stream: true,
         blobs: false,
         take_overs: false,
+        idle: true,
     })
     .await;
 }
@@ -124,6 +131,7 @@ async fn random_cuts_of_compressed_streams_with_listed_logins() {
         stream: true,
         blobs: false,
         take_overs: false,
+        idle: false,
     })
     .await;
 }
@@ -136,6 +144,7 @@ async fn random_cuts_of_streams_with_blobs_of_one_to_four_mb_write_each_once() {
         stream: true,
         blobs: true,
         take_overs: false,
+        idle: false,
     })
     .await;
 }
@@ -148,6 +157,7 @@ async fn random_cuts_and_take_overs_neither_garble_nor_lose_nor_fail() {
         stream: false,
         blobs: false,
         take_overs: true,
+        idle: false,
     };
     faulted_run(setup).await;
 }
@@ -160,6 +170,7 @@ async fn random_cuts_of_compressed_streams_and_take_overs() {
         stream: true,
         blobs: false,
         take_overs: true,
+        idle: false,
     };
     faulted_run(setup).await;
 }

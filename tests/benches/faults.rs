@@ -47,6 +47,7 @@ async fn main() {
             passthrough,
             stream,
             take_overs: None,
+            idle_sessions: 0,
         };
         let report = run(plan).await;
         println!("{} ({}): {}", plan.describe(), faults.describe(), report.summary(seed));

@@ -41,7 +41,15 @@ pub struct RunPlan {
     /// A new transport takes the running one over every so often (milliseconds, drawn from
     /// this range).
     pub take_overs: Option<(u64, u64)>,
+    /// Sessions left idle after a 3 MB answer, under a share of the resume budget that their
+    /// kept answers nearly fill ([`IDLE_SHARE`]): the running steps keep theirs only by taking
+    /// the idle ones' room.
+    pub idle_sessions: usize,
 }
+
+/// The identity's share of the resume budget in a run with idle sessions (16 MiB: four idle
+/// sessions keep 12 MB of it).
+pub const IDLE_SHARE: u64 = 16 << 20;
 
 impl RunPlan {
     /// How the run's tunnel carries what: `plain requests, passthrough logins`…
@@ -54,7 +62,11 @@ impl RunPlan {
             if self.python { ", PyMySQL too" } else { "" },
             if self.blobs { ", blobs" } else { "" },
             if self.take_overs.is_some() { ", take-overs" } else { "" }
-        )
+        ) + &if self.idle_sessions > 0 {
+            format!(", {} idle sessions holding 12 of a 16 MiB resume share", self.idle_sessions)
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -151,9 +163,8 @@ pub async fn run(plan: RunPlan) -> Report {
     let proxy = FaultProxy::start(transport_addr, plan.faults).await;
     let mut transport = transport_yaml(mysql_port())
         .replace("session_timeout: 30s\n", "session_timeout: 60s\nheartbeat_interval: 1s\n");
-    // A small share of the resume budget (bytes), so that steps take room from idle sessions.
-    if let Ok(share) = std::env::var("SQLTUNNEL_FAULT_RESUME_SHARE") {
-        transport.push_str(&format!("max_resume_bytes_per_token: {share}\n"));
+    if plan.idle_sessions > 0 {
+        transport.push_str(&format!("max_resume_bytes_per_token: {IDLE_SHARE}\n"));
     }
     // Runs of one seed may go on at once (a replay of it in every test): each its own names.
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -196,6 +207,7 @@ pub async fn run(plan: RunPlan) -> Report {
         crate::opts(tunnel.sidecar.port(), Some(crate::DATABASE))
             .local_infile_handler(Some(handler)),
     );
+    let idle = idle_sessions(opts.clone(), plan.idle_sessions).await;
     let seed_of = move |client: usize| {
         plan.faults.seed ^ (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     };
@@ -230,6 +242,7 @@ pub async fn run(plan: RunPlan) -> Report {
         outcomes.push(handle.await.expect("client task"));
     }
     proxy.arm(false);
+    drop(idle);
     report.take_overs = take_overs.as_ref().map_or(0, TakeOvers::begun);
     for outcome in &outcomes {
         report.operations += outcome.operations;
@@ -262,6 +275,20 @@ pub async fn run(plan: RunPlan) -> Report {
         drop_tables(&table).await;
     }
     report
+}
+
+/// `n` sessions, each left idle after a 3 MB answer (read whole: through the faults, resumed).
+async fn idle_sessions(opts: Opts, n: usize) -> Vec<mysql_async::Conn> {
+    use mysql_async::prelude::Queryable;
+    let mut idle = Vec::new();
+    for _ in 0..n {
+        let mut conn = mysql_async::Conn::new(opts.clone()).await.expect("an idle session");
+        let sql = "SELECT REPEAT('x', 1000000) FROM seq_1_to_3";
+        let rows: Vec<String> = conn.query(sql).await.expect("its 3 MB answer");
+        assert_eq!(rows.iter().map(String::len).sum::<usize>(), 3_000_000);
+        idle.push(conn);
+    }
+    idle
 }
 
 /// Streams the transport still holds beyond a sidecar's idle pool (32), 10 s after the clients
