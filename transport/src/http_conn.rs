@@ -22,6 +22,12 @@ const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// Time a new connection has to send its first byte (sidecars and proxies send at once).
 pub const FIRST_BYTE: Duration = Duration::from_secs(10);
 
+/// Most bytes a connection buffers, a request head with them: a longer head is refused (431).
+/// hyper's default, about 400 KB, let each connection without a token hold that much for
+/// `idle_timeout` (4,096 of them 1.7 GB); a sidecar's head is well under 16 KiB, and nginx
+/// refuses a header line over 8 KiB by default.
+pub const MAX_BUFFER: usize = 64 * 1024;
+
 /// One HTTP connection on its shard: closed when it sends nothing for `FIRST_BYTE`, else
 /// served, over TLS when the transport has a certificate.
 pub async fn connection<S>(
@@ -91,6 +97,7 @@ where
 {
     let mut builder = http1::Builder::new();
     builder.keep_alive(true).timer(TokioTimer::new()).header_read_timeout(idle_timeout);
+    builder.max_buf_size(MAX_BUFFER);
     let connection = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
     tokio::select! {

@@ -305,6 +305,7 @@ async fn serve_metrics(
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(http_conn::FIRST_BYTE)
+                .max_buf_size(http_conn::MAX_BUFFER)
                 .serve_connection(TokioIo::new(stream), service);
             drop(tokio::time::timeout(Duration::from_secs(60), conn).await);
         });
