@@ -4,7 +4,9 @@
 //! connection without a token makes room for each new one, the attacker's first (its address
 //! holds many). A slow client's connection, opened before the attack and showing its token
 //! only after it (as a long TLS handshake or a token fetched from an issuer would), is not the
-//! one that goes. On both carriers.
+//! one that goes. Connections on which one identity showed its token fill every place too: its
+//! own places are at most `max_connections_per_token`, and a new sidecar still gets in. On
+//! both carriers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -99,6 +101,72 @@ async fn connections_without_a_token_make_room(carrier: Carrier) {
         assert!(made_room >= 1 && evicted >= made_room as u64, "the operator sees connections closed to make room");
         drop(legit);
         drop(transport);
+    })
+    .await;
+}
+
+const MALLORY: &str = "mallory-T0ken-4Hs8Qw2Zr6Lx9Pv";
+
+/// Connections on which another identity showed its token, then kept open, each with its
+/// answer read: every place is taken by them.
+async fn proven_connections(port: u16, n: usize) -> Vec<tokio::net::TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let Ok(mut s) = attacker_connect(port).await else { continue };
+        let ask =
+            format!("GET /v1/ready HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {MALLORY}\r\n\r\n");
+        if s.write_all(ask.as_bytes()).await.is_err() {
+            continue;
+        }
+        let Some(head) = read_head(&mut s, Duration::from_secs(5)).await else { continue };
+        let length = head.lines().find_map(|l| l.strip_prefix("content-length: "));
+        let mut body = vec![0u8; length.and_then(|n| n.trim().parse().ok()).unwrap_or(0)];
+        if s.read_exact(&mut body).await.is_ok() {
+            held.push(s);
+        }
+    }
+    held
+}
+
+#[tokio::test]
+async fn one_identity_cannot_hold_every_place_over_streams() {
+    one_identity_cannot_hold_every_place(Carrier::Stream).await;
+}
+
+#[tokio::test]
+async fn one_identity_cannot_hold_every_place_over_requests() {
+    one_identity_cannot_hold_every_place(Carrier::Requests).await;
+}
+
+/// Another identity's connections, each proven by its token, fill every place; a sidecar
+/// started then still gets its connections: that identity's own places are at most
+/// `max_connections_per_token`, and its others may go.
+async fn one_identity_cannot_hold_every_place(carrier: Carrier) {
+    within(120, async {
+        let per_token = 8;
+        let extra = format!(
+            "max_connections: {PLACES}\nmax_connections_per_token: {per_token}\nidentities:\n  - name: mallory\n    token: {MALLORY}\n    upstreams: [main]\n"
+        );
+        let (_transport, port) = transport_with(&format!("own-places-{carrier:?}"), &extra).await;
+        let held = proven_connections(port, PLACES).await;
+        assert_eq!(held.len(), PLACES, "mallory's connections took every place");
+        let legit = Legit::start_on(port, carrier).await;
+        let mut slowest = Duration::ZERO;
+        for round in 0..5 {
+            let logins = (0..4).map(|_| legit.login_and_query());
+            for result in futures_util::future::join_all(logins).await {
+                let took = result
+                    .unwrap_or_else(|e| panic!("round {round}: a legitimate login failed: {e}"));
+                slowest = slowest.max(took);
+            }
+        }
+        let name = r#"sqltunnel_identity_limited_total{identity="mallory",limit="max_connections_per_token"}"#;
+        let limited = metric(port, Some(TOKEN), name).await;
+        let evicted = metric(port, Some(TOKEN), "sqltunnel_connections_evicted_total").await;
+        println!("{carrier:?}: mallory proved {PLACES} connections; 20 logins and queries, the slowest {slowest:?}; {evicted} connections evicted, {limited} of mallory's requests past her share");
+        assert!(evicted >= 1, "the operator sees connections closed to make room");
+        assert!(limited >= (PLACES - per_token) as u64, "the operator sees mallory past her share");
+        drop(held);
     })
     .await;
 }

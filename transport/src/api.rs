@@ -30,7 +30,7 @@ pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
     req: Request<RequestBody>,
-    (last, shown): (&LastCaller, impl FnOnce() -> bool),
+    (last, shown): (&LastCaller, impl FnOnce(&Caller) -> bool),
 ) -> Result<Response<ResponseBody>, Error> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
@@ -49,7 +49,7 @@ pub async fn handle(
         Ok(caller) => caller,
         Err(refusal) => return http_response(refused(&state, peer, req.headers(), refusal).await),
     };
-    if !shown() {
+    if !shown(&caller) {
         return Err(Error::Evicted);
     }
     if route == Route::Ready {

@@ -92,6 +92,9 @@ pub struct TransportConfig {
     /// Most HTTP connections from one client address (an IPv6 one by its /64); a trusted
     /// proxy's connections are not counted (its clients are limited by it).
     pub max_connections_per_client: usize,
+    /// Most HTTP connections whose place is one identity's own (it showed its token on them);
+    /// its others stay among those a new connection may take the place of.
+    pub max_connections_per_token: usize,
     /// Serve HTTPS (certificate, key, optional client CA for mTLS).
     pub tls: Option<ServerTls>,
     /// Threads, each with its own single-threaded runtime, that connections are spread over
@@ -152,6 +155,7 @@ impl Default for TransportConfig {
             max_opening_per_token: 32,
             max_inflight_bytes_per_token: 128 << 20,
             max_connections_per_client: 256,
+            max_connections_per_token: 256,
             tls: None,
             worker_threads: 0,
             shutdown_grace: Duration::from_secs(10),

@@ -83,6 +83,7 @@ impl TransportConfig {
             ("max_streams_per_token", self.max_streams_per_token),
             ("max_opening_per_token", self.max_opening_per_token),
             ("max_connections_per_client", self.max_connections_per_client),
+            ("max_connections_per_token", self.max_connections_per_token),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, n)| *n == 0) {
             return invalid(format!("`{key}` must be at least 1"));

@@ -24,6 +24,7 @@ use common::cli::Reloads;
 use crate::config::TransportConfig;
 use crate::identity::{Caller, HeldCaller, LastCaller, Refusal};
 use crate::session::lock;
+use crate::shares::Share;
 use crate::slots::Slot;
 use crate::state::AppState;
 use crate::write_stall::WriteStall;
@@ -134,7 +135,11 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
-                let shown = || lock(&slot).as_mut().is_none_or(Slot::prove);
+                // The place becomes the caller's own, within its share of connections.
+                let shown = |caller: &Caller| {
+                    let own = || state.take_share(caller, Share::Connections, 1).ok();
+                    lock(&slot).as_mut().is_none_or(|slot| slot.prove(own))
+                };
                 // An error is a step for a session that moved: the connection closes
                 // unanswered, and the sidecar sends it again on a new one.
                 let mut response = api::handle(state.clone(), peer, req, (&last, shown)).await?;

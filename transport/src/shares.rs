@@ -1,6 +1,6 @@
 //! Each identity's share of what the transport holds at once: its WebSocket streams, its
 //! upstream connects in flight, its bytes of request bodies and of answers kept for resumes,
-//! so that one token (or one
+//! the connections whose place is its own, so that one token (or one
 //! leaked single-sign-on user) cannot take what the others need. A share is taken with a
 //! guard and given back when the guard drops.
 
@@ -21,6 +21,8 @@ pub enum Share {
     InflightBytes,
     /// Bytes of answers kept for resumes (`max_resume_bytes_per_token`).
     ResumeBytes,
+    /// HTTP connections whose place is its own (`max_connections_per_token`).
+    Connections,
 }
 
 impl Share {
@@ -31,6 +33,7 @@ impl Share {
             Share::Opening => "max_opening_per_token",
             Share::InflightBytes => "max_inflight_bytes_per_token",
             Share::ResumeBytes => "max_resume_bytes_per_token",
+            Share::Connections => "max_connections_per_token",
         }
     }
 
@@ -63,7 +66,7 @@ const MIN_PRUNE_AT: usize = 64;
 /// One identity's counts, one per [`Share`]; alive while one of its shares is taken, or while
 /// a session of the identity keeps them at hand ([`Shares::counts`]).
 #[derive(Debug, Default)]
-pub struct IdentityCounts([AtomicUsize; 4]);
+pub struct IdentityCounts([AtomicUsize; 5]);
 
 impl IdentityCounts {
     /// Adds `more` to `share`'s count unless it would pass `max`.

@@ -5,7 +5,9 @@
 //! with every place taken, one such connection is closed to make room, the oldest of the
 //! client holding the most of them when it holds more than one (else the oldest of all).
 //! Connections without a token, from however many addresses, cannot hold every place, and a
-//! client opening several loses its own before a slow one's connection goes.
+//! client opening several loses its own before a slow one's connection goes. A connection's
+//! place becomes its own within its identity's share (`max_connections_per_token`): one
+//! token's connections beyond it stay among those a new connection may take.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -76,7 +78,10 @@ pub struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     unproven: Option<(Arc<Unproven>, Arc<Mutex<Waiting>>)>,
     client: Option<(ByClient, ClientKey)>,
+    /// A stream's place in its identity's streams.
     _share: Option<Arc<Taken>>,
+    /// Its place in its identity's connections (`max_connections_per_token`), once proven.
+    _own: Option<Taken>,
 }
 
 impl Waiting {
@@ -164,7 +169,7 @@ impl Slots {
         };
         let key = client.as_ref().map(|(_, key)| *key);
         // Dropped on a refusal below, it gives the client's count back.
-        let mut slot = Slot { permit: None, unproven: None, client, _share: None };
+        let mut slot = Slot { permit: None, unproven: None, client, _share: None, _own: None };
         let mut waiting = lock(&self.waiting);
         let permit = match self.total.clone().try_acquire_owned() {
             Ok(permit) => permit,
@@ -192,13 +197,27 @@ impl Slot {
         self
     }
 
-    /// The connection showed a valid token: its place is its own from now on. False when it
-    /// was evicted a moment before (it has no place: it is closing, and runs nothing more).
-    pub fn prove(&mut self) -> bool {
-        if let Some((unproven, waiting)) = self.unproven.take() {
-            self.permit = lock(&waiting).release(&unproven);
+    /// The connection showed a valid token: its place is its own from now on, taken in its
+    /// identity's share of connections by `own` (called once). An identity at its share keeps
+    /// its place where it was: a new connection may still take it, so one token's connections
+    /// cannot hold every place. False when it was evicted a moment before (it has no place: it
+    /// is closing, and runs nothing more).
+    pub fn prove(&mut self, own: impl FnOnce() -> Option<Taken>) -> bool {
+        let Some((unproven, waiting)) = self.unproven.take() else {
+            return self.permit.is_some();
+        };
+        match own() {
+            Some(share) => {
+                self._own = Some(share);
+                self.permit = lock(&waiting).release(&unproven);
+                self.permit.is_some()
+            }
+            None => {
+                let placed = lock(&unproven.permit).is_some();
+                self.unproven = Some((unproven, waiting));
+                placed
+            }
         }
-        self.permit.is_some()
     }
 
     /// Cancelled when a new connection took this one's place, before it showed a token.
@@ -227,6 +246,31 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shares::{IdentityCounts, Share, Shares};
+
+    /// A place in an identity's share of connections, without a limit.
+    fn own() -> Option<Taken> {
+        let counts = Arc::new(IdentityCounts::default());
+        Arc::new(Shares::default()).take_of(&counts, Share::Connections, 1, usize::MAX)
+    }
+
+    #[test]
+    fn an_identitys_connections_past_its_share_stay_among_those_that_may_go() {
+        let slots = Slots::new(3);
+        let (shares, counts) = (Arc::new(Shares::default()), Arc::new(IdentityCounts::default()));
+        let alices = || shares.take_of(&counts, Share::Connections, 1, 2);
+        let attacker: IpAddr = [10, 0, 0, 1].into();
+        let mut held: Vec<Slot> =
+            (0..3).filter_map(|_| slots.take(attacker, false, 9).ok()).collect();
+        assert!(held.iter_mut().all(|slot| slot.prove(alices)), "each keeps a place");
+        assert_eq!(counts.held(Share::Connections), 2, "two are her own");
+        let newcomer = slots.take([10, 0, 0, 2].into(), false, 9);
+        assert!(newcomer.is_ok(), "a new connection finds a place");
+        assert!(!held[2].prove(alices), "the one past her share was the one to go");
+        assert!(held[0].prove(alices) && held[1].prove(alices));
+        drop(held);
+        assert_eq!(counts.held(Share::Connections), 0, "given back as they close");
+    }
 
     #[test]
     fn a_client_has_its_share_and_a_proxy_is_not_counted() {
@@ -241,10 +285,10 @@ mod tests {
             (0..7).filter_map(|_| slots.take(proxy, true, 3).ok()).collect();
         assert_eq!(through_proxy.len(), 7, "a proxy's connections count only in all");
         let mut proven = through_proxy;
-        assert!(proven.iter_mut().all(Slot::prove));
+        assert!(proven.iter_mut().all(|s| s.prove(own)));
         first.iter().for_each(|s| assert!(!s.evicted().is_cancelled()));
         let mut first = first;
-        assert!(first.iter_mut().all(Slot::prove));
+        assert!(first.iter_mut().all(|s| s.prove(own)));
         assert_eq!(slots.take(other, false, 3).err(), Some(Full::All));
         drop(first);
         assert_eq!(slots.open_from(client), 0);
@@ -256,7 +300,7 @@ mod tests {
         let slots = Slots::new(3);
         let peer: IpAddr = [10, 0, 0, 1].into();
         let mut shown = slots.take(peer, false, 10).expect("room");
-        assert!(shown.prove());
+        assert!(shown.prove(own));
         let (oldest, newer) = (slots.take(peer, false, 10), slots.take(peer, false, 10));
         let (oldest, newer) = (oldest.expect("room"), newer.expect("room"));
         let third = slots.take(peer, false, 10).expect("the oldest without a token made room");
@@ -265,10 +309,10 @@ mod tests {
         // Evicted, it keeps its client's count until it closes; proven late, it has no place.
         assert_eq!(slots.open_from(peer), 4);
         let mut oldest = oldest;
-        assert!(!oldest.prove(), "evicted, it has no place to keep");
+        assert!(!oldest.prove(own), "evicted, it has no place to keep");
         drop(oldest);
         let (mut newer, mut third) = (newer, third);
-        assert!(newer.prove() && third.prove());
+        assert!(newer.prove(own) && third.prove(own));
         assert_eq!(slots.take(peer, false, 10).err(), Some(Full::All), "every place shown a token");
         drop(third);
         assert!(slots.take(peer, false, 10).is_ok());

@@ -275,6 +275,7 @@ impl AppState {
             crate::shares::Share::ResumeBytes => {
                 usize::try_from(config.max_resume_bytes_per_token).unwrap_or(usize::MAX)
             }
+            crate::shares::Share::Connections => config.max_connections_per_token,
         };
         self.shares
             .take_of(counts, share, amount, max)
