@@ -163,6 +163,10 @@ pub struct AuthConfig {
     pub mode: Option<AuthMode>,
     /// Upstream for passed-through logins (default: the transport's only upstream).
     pub upstream: Option<String>,
+    /// A passed-through login may answer a server that asks for the password in clear
+    /// (`mysql_clear_password`, `dialog`: PAM or LDAP logins); off by default, since the server
+    /// (or whoever stands in for it on a leg without TLS) then reads the password.
+    pub cleartext_passwords: bool,
 }
 
 /// How logins are checked.

@@ -48,6 +48,14 @@ pub enum Error {
     /// A command the tunnel does not carry (replication streams).
     #[error("Unknown command")]
     NotRelayed,
+    /// The server asked a passed-through login for the password in clear.
+    #[error(
+        "the server asked for the password in clear ({plugin}), which would let it, or whoever stands in for it, read the password: refused. If your database logs in with PAM or LDAP and every leg is TLS, set auth.cleartext_passwords: true in the sidecar's config"
+    )]
+    CleartextRefused {
+        /// The auth plugin it named.
+        plugin: String,
+    },
     /// The client wants TLS, and the sidecar's `client_tls` is off.
     #[error(
         "this sqltunnel sidecar does not offer SSL on the client connection (client_tls.enabled is false); connect without SSL (e.g. --ssl-mode=DISABLED / --skip-ssl) or set client_tls.enabled: true"
@@ -232,6 +240,7 @@ impl Error {
                 (code::ACCESS_DENIED, *code::STATE_ACCESS, msg)
             }
             Error::NotRelayed => (code::UNKNOWN_COMMAND, *code::STATE_COMM, msg),
+            Error::CleartextRefused { .. } => (code::AUTH_MODE, *b"08004", msg),
             Error::TooManyClients => (code::TOO_MANY_CONNECTIONS, *b"08004", msg),
             Error::Busy => (code::OUT_OF_RESOURCES, *code::STATE_GENERAL, msg),
             Error::PacketTooLarge { .. } | Error::RequestTooLarge { .. } => {
@@ -275,6 +284,7 @@ impl Error {
             Error::Busy => "busy",
             Error::NotRelayed => "not_relayed",
             Error::TlsUnsupported => "tls_unsupported",
+            Error::CleartextRefused { .. } => "cleartext_refused",
             Error::TransportUnreachable { .. } => "transport_unreachable",
             Error::ConnectionBroken { .. } => "connection_broken",
             Error::TransportSilent { .. } => "transport_silent",
@@ -310,6 +320,7 @@ impl Error {
                 | Error::PacketTooLarge { .. }
                 | Error::Busy
                 | Error::FileRequestRefused { .. }
+                | Error::CleartextRefused { .. }
         )
     }
 }

@@ -1,6 +1,7 @@
 //! The door under attack, one test binary: the chosen attacks against a real transport with a
 //! legitimate client working meanwhile (`attacks.rs`), the seeded door fuzzer (`fuzz.rs`), a
-//! rogue server or transport asking a laptop for its files (`rogue_server.rs`),
+//! rogue server or transport asking a laptop for its files (`rogue_server.rs`) or a password
+//! in clear (`cleartext.rs`),
 //! connections without a token holding every place (`places.rs`), forged log lines
 //! (`log_lines.rs`), long request heads (`heads.rs`), resumes never read (`resumes.rs`), resumable
 //! uploads held, hashed again and smuggled (`uploads.rs`). (Port checks count the database's
@@ -8,6 +9,7 @@
 //! own.)
 
 mod attacks;
+mod cleartext;
 mod fuzz;
 mod heads;
 mod log_lines;

@@ -233,6 +233,8 @@ pub mod error_code {
     pub const HANDSHAKE: u16 = 1043;
     /// ER_ACCESS_DENIED_ERROR.
     pub const ACCESS_DENIED: u16 = 1045;
+    /// ER_NOT_SUPPORTED_AUTH_MODE: an auth plugin the client side does not take.
+    pub const AUTH_MODE: u16 = 1251;
     /// ER_NO_SUCH_THREAD: unknown thread id (KILL).
     pub const UNKNOWN_THREAD: u16 = 1094;
     /// ER_UNKNOWN_ERROR.

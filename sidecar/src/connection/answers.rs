@@ -2,6 +2,7 @@
 //! packets renumbered for the client leg; each ends with whose turn it is.
 
 use bytes::Bytes;
+use common::mysql::greeting::Greeting;
 use common::wire::{Frame, TurnEnd};
 
 use super::file_request::{file_request_allowed, requested_name};
@@ -41,12 +42,16 @@ pub async fn write_answer(
 pub async fn write_login_packets(
     io: &mut PacketIo,
     frames: &mut FrameStream<'_>,
+    cleartext: bool,
 ) -> Result<(TurnEnd, Vec<Bytes>), Error> {
     let mut written = Vec::new();
     while let Some(frame) = frames.next().await? {
         match frame {
             Frame::Packets(packets) => {
                 for payload in split_payloads(&packets)? {
+                    if !cleartext && let Some(plugin) = cleartext_plugin(&payload) {
+                        return Err(Error::CleartextRefused { plugin });
+                    }
                     io.queue_packet(&payload);
                     written.push(payload);
                 }
@@ -59,6 +64,23 @@ pub async fn write_login_packets(
         }
     }
     Err(Error::StreamBroken(Broken::EndedEarly))
+}
+
+/// Auth plugins that have the client send its password as it is (MySQL's cleartext plugin,
+/// and MariaDB's `dialog`, which PAM uses).
+const CLEARTEXT_PLUGINS: [&[u8]; 2] = [b"mysql_clear_password", b"dialog"];
+
+/// The cleartext plugin a login packet from the server names, if any: a greeting's, or an
+/// AuthSwitchRequest's (0xFE, the plugin's name, a NUL, its data).
+pub(super) fn cleartext_plugin(payload: &[u8]) -> Option<String> {
+    let named = match payload.first()? {
+        0xfe => payload[1..].split(|&b| b == 0).next()?.to_vec(),
+        10 => Greeting::parse(payload)?.plugin,
+        _ => return None,
+    };
+    CLEARTEXT_PLUGINS
+        .contains(&named.as_slice())
+        .then(|| String::from_utf8_lossy(&named).into_owned())
 }
 
 /// Takes back the LOCAL INFILE request that ends a turn (`end`), unless the turn waits for

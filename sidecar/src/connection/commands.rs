@@ -300,6 +300,6 @@ impl Connection {
             collation: request.collation.unwrap_or(self.client.collation),
         };
         let mut frames = self.tunnel.relay(session, RelayStep::LoginAs(&login)).await?;
-        write_login_packets(&mut self.io, &mut frames).await.map(drop)
+        write_login_packets(&mut self.io, &mut frames, true).await.map(drop)
     }
 }

@@ -8,7 +8,7 @@ use common::mysql::handshake_response::HandshakeResponse;
 use common::wire::{LoginAs, OpenRelay, TurnEnd};
 use tokio::time::Instant;
 
-use super::answers::write_login_packets;
+use super::answers::{cleartext_plugin, write_login_packets};
 use super::users::{Answer, Authenticator};
 use super::{ClientInfo, Connection};
 use crate::Error;
@@ -66,7 +66,14 @@ impl Connection {
                 self.opening = Some(session.clone());
             }
             let mut frames = self.tunnel.relay(&session, RelayStep::LoginAs(&login)).await?;
-            return match write_login_packets(&mut self.io, &mut frames).await?.0 {
+            return match write_login_packets(
+                &mut self.io,
+                &mut frames,
+                self.shared.config.auth.cleartext_passwords,
+            )
+            .await?
+            .0
+            {
                 TurnEnd::Done => Ok(Some(session)),
                 _ => Ok(None),
             };
@@ -74,7 +81,14 @@ impl Connection {
         self.prepare_next_greeting();
         loop {
             let mut frames = self.tunnel.relay(&session, RelayStep::Login(packet.clone())).await?;
-            match write_login_packets(&mut self.io, &mut frames).await?.0 {
+            match write_login_packets(
+                &mut self.io,
+                &mut frames,
+                self.shared.config.auth.cleartext_passwords,
+            )
+            .await?
+            .0
+            {
                 TurnEnd::Done => return Ok(Some(session)),
                 TurnEnd::AwaitAuth => {
                     let next = self.io.read_expected("client hung up during authentication");
@@ -105,6 +119,11 @@ impl Connection {
             self.bucket = prepared.bucket;
             self.tunnel = prepared.connection(&self.shared.tunnel);
             for payload in &prepared.greeting {
+                if let Some(plugin) = cleartext_plugin(payload)
+                    && !self.shared.config.auth.cleartext_passwords
+                {
+                    return Err(Error::CleartextRefused { plugin });
+                }
                 self.io.queue_packet(payload);
             }
             let greeted = (prepared.session.clone(), prepared.greeting.clone());
@@ -119,7 +138,12 @@ impl Connection {
         }
         let (session, timeout, mut frames) =
             self.tunnel.open_relay(&self.shared.open_relay()).await?;
-        let (end, greeting) = write_login_packets(&mut self.io, &mut frames).await?;
+        let (end, greeting) = write_login_packets(
+            &mut self.io,
+            &mut frames,
+            self.shared.config.auth.cleartext_passwords,
+        )
+        .await?;
         self.greeted = true;
         if end != TurnEnd::AwaitAuth || session.is_empty() {
             return Ok(None);
