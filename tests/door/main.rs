@@ -1,5 +1,6 @@
 //! The door under attack, one test binary: the chosen attacks against a real transport with a
-//! legitimate client working meanwhile (`attacks.rs`), the seeded door fuzzer (`fuzz.rs`), a
+//! legitimate client working meanwhile (`attacks.rs`), a flood of commands while the audit
+//! log is behind (`audit_flood.rs`), the seeded door fuzzer (`fuzz.rs`), a
 //! rogue server or transport asking a laptop for its files (`rogue_server.rs`) or a password
 //! in clear (`cleartext.rs`),
 //! connections without a token holding every place (`places.rs`), forged log lines
@@ -9,6 +10,7 @@
 //! own.)
 
 mod attacks;
+mod audit_flood;
 mod cleartext;
 mod fuzz;
 mod heads;

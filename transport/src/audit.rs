@@ -1,14 +1,16 @@
 //! The audit log (off by default): one JSON line per command a session runs, with who ran it,
 //! what (the statement text, a digest of it, or nothing, by configuration; an execute names
 //! its prepared statement's text), how long it took, how many rows and which error. Lines go
-//! through a bounded queue to a writer task: the command path never waits for the disk, and a
-//! line that finds the queue full is dropped and counted. Passwords in statements are
-//! redacted, and the file is created readable by its owner only.
+//! through a bounded queue to a writer thread. A step takes room in the queue for its
+//! commands' lines before it runs them, waiting up to `body_timeout` when the writer is behind
+//! (then it runs nothing: [`crate::Error::AuditBehind`]): a flood of commands slows down, and
+//! none runs unaudited. Passwords in statements are redacted, and the file is created readable
+//! by its owner only.
 
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
@@ -18,8 +20,12 @@ use tracing::warn;
 
 use crate::audit_redact::redact_passwords;
 
-/// Lines waiting for the writer, at most.
-const QUEUE: usize = 16 * 1024;
+/// Room for one line in the queue, taken before its command runs.
+pub type Room = mpsc::OwnedPermit<String>;
+
+/// Lines waiting for the writer, at most (each at most [`MAX_TEXT`] of statement and its
+/// fields: 64 MiB or so in all).
+const QUEUE: usize = 4 * 1024;
 /// Longest statement text written (longer ones are cut, and say so).
 pub const MAX_TEXT: usize = 16 * 1024;
 
@@ -160,14 +166,32 @@ impl AuditLog {
         }
     }
 
-    /// Queues one line; never waits.
-    pub fn write(&self, entry: &Entry) {
+    /// Room in the queue for `lines` lines, waited for up to `wait`; `None` if the writer
+    /// stayed behind that long.
+    pub async fn room(&self, lines: usize, wait: Duration) -> Option<Vec<Room>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut room = Vec::with_capacity(lines);
+        for _ in 0..lines {
+            let reserved = self.lines.clone().reserve_owned();
+            room.push(tokio::time::timeout_at(deadline, reserved).await.ok()?.ok()?);
+        }
+        Some(room)
+    }
+
+    /// Queues one line, in `room` taken for it ([`Self::room`]); never waits. Without room (a
+    /// line no step took room for), a full queue drops it, counted.
+    pub fn write(&self, entry: &Entry, room: Option<Room>) {
         let Ok(mut line) = serde_json::to_string(entry) else {
             return;
         };
         line.push('\n');
-        if self.lines.try_send(line).is_err() {
-            self.dropped.inc();
+        match room {
+            Some(room) => drop(room.send(line)),
+            None => {
+                if self.lines.try_send(line).is_err() {
+                    self.dropped.inc();
+                }
+            }
         }
     }
 }

@@ -17,8 +17,14 @@ use crate::state::AppState;
 /// Prepared statements remembered per session for the audit log, at most.
 const MAX_STATEMENTS: usize = 4096;
 
-/// What to do when the answer to `payload` (the command answered), sent at `started`, ends.
-pub fn on_end(state: &AppState, session: &Arc<Session>, payload: &[u8], started: Instant) -> OnEnd {
+/// What to do when the answer to `payload` (the command answered), sent at `started`, ends;
+/// `room`: in the audit log's queue, for its line.
+pub fn on_end(
+    state: &AppState,
+    session: &Arc<Session>,
+    payload: &[u8],
+    (started, room): (Instant, Option<crate::audit::Room>),
+) -> OnEnd {
     let cmd = payload.first().copied().unwrap_or(0);
     let (total, bytes) =
         (state.metrics.command_seconds.clone(), state.metrics.answer_bytes.clone());
@@ -63,7 +69,7 @@ pub fn on_end(state: &AppState, session: &Arc<Session>, payload: &[u8], started:
                 statements.insert(id, Arc::from(text.as_str()));
             }
         }
-        log.write(&entry);
+        log.write(&entry, room);
     })
 }
 

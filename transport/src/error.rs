@@ -69,6 +69,11 @@ pub enum Error {
     /// `max_inflight_bytes` stayed full for `body_timeout`.
     #[error("the transport holds max_inflight_bytes of requests already; try again")]
     Busy,
+    /// The audit log's writer stayed behind for `body_timeout`: the commands did not run.
+    #[error(
+        "the audit log is behind (its disk is slow, or many commands end at once): the command did not run; try again"
+    )]
+    AuditBehind,
     /// A stream asked for without a WebSocket upgrade (a proxy dropped it), or inside one.
     #[error("a stream needs a WebSocket upgrade: {0}")]
     UpgradeRequired(&'static str),
@@ -128,9 +133,11 @@ impl Error {
                 (StatusCode::UPGRADE_REQUIRED, ApiErrorKind::BadRequest)
             }
             Error::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ApiErrorKind::BadRequest),
-            Error::Busy | Error::ShuttingDown | Error::SessionMoved | Error::Evicted => {
-                (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable)
-            }
+            Error::Busy
+            | Error::AuditBehind
+            | Error::ShuttingDown
+            | Error::SessionMoved
+            | Error::Evicted => (StatusCode::SERVICE_UNAVAILABLE, ApiErrorKind::Unavailable),
             Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorKind::TooLarge),
             Error::UnknownUpstream(_) => (StatusCode::FORBIDDEN, ApiErrorKind::UnknownUpstream),
             Error::TooManySessions(_) => {
@@ -165,6 +172,7 @@ impl Error {
             Error::UpgradeRequired(_) | Error::StreamVersion => "upgrade_required",
             Error::BodyTimeout(_) => "body_timeout",
             Error::Busy => "busy",
+            Error::AuditBehind => "audit_behind",
             Error::TooLarge { .. } => "too_large",
             Error::UnknownUpstream(_) => "unknown_upstream",
             Error::TooManySessions(_) => "too_many_sessions",

@@ -170,6 +170,16 @@ async fn command(
     if guard.is_none() {
         return Ok(upstream_gone());
     }
+    // Room for each command's audit line, before any runs: none runs unaudited.
+    let mut lines = match state.audit.get() {
+        Some(log) => {
+            let wait = state.config().body_timeout;
+            let n = commands_asked(&body).map_or(0, |a| a.len());
+            log.room(n, wait).await.ok_or(Error::AuditBehind)?
+        }
+        None => Vec::new(),
+    }
+    .into_iter();
     begin(&session, step)?;
     state.metrics.commands.inc_by(asked.max(1) as u64);
     state.metrics.pipelined.inc_by(asked.saturating_sub(1) as u64);
@@ -180,9 +190,9 @@ async fn command(
             match Framing::pipelined(asked.iter().map(|a| a.expect), link.shape) {
                 Some(mut framing) => {
                     framing.allow_files(files_named(&asked));
-                    let hooks = asked
-                        .iter()
-                        .map(|a| command_log::on_end(state, session, a.payload, started));
+                    let hooks = asked.iter().map(|a| {
+                        command_log::on_end(state, session, a.payload, (started, lines.next()))
+                    });
                     Then::Turn(framing, hooks.collect())
                 }
                 None => Then::Reply(turn_without_answer(TurnEnd::Done)),
