@@ -1,7 +1,7 @@
 //! The audit log, line by line: a session with text statements (DDL, DML, a SELECT, an error)
 //! and a prepared statement writes one JSON line per command with who, what, how long, how
 //! many rows and which error, pipelined commands too; with `statements: digest` the text is
-//! replaced by its digest.
+//! replaced by its digest. After a COM_CHANGE_USER, the lines name the new user.
 
 use std::time::Duration;
 
@@ -186,6 +186,48 @@ async fn sighup_reopens_the_audit_file_after_a_rotation() {
         drop(conn);
         shutdown.cancel();
         drop(std::fs::remove_dir_all(&dir));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn lines_after_a_change_user_name_the_new_user() {
+    within(60, async {
+        let path = std::env::temp_dir()
+            .join(format!("sqltunnel-audit-{}-change-user.jsonl", std::process::id()));
+        drop(std::fs::remove_file(&path));
+        let transport = format!(
+            "{}audit:\n  path: {}\n  statements: text\n",
+            e2e::transport_yaml(mysql_port()),
+            path.display()
+        );
+        let tunnel = Tunnel::start_passthrough_on(&transport, "").await;
+        let (first, second) = (
+            e2e::create_user("audit_first", "First-pw-1").await,
+            e2e::create_user("audit_second", "Second-pw-2").await,
+        );
+        let login = e2e::opts_as(tunnel.sidecar.port(), &first, "First-pw-1", Some(DATABASE));
+        let mut conn = Conn::new(login).await.expect("login");
+        conn.query_drop("SELECT 'before the change'").await.expect("select");
+        let to = mysql_async::ChangeUserOpts::default()
+            .with_user(Some(second.clone()))
+            .with_pass(Some("Second-pw-2".into()))
+            .with_db_name(Some(DATABASE.into()));
+        conn.change_user(to).await.expect("change user");
+        conn.query_drop("SELECT 'after the change'").await.expect("select");
+        drop(conn.disconnect().await);
+        let lines = lines_until(&path, "after the change").await;
+        let before = find(&lines, "Query", "SELECT 'before the change'");
+        let after = find(&lines, "Query", "SELECT 'after the change'");
+        let changed = lines.iter().find(|l| l["command"] == "Change user").expect("its line");
+        println!(
+            "user before: {}, on the change: {}, after: {}",
+            before["user"], changed["user"], after["user"]
+        );
+        assert_eq!(before["user"], first.as_str());
+        assert_eq!(changed["user"], second.as_str(), "the change's line names the new user");
+        assert_eq!(after["user"], second.as_str(), "later lines name the new user");
+        drop(std::fs::remove_file(&path));
     })
     .await;
 }

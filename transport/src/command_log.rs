@@ -31,6 +31,11 @@ pub fn on_end(
     let audit = state.audit.get().map(|log| (log.clone(), audit_entry(state, session, payload)));
     let init_db = (cmd == command::INIT_DB)
         .then(|| String::from_utf8_lossy(payload.get(1..).unwrap_or_default()).into_owned());
+    // COM_CHANGE_USER names its user first, NUL-terminated (whatever the capabilities).
+    let new_user = (cmd == command::CHANGE_USER)
+        .then(|| payload.get(1..)?.split(|&b| b == 0).next().map(<[u8]>::to_vec))
+        .flatten()
+        .map(|user| String::from_utf8_lossy(&user).into_owned());
     let session = session.clone();
     Box::new(move |report: TurnReport| {
         let took = started.elapsed();
@@ -50,7 +55,15 @@ pub fn on_end(
         if let (Some(db), true) = (init_db, succeeded) {
             lock(&session.who).database = Some(db);
         }
+        // The session's later lines, and this one, name the user it changed to (a failed
+        // change ends the connection).
+        if let (Some(user), true) = (&new_user, succeeded) {
+            lock(&session.who).user = Some(user.clone());
+        }
         let Some((log, mut entry)) = audit else { return };
+        if let (Some(user), true) = (new_user, succeeded) {
+            entry.user = Some(user);
+        }
         entry.duration_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
         entry.rows = report.tally.rows;
         entry.affected_rows = report.tally.affected;
