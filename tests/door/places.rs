@@ -5,8 +5,8 @@
 //! holds many). A slow client's connection, opened before the attack and showing its token
 //! only after it (as a long TLS handshake or a token fetched from an issuer would), is not the
 //! one that goes. Connections on which one identity showed its token fill every place too: its
-//! own places are at most `max_connections_per_token`, and a new sidecar still gets in. On
-//! both carriers.
+//! own places are at most `max_connections_per_token`, and a health check without a token
+//! gives a connection's place back; a new sidecar still gets in. On both carriers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -142,14 +142,38 @@ async fn one_identity_cannot_hold_every_place_over_requests() {
 /// started then still gets its connections: that identity's own places are at most
 /// `max_connections_per_token`, and its others may go.
 async fn one_identity_cannot_hold_every_place(carrier: Carrier) {
+    one_identity_holding_every_place(carrier, 8, false).await;
+}
+
+#[tokio::test]
+async fn a_token_shown_once_then_health_checks_keep_no_place_over_streams() {
+    one_identity_holding_every_place(Carrier::Stream, 256, true).await;
+}
+
+#[tokio::test]
+async fn a_token_shown_once_then_health_checks_keep_no_place_over_requests() {
+    one_identity_holding_every_place(Carrier::Requests, 256, true).await;
+}
+
+/// Mallory's connections, each proven by her token (`per_token` of them her own at most), take
+/// every place; `health`: then each sends a health check without a token, which gives its
+/// place back. A sidecar started then gets its connections.
+async fn one_identity_holding_every_place(carrier: Carrier, per_token: usize, health: bool) {
     within(120, async {
-        let per_token = 8;
         let extra = format!(
             "max_connections: {PLACES}\nmax_connections_per_token: {per_token}\nidentities:\n  - name: mallory\n    token: {MALLORY}\n    upstreams: [main]\n"
         );
-        let (_transport, port) = transport_with(&format!("own-places-{carrier:?}"), &extra).await;
-        let held = proven_connections(port, PLACES).await;
+        let tag = format!("own-places-{carrier:?}-{health}");
+        let (_transport, port) = transport_with(&tag, &extra).await;
+        let mut held = proven_connections(port, PLACES).await;
         assert_eq!(held.len(), PLACES, "mallory's connections took every place");
+        if health {
+            for s in &mut held {
+                let ask = "GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n";
+                s.write_all(ask.as_bytes()).await.expect("a health check");
+                read_head(s, Duration::from_secs(5)).await.expect("its answer");
+            }
+        }
         let legit = Legit::start_on(port, carrier).await;
         let mut slowest = Duration::ZERO;
         for round in 0..5 {
@@ -165,7 +189,9 @@ async fn one_identity_cannot_hold_every_place(carrier: Carrier) {
         let evicted = metric(port, Some(TOKEN), "sqltunnel_connections_evicted_total").await;
         println!("{carrier:?}: mallory proved {PLACES} connections; 20 logins and queries, the slowest {slowest:?}; {evicted} connections evicted, {limited} of mallory's requests past her share");
         assert!(evicted >= 1, "the operator sees connections closed to make room");
-        assert!(limited >= (PLACES - per_token) as u64, "the operator sees mallory past her share");
+        if !health {
+            assert!(limited >= (PLACES - per_token) as u64, "the operator sees mallory past her share");
+        }
         drop(held);
     })
     .await;

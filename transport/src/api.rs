@@ -30,16 +30,22 @@ pub async fn handle(
     state: Arc<AppState>,
     peer: SocketAddr,
     req: Request<RequestBody>,
-    (last, shown): (&LastCaller, impl FnOnce(&Caller) -> bool),
+    (last, shown): (&LastCaller, impl FnOnce(Option<&Caller>) -> bool),
 ) -> Result<Response<ResponseBody>, Error> {
     let route = Route::parse(req.method().as_str(), req.uri().path());
     let authorization = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
     match route {
+        // A request without a valid token gives back a place its connection held as its own
+        // (`shown(None)`): a token shown once, then health checks, cannot keep it.
         Route::Health => {
+            shown(None);
             return http_response(json(StatusCode::OK, &serde_json::json!({ "status": "ok" })));
         }
         // Without a token, only the status; a token presented is checked as on any route.
-        Route::Ready if authorization.is_none() => return http_response(ready(&state, None)),
+        Route::Ready if authorization.is_none() => {
+            shown(None);
+            return http_response(ready(&state, None));
+        }
         _ => {}
     }
     // One view of the identities for the request: a stream holds its caller under the same
@@ -47,9 +53,12 @@ pub async fn handle(
     let identities = state.identities();
     let caller = match identities.authorize_on(authorization, last).await {
         Ok(caller) => caller,
-        Err(refusal) => return http_response(refused(&state, peer, req.headers(), refusal).await),
+        Err(refusal) => {
+            shown(None);
+            return http_response(refused(&state, peer, req.headers(), refusal).await);
+        }
     };
-    if !shown(&caller) {
+    if !shown(Some(&caller)) {
         return Err(Error::Evicted);
     }
     if route == Route::Ready {

@@ -135,10 +135,16 @@ pub async fn run_with_reloads(
             let (slot, last) = (stream_slot.clone(), last.clone());
             async move {
                 let req = req.map(BodyExt::boxed);
-                // The place becomes the caller's own, within its share of connections.
-                let shown = |caller: &Caller| {
+                // The place becomes the caller's own, within its share of connections; a
+                // request without a valid token gives it back.
+                let shown = |caller: Option<&Caller>| {
+                    let mut slot = lock(&slot);
+                    let Some(caller) = caller else {
+                        slot.as_mut().map(Slot::unprove);
+                        return true;
+                    };
                     let own = || state.take_share(caller, Share::Connections, 1).ok();
-                    lock(&slot).as_mut().is_none_or(|slot| slot.prove(own))
+                    slot.as_mut().is_none_or(|slot| slot.prove(own))
                 };
                 // An error is a step for a session that moved: the connection closes
                 // unanswered, and the sidecar sends it again on a new one.

@@ -7,7 +7,8 @@
 //! Connections without a token, from however many addresses, cannot hold every place, and a
 //! client opening several loses its own before a slow one's connection goes. A connection's
 //! place becomes its own within its identity's share (`max_connections_per_token`): one
-//! token's connections beyond it stay among those a new connection may take.
+//! token's connections beyond it stay among those a new connection may take, and a request
+//! without a valid token gives a place back until a token is shown again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -77,6 +78,9 @@ pub struct Slot {
     /// Its own once it showed a token ([`Slot::prove`]); until then it is in `unproven`.
     permit: Option<OwnedSemaphorePermit>,
     unproven: Option<(Arc<Unproven>, Arc<Mutex<Waiting>>)>,
+    /// Where its place goes back to when a request without a token comes ([`Slot::unprove`]),
+    /// and the token its connection is told to close by.
+    waiting: (Arc<Mutex<Waiting>>, CancellationToken, Option<ClientKey>, usize),
     client: Option<(ByClient, ClientKey)>,
     /// A stream's place in its identity's streams.
     _share: Option<Arc<Taken>>,
@@ -169,13 +173,15 @@ impl Slots {
         };
         let key = client.as_ref().map(|(_, key)| *key);
         // Dropped on a refusal below, it gives the client's count back.
-        let mut slot = Slot { permit: None, unproven: None, client, _share: None, _own: None };
+        let evicted = CancellationToken::new();
+        let back = (self.waiting.clone(), evicted.clone(), key, self.capacity);
+        let mut slot =
+            Slot { permit: None, unproven: None, waiting: back, client, _share: None, _own: None };
         let mut waiting = lock(&self.waiting);
         let permit = match self.total.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => waiting.evict().ok_or(Full::All)?,
         };
-        let evicted = CancellationToken::new();
         let unproven =
             Arc::new(Unproven { permit: Mutex::new(Some(permit)), evicted, client: key });
         waiting.add(&unproven, self.capacity);
@@ -220,9 +226,22 @@ impl Slot {
         }
     }
 
+    /// A request without a valid token came on the connection: a place it held as its own goes
+    /// back among those a new connection may take (with its identity's share of it), until a
+    /// token is shown again.
+    pub fn unprove(&mut self) {
+        let Some(permit) = self.permit.take() else { return };
+        self._own = None;
+        let (waiting, evicted, client, capacity) = &self.waiting;
+        let permit = Mutex::new(Some(permit));
+        let unproven = Arc::new(Unproven { permit, evicted: evicted.clone(), client: *client });
+        lock(waiting).add(&unproven, *capacity);
+        self.unproven = Some((unproven, waiting.clone()));
+    }
+
     /// Cancelled when a new connection took this one's place, before it showed a token.
     pub fn evicted(&self) -> CancellationToken {
-        self.unproven.as_ref().map(|(u, _)| u.evicted.clone()).unwrap_or_default()
+        self.waiting.1.clone()
     }
 }
 
@@ -270,6 +289,20 @@ mod tests {
         assert!(held[0].prove(alices) && held[1].prove(alices));
         drop(held);
         assert_eq!(counts.held(Share::Connections), 0, "given back as they close");
+    }
+
+    #[test]
+    fn a_request_without_a_token_gives_a_place_back() {
+        let slots = Slots::new(1);
+        let (client, other): (IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        let mut held = slots.take(client, false, 9).expect("a place");
+        assert!(held.prove(own));
+        assert_eq!(slots.take(other, false, 9).err(), Some(Full::All), "its place is its own");
+        held.unprove();
+        let evicted = held.evicted();
+        assert!(slots.take(other, false, 9).is_ok(), "a health check gave it back");
+        assert!(evicted.is_cancelled(), "and its connection is told to close");
+        assert!(!held.prove(own), "it has no place to prove");
     }
 
     #[test]
