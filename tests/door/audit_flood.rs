@@ -3,7 +3,7 @@
 //! in the writer's queue before its commands run, so every command that ran has its line.
 //! Before, a full queue dropped lines (`sqltunnel_audit_lines_dropped_total`): a statement
 //! hidden in a flood ran unaudited. A sidecar's client works meanwhile, once the writer
-//! catches up.
+//! catches up. One identity's long commands hold at most a quarter of the queue's places.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +77,45 @@ async fn a_flood_of_commands_runs_none_unaudited() {
         drop(std::fs::remove_file(&fifo));
         assert_eq!(dropped, 0, "audit lines dropped");
         assert_eq!(audited, expected, "every command that ran has its line");
+    })
+    .await;
+}
+
+const MALLORY: &str = "mallory-T0ken-4Hs8Qw2Zr6Lx9Pv";
+
+/// One identity's long commands, each step a `SLEEP` and 255 more commands, would hold every
+/// place of the audit queue for as long as they run (16 sessions × 256 lines): a quarter at
+/// most is one identity's, so another's commands still run.
+#[tokio::test]
+async fn one_identitys_long_commands_hold_no_more_than_a_quarter_of_the_audit_queue() {
+    within(120, async {
+        let path = std::env::temp_dir()
+            .join(format!("sqltunnel-audit-hold-{}.jsonl", std::process::id()));
+        let extra = format!(
+            "body_timeout: 4s\naudit:\n  path: {}\n  statements: text\nidentities:\n  - name: mallory\n    token: {MALLORY}\n    upstreams: [main]\n",
+            path.display()
+        );
+        let (_transport, port) = e2e::door::transport_with("audit-hold", &extra).await;
+        let legit = Legit::start(port).await;
+        let mut sleeps = Vec::new();
+        for _ in 0..16 {
+            let id = e2e::door::logged_in_session_as(port, MALLORY).await;
+            let mut batch = packet(0, b"\x03SELECT SLEEP(12)");
+            (1..PER_STEP).for_each(|_| batch.extend(packet(0, b"\x03SELECT 1")));
+            sleeps.push(tokio::spawn(async move {
+                let path = format!("/v1/sessions/{id}/command");
+                let step = [KIND, ("x-tunnel-step", "2")];
+                e2e::door::post_as(port, MALLORY, &path, &step, &batch).await.0
+            }));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Without a share, every place would be held for 12 s, and this command refused
+        // (`audit_behind`) once `body_timeout` (4 s) had passed.
+        let took = legit.login_and_query().await.expect("another identity's commands run");
+        let running = sleeps.iter().filter(|s| !s.is_finished()).count();
+        println!("mallory's 16 steps of a SLEEP(12) and 255 more commands ({running} still running or waiting): a login and SELECT 1 through a sidecar took {took:?}");
+        sleeps.iter().for_each(tokio::task::JoinHandle::abort);
+        drop(std::fs::remove_file(&path));
     })
     .await;
 }

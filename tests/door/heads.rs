@@ -26,20 +26,21 @@ async fn long_heads_without_a_token_hold_no_memory() {
         for _ in 0..CONNECTIONS {
             let mut s = attacker_connect(port).await.expect("connect");
             // A refusal may close the connection before the whole pad is written.
-            if s.write_all(&pad).await.is_err() {
-                refused += 1;
-            }
-            held.push(s);
+            let cut = s.write_all(&pad).await.is_err();
+            held.push((s, cut));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let during = transport.rss_kib();
         let took = legit.login_and_query().await.expect("a sidecar works meanwhile");
-        for s in &mut held {
+        for (s, cut) in &mut held {
             let mut answer = [0u8; 64];
             let read = tokio::time::timeout(Duration::from_millis(50), s.read(&mut answer)).await;
-            if let Ok(Ok(n)) = read
-                && (n == 0 || answer[..n].starts_with(b"HTTP/1.1 431"))
-            {
+            let closed = match read {
+                Ok(Ok(n)) => n == 0 || answer[..n].starts_with(b"HTTP/1.1 431"),
+                Ok(Err(_)) => true,
+                Err(_) => false,
+            };
+            if *cut || closed {
                 refused += 1;
             }
         }

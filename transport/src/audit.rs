@@ -15,17 +15,38 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tracing::warn;
 
 use crate::audit_redact::redact_passwords;
 
-/// Room for one line in the queue, taken before its command runs.
-pub type Room = mpsc::OwnedPermit<String>;
+/// Room for one line, taken before its command runs and given back once the writer wrote it:
+/// its place among the lines waiting ([`QUEUE`]), and what else its step held for it (its
+/// identity's share of those places, opaque here).
+pub struct Room {
+    _place: OwnedSemaphorePermit,
+    _share: Option<Box<dyn Send + Sync>>,
+}
 
-/// Lines waiting for the writer, at most (each at most [`MAX_TEXT`] of statement and its
-/// fields: 64 MiB or so in all).
-const QUEUE: usize = 4 * 1024;
+impl std::fmt::Debug for Room {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Room")
+    }
+}
+
+impl Room {
+    /// One line's room, split from a step's `places` ([`AuditLog::room`]), with `share`.
+    pub fn split(
+        places: &mut OwnedSemaphorePermit,
+        share: Option<Box<dyn Send + Sync>>,
+    ) -> Option<Self> {
+        Some(Room { _place: places.split(1)?, _share: share })
+    }
+}
+
+/// Lines waiting for the writer, or for their commands to end, at most (each at most
+/// [`MAX_TEXT`] of statement and its fields: 64 MiB or so in all).
+pub const QUEUE: usize = 4 * 1024;
 /// Longest statement text written (longer ones are cut, and say so).
 pub const MAX_TEXT: usize = 16 * 1024;
 
@@ -97,7 +118,9 @@ pub struct Entry {
 /// The audit log's writer end.
 #[derive(Debug)]
 pub struct AuditLog {
-    lines: mpsc::Sender<String>,
+    lines: mpsc::UnboundedSender<(String, Option<Room>)>,
+    /// Places for lines: each step takes its lines' before its commands run.
+    places: Arc<Semaphore>,
     statements: StatementLogging,
     dropped: Counter,
     /// Set by [`Self::reopen`]: the writer opens its file again before the next line.
@@ -112,9 +135,10 @@ impl AuditLog {
         let mut out = output(&path)?;
         let reopen = Arc::new(AtomicBool::new(false));
         let asked = reopen.clone();
-        let (lines, mut queue) = mpsc::channel::<String>(QUEUE);
+        let (lines, mut queue) = mpsc::unbounded_channel::<(String, Option<Room>)>();
         std::thread::Builder::new().name("audit-writer".into()).spawn(move || {
-            while let Some(line) = queue.blocking_recv() {
+            // A line's room goes back once it is written.
+            while let Some((line, _room)) = queue.blocking_recv() {
                 if asked.swap(false, Ordering::AcqRel) {
                     // A file moved away by logrotate: the lines go on in a new one at `path`.
                     drop(out.flush());
@@ -124,7 +148,7 @@ impl AuditLog {
                     }
                 }
                 let mut written = out.write_all(line.as_bytes());
-                while let Ok(more) = queue.try_recv() {
+                while let Ok((more, _room)) = queue.try_recv() {
                     written = written.and_then(|()| out.write_all(more.as_bytes()));
                 }
                 if let Err(e) = written.and_then(|()| out.flush()) {
@@ -132,7 +156,8 @@ impl AuditLog {
                 }
             }
         })?;
-        Ok(AuditLog { lines, statements: config.statements, dropped, reopen })
+        let places = Arc::new(Semaphore::new(QUEUE));
+        Ok(AuditLog { lines, places, statements: config.statements, dropped, reopen })
     }
 
     /// Opens the file again before the next line (SIGHUP, after a log rotation).
@@ -166,32 +191,28 @@ impl AuditLog {
         }
     }
 
-    /// Room in the queue for `lines` lines, waited for up to `wait`; `None` if the writer
-    /// stayed behind that long.
-    pub async fn room(&self, lines: usize, wait: Duration) -> Option<Vec<Room>> {
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut room = Vec::with_capacity(lines);
-        for _ in 0..lines {
-            let reserved = self.lines.clone().reserve_owned();
-            room.push(tokio::time::timeout_at(deadline, reserved).await.ok()?.ok()?);
-        }
-        Some(room)
+    /// Places for `lines` lines, all at once (first come, first served), waited for up to
+    /// `wait`; `None` if the writer stayed behind that long. Split them with [`Room::split`].
+    pub async fn room(&self, lines: usize, wait: Duration) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(lines).ok()?;
+        let places = self.places.clone().acquire_many_owned(n);
+        tokio::time::timeout(wait, places).await.ok()?.ok()
     }
 
-    /// Queues one line, in `room` taken for it ([`Self::room`]); never waits. Without room (a
-    /// line no step took room for), a full queue drops it, counted.
+    /// Queues one line, in `room` taken for it ([`Self::room`]); never waits. A line without
+    /// room (none is written so now) takes a free place, or is dropped and counted.
     pub fn write(&self, entry: &Entry, room: Option<Room>) {
         let Ok(mut line) = serde_json::to_string(entry) else {
             return;
         };
         line.push('\n');
+        let room = room.or_else(|| {
+            let place = self.places.clone().try_acquire_owned().ok()?;
+            Some(Room { _place: place, _share: None })
+        });
         match room {
-            Some(room) => drop(room.send(line)),
-            None => {
-                if self.lines.try_send(line).is_err() {
-                    self.dropped.inc();
-                }
-            }
+            Some(room) => drop(self.lines.send((line, Some(room)))),
+            None => drop(self.dropped.inc()),
         }
     }
 }

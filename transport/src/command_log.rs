@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use common::mysql::command;
-use common::wire::session_label;
+use common::wire::{TurnEnd, session_label};
 use tracing::{debug, info, warn};
 
 use crate::audit::{Entry, rfc3339};
@@ -55,13 +55,14 @@ pub fn on_end(
         if let (Some(db), true) = (init_db, succeeded) {
             lock(&session.who).database = Some(db);
         }
-        // The session's later lines, and this one, name the user it changed to (a failed
-        // change ends the connection).
-        if let (Some(user), true) = (&new_user, succeeded) {
+        // Once the server said OK (not an auth switch: the change may fail after it), the
+        // session's later lines, and this one, name the user it changed to.
+        let changed = succeeded && matches!(report.outcome, Outcome::Ended(TurnEnd::Done));
+        if let (Some(user), true) = (&new_user, changed) {
             lock(&session.who).user = Some(user.clone());
         }
         let Some((log, mut entry)) = audit else { return };
-        if let (Some(user), true) = (new_user, succeeded) {
+        if let (Some(user), true) = (new_user, changed) {
             entry.user = Some(user);
         }
         entry.duration_ms = (took.as_secs_f64() * 1e6).round() / 1e3;

@@ -8,7 +8,7 @@
 //! configured) must exceed what the sockets and proxies between the two hold in flight.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, TryLockError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -18,10 +18,12 @@ use http::StatusCode;
 use crate::Error;
 use crate::config::DEFAULT_RESUME_WINDOW;
 use crate::relay::Turn;
-use crate::resume_idle::{Reclaim, Reclaimed};
+use crate::resume_idle::Reclaim;
 use crate::resume_kept::{KeptAnswer, KeptChunk};
 use crate::resume_room::ResumeRoom;
 
+#[path = "resume_let_go.rs"]
+mod let_go;
 #[path = "resume_moved.rs"]
 mod moved;
 pub use moved::LastStep;
@@ -86,6 +88,11 @@ struct State {
     reader: u64,
     /// The session is on its budget's list of finished answers that may be let go.
     listed: bool,
+    /// Answers finished with bytes kept, and how many had when it was put at the list's back.
+    finishes: (u64, u64),
+    /// A resumed response reads the kept bytes of a finished answer now: they are not let go
+    /// meanwhile.
+    reading: bool,
     /// Itself, as that list holds it.
     me: Weak<Resumable>,
 }
@@ -101,8 +108,14 @@ impl State {
     fn finished(&mut self) {
         self.complete = true;
         if !self.kept.is_empty() {
-            let holder: Weak<dyn Reclaim> = self.me.clone();
-            self.kept.room().finished(holder, self.listed);
+            // Listed once: a session's later answers only count as news (and move it to the
+            // back when a search comes to it).
+            self.finishes.0 += 1;
+            let holder = (!self.listed).then(|| self.me.clone() as Weak<dyn Reclaim>);
+            if holder.is_some() {
+                self.finishes.1 = self.finishes.0;
+            }
+            self.kept.room().finished(holder);
             self.listed = true;
         }
     }
@@ -132,6 +145,8 @@ impl Default for Resumable {
             owners: NOBODY,
             reader: NOBODY,
             listed: false,
+            finishes: (0, 0),
+            reading: false,
             me: Weak::new(),
         };
         Self { state: Mutex::new(state), window: DEFAULT_RESUME_WINDOW.into() }
@@ -178,7 +193,7 @@ impl Resumable {
             state.status = StatusCode::OK;
             state.kept.restart();
             // A response still sending the last step's kept bytes stops at its next chunk.
-            state.reader = NOBODY;
+            (state.reader, state.reading) = (NOBODY, false);
             state.complete = false;
             std::mem::take(&mut state.live)
         };
@@ -206,11 +221,15 @@ impl Resumable {
     /// response nobody reads holds one at most. Gone once a later response began reading the
     /// step, or a new step began.
     pub fn kept_chunk(&self, owner: u64, from: u64) -> KeptChunk {
-        let state = lock(&self.state);
+        let mut state = lock(&self.state);
         if state.reader != owner {
             return KeptChunk::Gone;
         }
-        state.kept.chunk_from(from)
+        let chunk = state.kept.chunk_from(from);
+        if !matches!(chunk, KeptChunk::Bytes(_)) {
+            state.reading = false;
+        }
+        chunk
     }
 
     /// The next chunk of the turn for `owner`, recorded for a resume; `None` at its end, or
@@ -296,7 +315,7 @@ impl Resumable {
         {
             let mut state = lock(&self.state);
             state.kept.forget();
-            (state.complete, state.reader) = (false, NOBODY);
+            (state.complete, state.reader, state.reading) = (false, NOBODY, false);
         }
         self.abandon();
     }
@@ -334,28 +353,8 @@ impl Resumable {
         }
         let before = state.kept.before(from)?;
         let owner = state.new_owner();
-        state.reader = owner;
+        (state.reader, state.reading) = (owner, true);
         Ok(Resumed::Whole(state.status, owner, from, before))
-    }
-}
-
-impl Reclaim for Resumable {
-    fn reclaim(&self) -> Reclaimed {
-        let mut state = match self.state.try_lock() {
-            Ok(state) => state,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Reclaimed::Busy,
-        };
-        if !matches!(state.live, Live::Idle) {
-            return Reclaimed::Busy;
-        }
-        state.listed = false;
-        if !state.complete || state.kept.is_empty() {
-            return Reclaimed::Empty;
-        }
-        // Hashed as it goes: a resume from the answer's end (nothing lost) still works.
-        state.kept.forget();
-        Reclaimed::Freed
     }
 }
 

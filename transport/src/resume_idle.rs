@@ -20,6 +20,9 @@ pub enum Reclaimed {
     Busy,
     /// It keeps nothing of a finished answer: it leaves the list.
     Empty,
+    /// Its session finished another answer since it was listed: it goes to the back of the
+    /// list (the oldest answers go first, and a busy session's fresh one last).
+    Fresh,
 }
 
 /// A session whose finished answer may be let go.
@@ -66,27 +69,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl IdleAnswers {
-    /// A session's answer finished with bytes kept; `listed`: it is on the list already (each
-    /// session is listed once, until it is found with nothing to let go).
-    pub fn finished(&self, holder: Weak<dyn Reclaim>, owner: usize, listed: bool) {
-        self.finished.fetch_add(1, Ordering::AcqRel);
-        if listed {
+    /// A session's answer finished with bytes kept; `holder`: the session, to list (`None`: it
+    /// is on the list already: each session is listed once, until it is found with nothing to
+    /// let go).
+    pub fn finished(&self, holder: Option<Weak<dyn Reclaim>>, owner: usize) {
+        let Some(holder) = holder else {
+            self.finished.fetch_add(1, Ordering::AcqRel);
             return;
-        }
+        };
         let mut list = lock(&self.list);
         list.listed.push_back(Listed { holder, owner });
         if list.listed.len() > (2 * list.swept_at).max(64) {
             list.listed.retain(|l| l.holder.strong_count() > 0);
             list.swept_at = list.listed.len();
         }
+        // Counted once listed, under the lock: a search that reads the count sees the entry.
+        self.finished.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Lets listed answers go, oldest first, until `has_room` (checked after each), among
     /// `owner`'s sessions only when it is `Some`; true when any was let go. A session busy now
     /// is passed over; one that keeps nothing, or is gone, leaves the list.
     pub fn reclaim(&self, owner: Option<usize>, has_room: impl Fn() -> bool) -> bool {
-        let finished = self.finished.load(Ordering::Acquire);
         let mut list = lock(&self.list);
+        let finished = self.finished.load(Ordering::Acquire);
         if list.fruitless == Some((finished, owner)) {
             return false;
         }
@@ -100,6 +106,11 @@ impl IdleAnswers {
             let outcome = entry.holder.upgrade().map_or(Reclaimed::Empty, |h| h.reclaim());
             match outcome {
                 Reclaimed::Busy => at += 1,
+                Reclaimed::Fresh => {
+                    // Seen again at the back, with its new answer's age (once per search).
+                    let moved = list.listed.remove(at);
+                    list.listed.extend(moved);
+                }
                 Reclaimed::Empty => drop(list.listed.remove(at)),
                 Reclaimed::Freed => {
                     drop(list.listed.remove(at));
@@ -165,7 +176,7 @@ mod tests {
         let idle = IdleAnswers::default();
         let (a, b, c) = (fake(10), fake(20), fake(30));
         for f in [&a, &b, &c] {
-            idle.finished(weak(f), 1, false);
+            idle.finished(Some(weak(f)), 1);
         }
         a.busy.store(true, Ordering::Relaxed);
         assert!(idle.reclaim(Some(1), || true));
@@ -185,8 +196,8 @@ mod tests {
     fn only_the_owners_sessions_go_when_an_owner_is_named() {
         let idle = IdleAnswers::default();
         let (alice, bob) = (fake(10), fake(10));
-        idle.finished(weak(&bob), 2, false);
-        idle.finished(weak(&alice), 1, false);
+        idle.finished(Some(weak(&bob)), 2);
+        idle.finished(Some(weak(&alice)), 1);
         assert!(idle.reclaim(Some(1), || false));
         assert_eq!(bob.kept.load(Ordering::Relaxed), 10, "bob's answer is not alice's to take");
         assert!(!idle.reclaim(Some(1), || false), "nothing of alice's is left");
@@ -199,11 +210,11 @@ mod tests {
         let idle = IdleAnswers::default();
         let busy = fake(10);
         busy.busy.store(true, Ordering::Relaxed);
-        idle.finished(weak(&busy), 1, false);
+        idle.finished(Some(weak(&busy)), 1);
         assert!(!idle.reclaim(None, || false));
         busy.busy.store(false, Ordering::Relaxed);
         assert!(!idle.reclaim(None, || false), "the same search is skipped");
-        idle.finished(weak(&busy), 1, true);
+        idle.finished(None, 1);
         assert_eq!(idle.len(), 1, "a listed session is listed once");
         assert!(idle.reclaim(None, || false), "a finished answer makes it worth looking again");
     }
@@ -213,11 +224,11 @@ mod tests {
         let idle = IdleAnswers::default();
         for _ in 0..1_000 {
             let f = fake(1);
-            idle.finished(weak(&f), 1, false);
+            idle.finished(Some(weak(&f)), 1);
         }
         assert!(idle.len() <= 128, "swept as it grows: {}", idle.len());
         let kept = fake(1);
-        idle.finished(weak(&kept), 1, false);
+        idle.finished(Some(weak(&kept)), 1);
         assert!(idle.reclaim(None, || false));
         assert!(idle.is_empty(), "the gone ones left as the search passed them");
     }

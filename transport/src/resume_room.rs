@@ -35,6 +35,14 @@ impl ResumeRoom {
     pub(crate) fn try_take(&self, n: u64) -> bool {
         let Err(short) = self.take_once(n) else { return true };
         let idle = &self.budget.idle;
+        // More than a limit allows at all: nothing let go would make room.
+        let too_large = match short {
+            Short::Share((limit, share)) => share > limit,
+            Short::Budget => n > self.budget.limit.load(Ordering::Relaxed),
+        };
+        if too_large {
+            return false;
+        }
         let freed = match short {
             Short::Share(limit) => {
                 let owner = self.owner.as_ref();
@@ -69,9 +77,9 @@ impl ResumeRoom {
     }
 
     /// An answer kept with this room finished: its session, `holder`, is listed among those
-    /// whose answer may be let go (`listed`: it is already).
-    pub fn finished(&self, holder: Weak<dyn Reclaim>, listed: bool) {
-        self.budget.idle.finished(holder, self.owner_key(), listed);
+    /// whose answer may be let go (`None`: it is already).
+    pub fn finished(&self, holder: Option<Weak<dyn Reclaim>>) {
+        self.budget.idle.finished(holder, self.owner_key());
     }
 
     /// Gives back room for `n` bytes, to the budget and the owner's share.

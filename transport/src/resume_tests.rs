@@ -238,3 +238,31 @@ fn a_step_without_room_takes_it_from_idle_sessions_finished_answers_its_identity
     assert!(!lock(&hers.state).kept.is_empty(), "carol kept hers");
     assert!(resumed_bytes(&idle_bob, 1, 0).is_err(), "bob's idle answer made the room");
 }
+
+#[test]
+fn a_session_that_finished_another_answer_goes_after_older_ones() {
+    let room = 3 * ((1 << 20) + KEPT_CHUNK_COST);
+    let budget = Arc::new(ResumeBudget::new(room, room));
+    let session = || {
+        let r = Arc::new(Resumable::default());
+        r.set_budget(ResumeRoom::new(budget.clone(), None));
+        r
+    };
+    let (a, b, running) = (session(), session(), session());
+    let chunk = Bytes::from(vec![1u8; 1 << 20]);
+    for r in [&a, &b] {
+        assert!(r.begin(1).is_ok());
+        r.record_whole(StatusCode::OK, &chunk);
+    }
+    // a was listed first, but its last answer is younger than b's.
+    assert!(a.begin(2).is_ok());
+    a.record_whole(StatusCode::OK, &chunk);
+    assert!(running.begin(1).is_ok());
+    let mut state = lock(&running.state);
+    state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
+    assert_eq!(budget.used(), room, "the budget is full");
+    state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);
+    drop(state);
+    assert!(resumed_bytes(&b, 1, 0).is_err(), "b's older answer went first");
+    assert_eq!(resumed_bytes(&a, 2, 0).map(|x| x.len()), Ok(1 << 20), "a's younger one stays");
+}

@@ -150,10 +150,14 @@ pub async fn run_with_reloads(
                 // unanswered, and the sidecar sends it again on a new one.
                 let mut response = api::handle(state.clone(), peer, req, (&last, shown)).await?;
                 if let Some(upgrading) = response.extensions_mut().remove::<stream::Upgrading>() {
-                    let slot = lock(&slot).take();
-                    let placing = (shards, streams.clone());
-                    let held = (slot, closing);
-                    streams.spawn(carry_stream(state, peer, upgrading, held, placing));
+                    // A stream's place is its own (nobody would act on its eviction): its
+                    // identity's streams are bounded by `max_streams_per_token`.
+                    let mut slot = lock(&slot).take();
+                    if slot.as_mut().is_none_or(Slot::settle) {
+                        let placing = (shards, streams.clone());
+                        let held = (slot, closing);
+                        streams.spawn(carry_stream(state, peer, upgrading, held, placing));
+                    }
                 }
                 Ok::<_, crate::Error>(response)
             }
@@ -166,7 +170,7 @@ pub async fn run_with_reloads(
             let evicted = async {
                 evicted.cancelled().await;
                 state_now.metrics.connections_evicted.inc();
-                debug!(%peer, "a connection that showed no token closed to make room for a new one");
+                debug!(%peer, "a connection whose place was not its own closed to make room for a new one");
             };
             tokio::select! {
                 biased;

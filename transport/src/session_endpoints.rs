@@ -17,6 +17,7 @@ use http::StatusCode;
 use tracing::info;
 
 use crate::Error;
+use crate::audit::{AuditLog, Room};
 use crate::identity::Caller;
 use crate::relay::handshake::ClientLeg;
 use crate::relay::request::{check_file_piece, commands_asked, count_asked};
@@ -26,6 +27,7 @@ use crate::reply::{Reply, frames, no_content};
 use crate::request_body::{MAX_CONTROL_BODY, read_body};
 use crate::resume_room::ResumeRoom;
 use crate::session::Session;
+use crate::shares::Share;
 use crate::state::AppState;
 use crate::steps::{Step, StepRequest};
 use crate::steps::{begin, resume, step_request};
@@ -172,11 +174,7 @@ async fn command(
     }
     // Room for each command's audit line, before any runs: none runs unaudited.
     let mut lines = match state.audit.get() {
-        Some(log) => {
-            let wait = state.config().body_timeout;
-            let n = commands_asked(&body).map_or(0, |a| a.len());
-            log.room(n, wait).await.ok_or(Error::AuditBehind)?
-        }
+        Some(log) => audit_room(state, caller, log, &body).await?,
         None => Vec::new(),
     }
     .into_iter();
@@ -248,6 +246,32 @@ async fn infile(
         None => Then::Reply(no_content()),
     };
     send_step(state, guard, &session, step, (body, room), then).await
+}
+
+/// Room for the audit lines of the commands in `body`: within the caller's share (a quarter of
+/// the queue: one identity's long commands cannot hold every place), then the places, all at
+/// once; each waited for up to `body_timeout`, else [`Error::AuditBehind`].
+async fn audit_room(
+    state: &AppState,
+    caller: &Caller,
+    log: &AuditLog,
+    body: &Bytes,
+) -> Result<Vec<Room>, Error> {
+    let n = commands_asked(body).map_or(0, |a| a.len());
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let wait = state.config().body_timeout;
+    let max = crate::audit::QUEUE / 4;
+    let mut share = state.shares.take_within(&caller.id, Share::AuditLines, n, max, wait).await;
+    let share = share.as_mut().ok_or(Error::AuditBehind)?;
+    let mut places = log.room(n, wait).await.ok_or(Error::AuditBehind)?;
+    let mut rooms = Vec::with_capacity(n);
+    for _ in 0..n {
+        let one = share.split_one().map(|s| Box::new(s) as Box<dyn Send + Sync>);
+        rooms.extend(Room::split(&mut places, one));
+    }
+    Ok(rooms)
 }
 
 /// A duration in whole milliseconds, as an opened session's terms are told.

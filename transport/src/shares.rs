@@ -1,6 +1,6 @@
 //! Each identity's share of what the transport holds at once: its WebSocket streams, its
 //! upstream connects in flight, its bytes of request bodies and of answers kept for resumes,
-//! the connections whose place is its own, so that one token (or one
+//! the connections whose place is its own, its audit lines waiting, so that one token (or one
 //! leaked single-sign-on user) cannot take what the others need. A share is taken with a
 //! guard and given back when the guard drops.
 
@@ -23,6 +23,9 @@ pub enum Share {
     ResumeBytes,
     /// HTTP connections whose place is its own (`max_connections_per_token`).
     Connections,
+    /// Places of audit lines waiting for their commands to end or for the writer (a quarter
+    /// of the audit queue).
+    AuditLines,
 }
 
 impl Share {
@@ -34,6 +37,7 @@ impl Share {
             Share::InflightBytes => "max_inflight_bytes_per_token",
             Share::ResumeBytes => "max_resume_bytes_per_token",
             Share::Connections => "max_connections_per_token",
+            Share::AuditLines => "audit_lines_per_token",
         }
     }
 
@@ -66,7 +70,7 @@ const MIN_PRUNE_AT: usize = 64;
 /// One identity's counts, one per [`Share`]; alive while one of its shares is taken, or while
 /// a session of the identity keeps them at hand ([`Shares::counts`]).
 #[derive(Debug, Default)]
-pub struct IdentityCounts([AtomicUsize; 5]);
+pub struct IdentityCounts([AtomicUsize; 6]);
 
 impl IdentityCounts {
     /// Adds `more` to `share`'s count unless it would pass `max`.
@@ -112,6 +116,13 @@ impl Taken {
             self.give_back(back);
             self.amount -= back;
         }
+    }
+
+    /// One of it, split off as a share of its own (given back when that one drops).
+    pub fn split_one(&mut self) -> Option<Taken> {
+        self.amount = self.amount.checked_sub(1)?;
+        let (shares, held, share) = (self.shares.clone(), self.held.clone(), self.share);
+        Some(Taken { shares, held, share, amount: 1 })
     }
 
     /// Takes `more` of the same share, unless that would pass `max`.

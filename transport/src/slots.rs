@@ -214,8 +214,9 @@ impl Slot {
         };
         match own() {
             Some(share) => {
-                self._own = Some(share);
                 self.permit = lock(&waiting).release(&unproven);
+                // Evicted a moment before: the share goes back with it.
+                self._own = self.permit.is_some().then_some(share);
                 self.permit.is_some()
             }
             None => {
@@ -224,6 +225,16 @@ impl Slot {
                 placed
             }
         }
+    }
+
+    /// The connection becomes a stream: its place is its own from now on, within its
+    /// identity's share of connections or not (its streams are bounded by their own share).
+    /// False when it was evicted a moment before.
+    pub fn settle(&mut self) -> bool {
+        if let Some((unproven, waiting)) = self.unproven.take() {
+            self.permit = lock(&waiting).release(&unproven);
+        }
+        self.permit.is_some()
     }
 
     /// A request without a valid token came on the connection: a place it held as its own goes

@@ -276,6 +276,7 @@ impl AppState {
                 usize::try_from(config.max_resume_bytes_per_token).unwrap_or(usize::MAX)
             }
             crate::shares::Share::Connections => config.max_connections_per_token,
+            crate::shares::Share::AuditLines => crate::audit::QUEUE / 4,
         };
         self.shares
             .take_of(counts, share, amount, max)

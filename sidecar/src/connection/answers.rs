@@ -66,16 +66,62 @@ pub async fn write_login_packets(
     Err(Error::StreamBroken(Broken::EndedEarly))
 }
 
+/// Most bytes of an answer within an authentication (an OK, an ERR, an auth switch or more
+/// auth data): it is read whole and checked before any of it is written.
+const MAX_AUTH_ANSWER: usize = 64 * 1024;
+
+/// Writes an answer within an authentication after the login (a COM_CHANGE_USER's, and each
+/// round after an auth switch) as it is, once it was read whole and a server asking for the
+/// password in clear was refused (unless `cleartext`). Returns how the turn ended.
+pub async fn write_auth_answer(
+    io: &mut PacketIo,
+    frames: &mut FrameStream<'_>,
+    cleartext: bool,
+) -> Result<TurnEnd, Error> {
+    let mut whole = bytes::BytesMut::new();
+    while let Some(frame) = frames.next_piece().await? {
+        match frame {
+            Frame::Packets(packets) => {
+                whole.extend_from_slice(&packets);
+                if whole.len() > MAX_AUTH_ANSWER {
+                    return Err(Error::StreamBroken(Broken::ControlBody(std::io::Error::other(
+                        "an authentication answer of more than 64 KiB",
+                    ))));
+                }
+            }
+            Frame::Heartbeat => {}
+            Frame::Turn(end) => {
+                if !cleartext {
+                    for payload in split_payloads(&whole)? {
+                        if let Some(plugin) = cleartext_plugin(&payload) {
+                            return Err(Error::CleartextRefused { plugin });
+                        }
+                    }
+                }
+                io.write_raw(whole.freeze()).await?;
+                io.flush().await?;
+                return expect_body_end(frames, end).await;
+            }
+        }
+    }
+    Err(Error::StreamBroken(Broken::EndedEarly))
+}
+
 /// Auth plugins that have the client send its password as it is (MySQL's cleartext plugin,
 /// and MariaDB's `dialog`, which PAM uses).
 const CLEARTEXT_PLUGINS: [&[u8]; 2] = [b"mysql_clear_password", b"dialog"];
 
 /// The cleartext plugin a login packet from the server names, if any: a greeting's, or an
-/// AuthSwitchRequest's (0xFE, the plugin's name, a NUL, its data).
+/// AuthSwitchRequest's (0xFE, the plugin's name, a NUL, its data). A greeting that cannot be
+/// read counts as one.
 pub(super) fn cleartext_plugin(payload: &[u8]) -> Option<String> {
     let named = match payload.first()? {
         0xfe => payload[1..].split(|&b| b == 0).next()?.to_vec(),
-        10 => Greeting::parse(payload)?.plugin,
+        // A greeting the sidecar cannot read may name anything to a client that can.
+        10 => match Greeting::parse(payload) {
+            Some(greeting) => greeting.plugin,
+            None => return Some("a greeting that could not be read".into()),
+        },
         _ => return None,
     };
     CLEARTEXT_PLUGINS

@@ -16,7 +16,7 @@ use tokio_util::sync::WaitForCancellationFuture;
 use tracing::debug;
 
 use super::Connection;
-use super::answers::{write_answer, write_login_packets};
+use super::answers::{write_answer, write_auth_answer, write_login_packets};
 use super::users::Authenticator;
 use crate::Error;
 use crate::live::Gone;
@@ -213,9 +213,16 @@ impl Connection {
         step: RelayStep<'_>,
         last_command: &[u8],
     ) -> Result<Next, Error> {
+        // An answer within an authentication is checked whole before it is written: a server
+        // asking for the password in clear is refused (`auth.cleartext_passwords`).
+        let cleartext = self.shared.config.auth.cleartext_passwords;
+        let changes_user = last_command.get(4) == Some(&common::mysql::command::CHANGE_USER);
         let mut end = {
             let mut frames = self.tunnel.relay(session, step).await?;
-            write_answer(&mut self.io, &mut frames, Some(last_command)).await?
+            match changes_user {
+                true => write_auth_answer(&mut self.io, &mut frames, cleartext).await?,
+                false => write_answer(&mut self.io, &mut frames, Some(last_command)).await?,
+            }
         };
         loop {
             self.io.flush().await?;
@@ -227,7 +234,7 @@ impl Connection {
                         self.io.read_expected("client hung up during authentication").await?;
                     let step = RelayStep::Login(packet);
                     let mut frames = Box::pin(self.tunnel.relay(session, step)).await?;
-                    write_answer(&mut self.io, &mut frames, None).await?
+                    write_auth_answer(&mut self.io, &mut frames, cleartext).await?
                 }
                 TurnEnd::AwaitFile => Box::pin(self.send_file(session, last_command)).await?,
             };
@@ -300,6 +307,7 @@ impl Connection {
             collation: request.collation.unwrap_or(self.client.collation),
         };
         let mut frames = self.tunnel.relay(session, RelayStep::LoginAs(&login)).await?;
-        write_login_packets(&mut self.io, &mut frames, true).await.map(drop)
+        let cleartext = self.shared.config.auth.cleartext_passwords;
+        write_login_packets(&mut self.io, &mut frames, cleartext).await.map(drop)
     }
 }
