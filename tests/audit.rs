@@ -1,7 +1,8 @@
 //! The audit log, line by line: a session with text statements (DDL, DML, a SELECT, an error)
 //! and a prepared statement writes one JSON line per command with who, what, how long, how
 //! many rows and which error, pipelined commands too; with `statements: digest` the text is
-//! replaced by its digest. After a COM_CHANGE_USER, the lines name the new user.
+//! replaced by its digest. A COM_CHANGE_USER's line names the user it asks for, and later
+//! lines name it once the server said OK (not after a refusal).
 
 use std::time::Duration;
 
@@ -209,6 +210,11 @@ async fn lines_after_a_change_user_name_the_new_user() {
         let login = e2e::opts_as(tunnel.sidecar.port(), &first, "First-pw-1", Some(DATABASE));
         let mut conn = Conn::new(login).await.expect("login");
         conn.query_drop("SELECT 'before the change'").await.expect("select");
+        let wrong = mysql_async::ChangeUserOpts::default()
+            .with_user(Some(second.clone()))
+            .with_pass(Some("wrong".into()));
+        assert!(conn.change_user(wrong).await.is_err(), "a wrong password is refused");
+        conn.query_drop("SELECT 'after a failed change'").await.expect("select");
         let to = mysql_async::ChangeUserOpts::default()
             .with_user(Some(second.clone()))
             .with_pass(Some("Second-pw-2".into()))
@@ -219,13 +225,15 @@ async fn lines_after_a_change_user_name_the_new_user() {
         let lines = lines_until(&path, "after the change").await;
         let before = find(&lines, "Query", "SELECT 'before the change'");
         let after = find(&lines, "Query", "SELECT 'after the change'");
+        let failed = find(&lines, "Query", "SELECT 'after a failed change'");
+        assert_eq!(failed["user"], first.as_str(), "a failed change keeps the user");
         let changed = lines.iter().find(|l| l["command"] == "Change user").expect("its line");
         println!(
-            "user before: {}, on the change: {}, after: {}",
-            before["user"], changed["user"], after["user"]
+            "user before: {}, on the change: {} changed to {}, after: {}",
+            before["user"], changed["user"], changed["changed_to"], after["user"]
         );
         assert_eq!(before["user"], first.as_str());
-        assert_eq!(changed["user"], second.as_str(), "the change's line names the new user");
+        assert_eq!(changed["changed_to"], second.as_str(), "the change's line names the new user");
         assert_eq!(after["user"], second.as_str(), "later lines name the new user");
         drop(std::fs::remove_file(&path));
     })

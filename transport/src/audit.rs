@@ -102,6 +102,9 @@ pub struct Entry {
     /// A prepared statement's id (prepare, execute).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub statement_id: Option<u32>,
+    /// The user a COM_CHANGE_USER asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_to: Option<String>,
     /// Milliseconds from the request to the end of the answer.
     pub duration_ms: f64,
     /// Rows of result sets.

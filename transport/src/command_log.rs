@@ -55,16 +55,21 @@ pub fn on_end(
         if let (Some(db), true) = (init_db, succeeded) {
             lock(&session.who).database = Some(db);
         }
-        // Once the server said OK (not an auth switch: the change may fail after it), the
-        // session's later lines, and this one, name the user it changed to.
-        let changed = succeeded && matches!(report.outcome, Outcome::Ended(TurnEnd::Done));
-        if let (Some(user), true) = (&new_user, changed) {
-            lock(&session.who).user = Some(user.clone());
+        // Later lines name the user it changed to once the server said OK: at once, or after
+        // an auth switch, at the end of the authentication (`on_login_round`).
+        if let Some(user) = &new_user {
+            let mut who = lock(&session.who);
+            who.changing_to = None;
+            match &report.outcome {
+                Outcome::Ended(TurnEnd::Done) if succeeded => who.user = Some(user.clone()),
+                Outcome::Ended(TurnEnd::AwaitAuth) if succeeded => {
+                    who.changing_to = Some(user.clone());
+                }
+                _ => {}
+            }
         }
         let Some((log, mut entry)) = audit else { return };
-        if let (Some(user), true) = (new_user, changed) {
-            entry.user = Some(user);
-        }
+        entry.changed_to = new_user;
         entry.duration_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
         entry.rows = report.tally.rows;
         entry.affected_rows = report.tally.affected;
@@ -116,6 +121,26 @@ fn audit_entry(state: &AppState, session: &Session, payload: &[u8]) -> Entry {
         _ => {}
     }
     entry
+}
+
+/// The hook of a login round (an auth answer), of the login or of a COM_CHANGE_USER: logs a
+/// turn that broke; an authentication that ends with OK makes the user a COM_CHANGE_USER asked
+/// for the session's.
+pub fn on_login_round(session: &Arc<Session>) -> OnEnd {
+    let session = session.clone();
+    Box::new(move |report: TurnReport| {
+        log_broken_turn(session_label(&session.id), "login", &report.outcome);
+        let mut who = lock(&session.who);
+        if who.changing_to.is_none() {
+            return;
+        }
+        let ok = report.tally.error.is_none();
+        match &report.outcome {
+            Outcome::Ended(TurnEnd::Done) if ok => who.user = who.changing_to.take(),
+            Outcome::Ended(TurnEnd::AwaitAuth) if ok => {}
+            _ => who.changing_to = None,
+        }
+    })
 }
 
 /// Logs a turn that did not end with its answer, naming the session.

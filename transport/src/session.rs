@@ -193,6 +193,9 @@ pub struct Who {
     pub user: Option<String>,
     /// The database named at login or by the last COM_INIT_DB.
     pub database: Option<String>,
+    /// The user a COM_CHANGE_USER asked for while its authentication goes on (an auth
+    /// switch): `user` once the server says OK.
+    pub changing_to: Option<String>,
 }
 
 /// Session limits checked when a session is registered.

@@ -61,7 +61,7 @@ async fn login_steps(
         (Phase::Greeted, _) => {
             begin(&session, step)?;
             let (user, database) = login_names(&body);
-            *lock(&session.who) = Who { user, database };
+            *lock(&session.who) = Who { user, database, changing_to: None };
             let caps = link.send_handshake_response(BytesMut::from(&body[..])).await;
             caps.map(|_| Framing::new(Expect::Login, link.shape))
         }
@@ -122,7 +122,11 @@ async fn login_as(
                 link.phase = Phase::Ready;
                 guard.link_use().logged_in.store(true, std::sync::atomic::Ordering::Release);
                 *lock(&session.logged_in_as) = Some(LoginAs { database: None, ..login.clone() });
-                let who = Who { user: Some(login.user.clone()), database: login.database.clone() };
+                let who = Who {
+                    user: Some(login.user.clone()),
+                    database: login.database.clone(),
+                    changing_to: None,
+                };
                 *lock(&session.who) = who;
                 TurnEnd::Done
             } else if change_user {

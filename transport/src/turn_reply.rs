@@ -132,11 +132,11 @@ pub(crate) async fn turn(
     state: &AppState,
     guard: LinkGuard,
     framing: Framing,
-    session: &Session,
+    session: &Arc<Session>,
     step: Option<u64>,
 ) -> Reply {
     let heartbeat = state.config().heartbeat_interval;
-    let hooks = vec![broken_turn_hook(session, "login or file")];
+    let hooks = vec![command_log::on_login_round(session)];
     first_answer(start_turn(heartbeat, guard, framing, session, hooks, step)).await
 }
 

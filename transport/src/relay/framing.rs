@@ -306,6 +306,10 @@ impl Framing {
         let terminator = self.is_terminator(len);
         let tally = &mut self.tally;
         match (self.state, p.first().copied()) {
+            // A login's or a COM_CHANGE_USER's refusal (an auth answer has no progress report).
+            (State::Auth { .. }, Some(packet::ERR)) => {
+                tally.error = ErrPacket::parse(p).map(|err| err.code);
+            }
             (State::Auth { .. }, _) => {}
             (_, Some(packet::ERR)) if !progress => {
                 tally.error = ErrPacket::parse(p).map(|err| err.code);
