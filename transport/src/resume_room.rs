@@ -32,8 +32,17 @@ impl ResumeRoom {
     /// Takes room for `n` bytes: the owner's share first, then the budget; false (and nothing
     /// taken) when either has none, even once idle sessions' finished answers were let go:
     /// the identity's own for its share, anyone's for the budget.
+    #[inline]
     pub(crate) fn try_take(&self, n: u64) -> bool {
-        let Err(short) = self.take_once(n) else { return true };
+        match self.take_once(n) {
+            Ok(()) => true,
+            Err(short) => self.take_making_room(n, short),
+        }
+    }
+
+    /// [`Self::try_take`] when `short` had no room: idle sessions' answers let go first.
+    #[cold]
+    fn take_making_room(&self, n: u64, short: Short) -> bool {
         let idle = &self.budget.idle;
         // More than a limit allows at all: nothing let go would make room.
         let too_large = match short {
@@ -56,6 +65,7 @@ impl ResumeRoom {
     }
 
     /// [`Self::try_take`] without letting idle sessions' answers go: which was short.
+    #[inline]
     fn take_once(&self, n: u64) -> Result<(), Short> {
         let share = usize::try_from(n).unwrap_or(usize::MAX);
         let limit = self.budget.share_limit();

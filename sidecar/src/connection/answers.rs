@@ -20,14 +20,25 @@ pub async fn write_answer(
     io: &mut PacketIo,
     frames: &mut FrameStream<'_>,
     asked: Option<&[u8]>,
+    auth: Option<bool>,
 ) -> Result<TurnEnd, Error> {
+    // An answer within an authentication (`auth`: whether a password may go in clear) is
+    // small: held whole, and checked before any of it is written.
+    let mut held = auth.map(|_| bytes::BytesMut::new());
     while let Some(frame) = frames.next_piece().await? {
         match frame {
-            Frame::Packets(packets) => io.write_raw(packets).await?,
+            Frame::Packets(packets) => match held.as_mut() {
+                None => io.write_raw(packets).await?,
+                Some(whole) => hold_auth_piece(whole, &packets)?,
+            },
             Frame::Heartbeat => {}
             // The answer is whole: it goes to the client before the rest of the body is
             // checked and the connection to the transport is put back.
             Frame::Turn(end) => {
+                if let Some(whole) = held.take() {
+                    refuse_cleartext(&whole, auth == Some(true))?;
+                    io.write_raw(whole.freeze()).await?;
+                }
                 refuse_unasked_file_request(io, asked, end)?;
                 io.flush().await?;
                 return expect_body_end(frames, end).await;
@@ -35,6 +46,33 @@ pub async fn write_answer(
         }
     }
     Err(Error::StreamBroken(Broken::EndedEarly))
+}
+
+/// Most bytes of an answer within an authentication (an OK, an ERR, an auth switch or more
+/// auth data).
+const MAX_AUTH_ANSWER: usize = 64 * 1024;
+
+/// Adds a piece of an answer within an authentication to what is held of it.
+fn hold_auth_piece(whole: &mut bytes::BytesMut, piece: &[u8]) -> Result<(), Error> {
+    whole.extend_from_slice(piece);
+    if whole.len() > MAX_AUTH_ANSWER {
+        let long = std::io::Error::other("an authentication answer of more than 64 KiB");
+        return Err(Error::StreamBroken(Broken::ControlBody(long)));
+    }
+    Ok(())
+}
+
+/// Refuses packets in which the server asks for the password in clear, unless `cleartext`.
+fn refuse_cleartext(packets: &[u8], cleartext: bool) -> Result<(), Error> {
+    if cleartext {
+        return Ok(());
+    }
+    for payload in split_payloads(packets)? {
+        if let Some(plugin) = cleartext_plugin(&payload) {
+            return Err(Error::CleartextRefused { plugin });
+        }
+    }
+    Ok(())
 }
 
 /// Writes login packets with the client leg's own sequence ids (TLS may be on one leg only,
@@ -60,47 +98,6 @@ pub async fn write_login_packets(
             Frame::Turn(end) => {
                 io.flush().await?;
                 return Ok((expect_body_end(frames, end).await?, written));
-            }
-        }
-    }
-    Err(Error::StreamBroken(Broken::EndedEarly))
-}
-
-/// Most bytes of an answer within an authentication (an OK, an ERR, an auth switch or more
-/// auth data): it is read whole and checked before any of it is written.
-const MAX_AUTH_ANSWER: usize = 64 * 1024;
-
-/// Writes an answer within an authentication after the login (a COM_CHANGE_USER's, and each
-/// round after an auth switch) as it is, once it was read whole and a server asking for the
-/// password in clear was refused (unless `cleartext`). Returns how the turn ended.
-pub async fn write_auth_answer(
-    io: &mut PacketIo,
-    frames: &mut FrameStream<'_>,
-    cleartext: bool,
-) -> Result<TurnEnd, Error> {
-    let mut whole = bytes::BytesMut::new();
-    while let Some(frame) = frames.next_piece().await? {
-        match frame {
-            Frame::Packets(packets) => {
-                whole.extend_from_slice(&packets);
-                if whole.len() > MAX_AUTH_ANSWER {
-                    return Err(Error::StreamBroken(Broken::ControlBody(std::io::Error::other(
-                        "an authentication answer of more than 64 KiB",
-                    ))));
-                }
-            }
-            Frame::Heartbeat => {}
-            Frame::Turn(end) => {
-                if !cleartext {
-                    for payload in split_payloads(&whole)? {
-                        if let Some(plugin) = cleartext_plugin(&payload) {
-                            return Err(Error::CleartextRefused { plugin });
-                        }
-                    }
-                }
-                io.write_raw(whole.freeze()).await?;
-                io.flush().await?;
-                return expect_body_end(frames, end).await;
             }
         }
     }

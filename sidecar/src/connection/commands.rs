@@ -16,7 +16,7 @@ use tokio_util::sync::WaitForCancellationFuture;
 use tracing::debug;
 
 use super::Connection;
-use super::answers::{write_answer, write_auth_answer, write_login_packets};
+use super::answers::{write_answer, write_login_packets};
 use super::users::Authenticator;
 use crate::Error;
 use crate::live::Gone;
@@ -219,10 +219,8 @@ impl Connection {
         let changes_user = last_command.get(4) == Some(&common::mysql::command::CHANGE_USER);
         let mut end = {
             let mut frames = self.tunnel.relay(session, step).await?;
-            match changes_user {
-                true => write_auth_answer(&mut self.io, &mut frames, cleartext).await?,
-                false => write_answer(&mut self.io, &mut frames, Some(last_command)).await?,
-            }
+            let auth = changes_user.then_some(cleartext);
+            write_answer(&mut self.io, &mut frames, Some(last_command), auth).await?
         };
         loop {
             self.io.flush().await?;
@@ -234,7 +232,7 @@ impl Connection {
                         self.io.read_expected("client hung up during authentication").await?;
                     let step = RelayStep::Login(packet);
                     let mut frames = Box::pin(self.tunnel.relay(session, step)).await?;
-                    write_auth_answer(&mut self.io, &mut frames, cleartext).await?
+                    write_answer(&mut self.io, &mut frames, None, Some(cleartext)).await?
                 }
                 TurnEnd::AwaitFile => Box::pin(self.send_file(session, last_command)).await?,
             };
@@ -261,7 +259,7 @@ impl Connection {
             if last {
                 let step = RelayStep::File { packets: piece.freeze(), last: true };
                 let mut frames = self.tunnel.relay(session, step).await?;
-                return write_answer(&mut self.io, &mut frames, Some(last_command)).await;
+                return write_answer(&mut self.io, &mut frames, Some(last_command), None).await;
             }
             if piece.len() >= FILE_PIECE {
                 let step = RelayStep::File { packets: piece.split().freeze(), last: false };
