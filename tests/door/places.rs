@@ -14,20 +14,12 @@ use std::time::Duration;
 
 use e2e::door::{Legit, attacker_connect, read_head, transport_with};
 use e2e::http::metric;
-use e2e::{Carrier, TOKEN, within};
+use e2e::{Carrier, TOKEN, on_both_carriers, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PLACES: usize = 40;
 
-#[tokio::test]
-async fn connections_without_a_token_make_room_for_a_sidecar_over_streams() {
-    connections_without_a_token_make_room(Carrier::Stream).await;
-}
-
-#[tokio::test]
-async fn connections_without_a_token_make_room_for_a_sidecar_over_requests() {
-    connections_without_a_token_make_room(Carrier::Requests).await;
-}
+on_both_carriers!(connections_without_a_token_make_room);
 
 async fn connections_without_a_token_make_room(carrier: Carrier) {
     within(120, async {
@@ -128,15 +120,7 @@ async fn proven_connections(port: u16, n: usize) -> Vec<tokio::net::TcpStream> {
     held
 }
 
-#[tokio::test]
-async fn one_identity_cannot_hold_every_place_over_streams() {
-    one_identity_cannot_hold_every_place(Carrier::Stream).await;
-}
-
-#[tokio::test]
-async fn one_identity_cannot_hold_every_place_over_requests() {
-    one_identity_cannot_hold_every_place(Carrier::Requests).await;
-}
+on_both_carriers!(one_identity_cannot_hold_every_place);
 
 /// Another identity's connections, each proven by its token, fill every place; a sidecar
 /// started then still gets its connections: that identity's own places are at most
@@ -145,14 +129,12 @@ async fn one_identity_cannot_hold_every_place(carrier: Carrier) {
     one_identity_holding_every_place(carrier, 8, false).await;
 }
 
-#[tokio::test]
-async fn a_token_shown_once_then_health_checks_keep_no_place_over_streams() {
-    one_identity_holding_every_place(Carrier::Stream, 256, true).await;
-}
+on_both_carriers!(a_token_shown_once_then_health_checks_keep_no_place);
 
-#[tokio::test]
-async fn a_token_shown_once_then_health_checks_keep_no_place_over_requests() {
-    one_identity_holding_every_place(Carrier::Requests, 256, true).await;
+/// Mallory's connections, each proven by her token once, then each sends a health check
+/// without it: the places are given back, and a sidecar started then gets its connections.
+async fn a_token_shown_once_then_health_checks_keep_no_place(carrier: Carrier) {
+    one_identity_holding_every_place(carrier, 256, true).await;
 }
 
 /// Mallory's connections, each proven by her token (`per_token` of them her own at most), take

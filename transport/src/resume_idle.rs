@@ -126,12 +126,14 @@ impl IdleAnswers {
     }
 
     /// Sessions listed (some may have gone since).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         lock(&self.list).listed.len()
     }
 
     /// True when none is listed.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -197,22 +197,30 @@ fn tiny_chunks_are_counted_with_their_bookkeeping() {
     assert_eq!(state.kept.base(), 9_000, "1,000 chunks of a byte and their bookkeeping fill it");
 }
 
+/// A session whose kept answers take their room from `budget`, within `owner`'s share.
+fn session_in(budget: &Arc<ResumeBudget>, owner: Option<&Arc<IdentityCounts>>) -> Arc<Resumable> {
+    let r = Arc::new(Resumable::default());
+    r.set_budget(ResumeRoom::new(budget.clone(), owner.cloned()));
+    r
+}
+
+/// Step `step` of `r` begins and is answered with `answer` at once.
+fn answered(r: &Resumable, step: u64, answer: &Bytes) {
+    assert!(r.begin(step).is_ok());
+    r.record_whole(StatusCode::OK, answer);
+}
+
 #[test]
 fn a_step_without_room_takes_it_from_idle_sessions_finished_answers_its_identitys_first() {
     let mib = 1u64 << 20;
     let room = 3 * (mib + KEPT_CHUNK_COST);
     let budget = Arc::new(ResumeBudget::new(room, 2 * (mib + KEPT_CHUNK_COST)));
     let (alice, bob) = (Arc::new(IdentityCounts::default()), Arc::new(IdentityCounts::default()));
-    let session = |owner: &Arc<IdentityCounts>| {
-        let r = Arc::new(Resumable::default());
-        r.set_budget(ResumeRoom::new(budget.clone(), Some(owner.clone())));
-        r
-    };
+    let session = |owner: &Arc<IdentityCounts>| session_in(&budget, Some(owner));
     let (idle_alice, idle_bob, running) = (session(&alice), session(&bob), session(&alice));
     let chunk = Bytes::from(vec![1u8; 1 << 20]);
     for r in [&idle_bob, &idle_alice] {
-        assert!(r.begin(1).is_ok());
-        r.record_whole(StatusCode::OK, &chunk);
+        answered(r, 1, &chunk);
     }
     assert!(running.begin(1).is_ok());
     let mut state = lock(&running.state);
@@ -243,20 +251,14 @@ fn a_step_without_room_takes_it_from_idle_sessions_finished_answers_its_identity
 fn a_session_that_finished_another_answer_goes_after_older_ones() {
     let room = 3 * ((1 << 20) + KEPT_CHUNK_COST);
     let budget = Arc::new(ResumeBudget::new(room, room));
-    let session = || {
-        let r = Arc::new(Resumable::default());
-        r.set_budget(ResumeRoom::new(budget.clone(), None));
-        r
-    };
-    let (a, b, running) = (session(), session(), session());
+    let (a, b, running) =
+        (session_in(&budget, None), session_in(&budget, None), session_in(&budget, None));
     let chunk = Bytes::from(vec![1u8; 1 << 20]);
     for r in [&a, &b] {
-        assert!(r.begin(1).is_ok());
-        r.record_whole(StatusCode::OK, &chunk);
+        answered(r, 1, &chunk);
     }
     // a was listed first, but its last answer is younger than b's.
-    assert!(a.begin(2).is_ok());
-    a.record_whole(StatusCode::OK, &chunk);
+    answered(&a, 2, &chunk);
     assert!(running.begin(1).is_ok());
     let mut state = lock(&running.state);
     state.kept.record(&chunk, DEFAULT_RESUME_WINDOW);

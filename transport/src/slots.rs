@@ -209,21 +209,15 @@ impl Slot {
     /// cannot hold every place. False when it was evicted a moment before (it has no place: it
     /// is closing, and runs nothing more).
     pub fn prove(&mut self, own: impl FnOnce() -> Option<Taken>) -> bool {
-        let Some((unproven, waiting)) = self.unproven.take() else {
-            return self.permit.is_some();
-        };
+        let Some((unproven, _)) = &self.unproven else { return self.permit.is_some() };
         match own() {
             Some(share) => {
-                self.permit = lock(&waiting).release(&unproven);
+                let placed = self.settle();
                 // Evicted a moment before: the share goes back with it.
-                self._own = self.permit.is_some().then_some(share);
-                self.permit.is_some()
-            }
-            None => {
-                let placed = lock(&unproven.permit).is_some();
-                self.unproven = Some((unproven, waiting));
+                self._own = placed.then_some(share);
                 placed
             }
+            None => lock(&unproven.permit).is_some(),
         }
     }
 

@@ -67,12 +67,16 @@ fn refuse_cleartext(packets: &[u8], cleartext: bool) -> Result<(), Error> {
     if cleartext {
         return Ok(());
     }
-    for payload in split_payloads(packets)? {
-        if let Some(plugin) = cleartext_plugin(&payload) {
-            return Err(Error::CleartextRefused { plugin });
-        }
+    split_payloads(packets)?.iter().try_for_each(|payload| refuse_cleartext_payload(payload, false))
+}
+
+/// Refuses a login packet in which the server asks for the password in clear, unless
+/// `cleartext`.
+pub(super) fn refuse_cleartext_payload(payload: &[u8], cleartext: bool) -> Result<(), Error> {
+    match cleartext_plugin(payload) {
+        Some(plugin) if !cleartext => Err(Error::CleartextRefused { plugin }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Writes login packets with the client leg's own sequence ids (TLS may be on one leg only,
@@ -87,9 +91,7 @@ pub async fn write_login_packets(
         match frame {
             Frame::Packets(packets) => {
                 for payload in split_payloads(&packets)? {
-                    if !cleartext && let Some(plugin) = cleartext_plugin(&payload) {
-                        return Err(Error::CleartextRefused { plugin });
-                    }
+                    refuse_cleartext_payload(&payload, cleartext)?;
                     io.queue_packet(&payload);
                     written.push(payload);
                 }
@@ -111,7 +113,7 @@ const CLEARTEXT_PLUGINS: [&[u8]; 2] = [b"mysql_clear_password", b"dialog"];
 /// The cleartext plugin a login packet from the server names, if any: a greeting's, or an
 /// AuthSwitchRequest's (0xFE, the plugin's name, a NUL, its data). A greeting that cannot be
 /// read counts as one.
-pub(super) fn cleartext_plugin(payload: &[u8]) -> Option<String> {
+fn cleartext_plugin(payload: &[u8]) -> Option<String> {
     let named = match payload.first()? {
         0xfe => payload[1..].split(|&b| b == 0).next()?.to_vec(),
         // A greeting the sidecar cannot read may name anything to a client that can.

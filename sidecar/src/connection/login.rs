@@ -8,7 +8,7 @@ use common::mysql::handshake_response::HandshakeResponse;
 use common::wire::{LoginAs, OpenRelay, TurnEnd};
 use tokio::time::Instant;
 
-use super::answers::{cleartext_plugin, write_login_packets};
+use super::answers::{refuse_cleartext_payload, write_login_packets};
 use super::users::{Answer, Authenticator};
 use super::{ClientInfo, Connection};
 use crate::Error;
@@ -119,11 +119,7 @@ impl Connection {
             self.bucket = prepared.bucket;
             self.tunnel = prepared.connection(&self.shared.tunnel);
             for payload in &prepared.greeting {
-                if let Some(plugin) = cleartext_plugin(payload)
-                    && !self.shared.config.auth.cleartext_passwords
-                {
-                    return Err(Error::CleartextRefused { plugin });
-                }
+                refuse_cleartext_payload(payload, self.shared.config.auth.cleartext_passwords)?;
                 self.io.queue_packet(payload);
             }
             let greeted = (prepared.session.clone(), prepared.greeting.clone());
